@@ -1,0 +1,306 @@
+"""Turn an :class:`~graphaudit.lineage.Alignment` into :class:`Change` records with pattern names."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import onnx
+
+from .lineage import Alignment, Region, WrapperDiff
+from .lineage.match import op_class
+
+__all__ = ["Change", "CHANGE_KINDS", "KNOWN_PATTERNS", "classify", "coverage", "Coverage"]
+
+#: Change kinds, in the order reports list them.
+CHANGE_KINDS = ("fused", "replaced", "modified", "inserted", "removed", "unmatched", "kept")
+
+#: Rewrites documented by toolchains, with the confidence given to a region that shows them.
+#: Sources: onnxruntime graph optimizations (ConvBNFusion, ConvAddFusion, ConvMulFusion,
+#: MatMulAddFusion, function inlining of HardSwish), ORT QDQ quantizer (activation removal),
+#: Horizon optimized_float (HORIZON.md section 1).
+KNOWN_PATTERNS: dict[str, float] = {
+    "Conv+BatchNormalization -> Conv": 1.0,
+    "Conv+BatchNormalization+Relu -> Conv": 1.0,
+    "Conv+BatchNormalization+Clip -> Conv": 1.0,
+    "Conv+Relu -> Conv": 0.95,
+    "Conv+Add -> Conv": 0.95,
+    "Conv+Mul -> Conv": 0.95,
+    "Conv+Mul+Add -> Conv": 0.95,
+    "ConvTranspose+BatchNormalization -> ConvTranspose": 0.95,
+    "MatMul+Add -> Gemm": 1.0,
+    "Gemm -> Conv": 0.95,
+    "MatMul -> Conv": 0.9,
+    "HardSwish -> HardSigmoid+Mul": 1.0,
+    "HardSwish -> HzHardSwish": 1.0,
+    "Sigmoid+Mul -> HzSwish": 1.0,
+    "Gelu -> HzGelu": 1.0,
+    "Softmax -> HzSoftmax": 1.0,
+    "LayerNormalization -> HzLayerNorm": 1.0,
+    "Reshape -> Transpose": 0.8,
+    "BatchNormalization -> Mul+Add": 0.9,
+    "Relu absorbed into quantization": 0.95,
+    "Clip absorbed into quantization": 0.95,
+}
+
+#: Regions larger than this (a + b nodes) with no known pattern are reported as unmatched.
+MAX_EXPLAINED_REGION = 12
+
+
+@dataclass
+class Change:
+    """One change between stage a and stage b.
+
+    Attributes
+    ----------
+    kind : str
+        One of :data:`CHANGE_KINDS`.
+    a_nodes, b_nodes : list of str
+        Node ids in stage a and stage b.
+    tensors : list of str
+        Boundary tensors of stage a (inputs then outputs), or the wrapped tensor.
+    pattern : str
+        E.g. ``"Conv+BatchNormalization -> Conv"``, ``"QuantizeLinear/DequantizeLinear pair"``.
+    confidence : float
+        In [0, 1].
+    evidence : str
+        Why (which names, attributes, weights).
+    """
+
+    kind: str
+    a_nodes: list[str]
+    b_nodes: list[str]
+    tensors: list[str] = field(default_factory=list)
+    pattern: str = ""
+    confidence: float = 1.0
+    evidence: str = ""
+
+
+def _ops(stage, ids) -> list[str]:
+    return [stage.nodes[i].op_type for i in ids]
+
+
+def _pattern(al: Alignment, r: Region) -> str:
+    a_ops = [op for op in _ops(al.a, r.a_nodes) if op != "Constant"]
+    b_ops = [op for op in _ops(al.b, r.b_nodes) if op != "Constant"]
+    return f"{'+'.join(a_ops) or '(none)'} -> {'+'.join(b_ops) or '(none)'}"
+
+
+def _param_diff(al: Alignment, na, nb) -> list[str]:
+    """Weight slots whose content differs between two matched nodes (looking through no wrapper)."""
+    diffs = []
+    for i, (xa, xb) in enumerate(zip(na.inputs, nb.inputs)):
+        if not xa or not xb:
+            continue
+        ta, tb = al.a.tensors[xa], al.b.tensors[xb]
+        if not (ta.is_param and tb.is_param):
+            continue
+        if ta.shape != tb.shape or ta.dtype != tb.dtype:
+            diffs.append(f"input {i} {xa!r}: {ta.dtype}{list(ta.shape or ())} -> {tb.dtype}{list(tb.shape or ())}")
+            continue
+        da, db = ta.digest(), tb.digest()
+        if da and db and da != db:
+            diffs.append(f"input {i} {xa!r}: weight values differ")
+    extra = len([x for x in nb.inputs if x]) - len([x for x in na.inputs if x])
+    if extra > 0:
+        diffs.append(f"{extra} more input(s) in b")
+    return diffs
+
+
+@lru_cache(maxsize=None)
+def _schema_defaults(op_type: str, domain: str) -> dict:
+    """Default attribute values from the ONNX operator schema (latest opset), ``{}`` for custom ops."""
+    try:
+        schema = onnx.defs.get_schema(op_type, domain=domain)
+    except onnx.defs.SchemaError:
+        return {}
+    out = {}
+    for name, attr in schema.attributes.items():
+        if attr.default_value is not None and attr.default_value.type:
+            v = onnx.helper.get_attribute_value(attr.default_value)
+            out[name] = v.decode() if isinstance(v, bytes) else v
+    return out
+
+
+def _attr_diff(na, nb) -> list[str]:
+    """Attributes that differ, treating an omitted attribute as its ONNX schema default."""
+    defaults = _schema_defaults(na.op_type, "" if na.domain == "ai.onnx" else na.domain)
+    keys = sorted(set(na.attributes) | set(nb.attributes))
+    diffs = []
+    for k in keys:
+        va, vb = na.attributes.get(k, defaults.get(k)), nb.attributes.get(k, defaults.get(k))
+        if va != vb:
+            diffs.append(f"{k}: {na.attributes.get(k)!r} -> {nb.attributes.get(k)!r}")
+    return diffs
+
+
+def _classify_region(al: Alignment, r: Region) -> Change:
+    a_core = [n for n in r.a_nodes if al.a.nodes[n].op_type != "Constant"]
+    b_core = [n for n in r.b_nodes if al.b.nodes[n].op_type != "Constant"]
+    tensors = r.inputs + [t for t in r.outputs if t not in r.inputs]
+    pattern = _pattern(al, r)
+    if not a_core and not b_core:
+        # weight-holding Constant nodes only
+        if r.a_nodes and not r.b_nodes:
+            outs = [al.a.nodes[n].outputs[0] for n in r.a_nodes]
+            if all(o in al.a_to_b for o in outs):
+                return Change("kept", r.a_nodes, [], outs, "Constant -> initializer", 1.0,
+                              "weight moved from a Constant node to an initializer")
+            return Change("removed", r.a_nodes, [], outs, "unused Constant removed", 0.9, "no consumer in b")
+        if r.b_nodes and not r.a_nodes:
+            return Change("inserted", [], r.b_nodes, [], "Constant inserted", 0.9, "")
+        return Change("kept", r.a_nodes, r.b_nodes, [], "Constant", 1.0, "")
+    if len(a_core) == 1 and len(b_core) == 1:
+        na, nb = al.a.nodes[a_core[0]], al.b.nodes[b_core[0]]
+        if na.op_type == nb.op_type and na.domain == nb.domain:
+            conf, ev = al.node_confidence.get(na.id, (0.8, "same position between matched tensors"))
+            diffs = _attr_diff(na, nb) + _param_diff(al, na, nb)
+            if diffs:
+                return Change("modified", r.a_nodes, r.b_nodes, tensors, f"{na.op_type} modified", conf,
+                              "; ".join(diffs))
+            return Change("kept", r.a_nodes, r.b_nodes, tensors, na.op_type, conf, ev)
+        kind = "replaced"
+        return Change(kind, r.a_nodes, r.b_nodes, tensors, pattern,
+                      KNOWN_PATTERNS.get(pattern, 0.9 if op_class(na) == op_class(nb) else 0.6),
+                      f"{na.op_type} {na.name or na.id!r} -> {nb.op_type} {nb.name or nb.id!r}")
+    if not b_core:
+        return _removed(al, r, a_core, tensors)
+    if not a_core:
+        return Change("inserted", r.a_nodes, r.b_nodes, r.b_inputs + r.b_outputs, f"{'+'.join(_ops(al.b, b_core))} inserted",
+                      0.8, "no counterpart in a")
+    size = len(a_core) + len(b_core)
+    known = KNOWN_PATTERNS.get(pattern)
+    if known is None and size > MAX_EXPLAINED_REGION:
+        return Change("unmatched", r.a_nodes, r.b_nodes, tensors, pattern, 0.0,
+                      f"could not align {len(a_core)} nodes of a with {len(b_core)} nodes of b between "
+                      f"{len(r.inputs)} input and {len(r.outputs)} output tensors")
+    if len(b_core) == 1:
+        survivor = al.b.nodes[b_core[0]].op_type
+        conf = known if known is not None else (0.85 if survivor in _ops(al.a, a_core) else 0.6)
+        names = ", ".join(f"{al.a.nodes[n].op_type} {al.a.nodes[n].name or n!r}" for n in a_core)
+        return Change("fused", r.a_nodes, r.b_nodes, tensors, pattern, conf,
+                      f"{names} -> {survivor} {al.b.nodes[b_core[0]].name or b_core[0]!r}")
+    return Change("replaced", r.a_nodes, r.b_nodes, tensors, pattern, known if known is not None else 0.6,
+                  f"{len(a_core)} node(s) rewritten as {len(b_core)}")
+
+
+def _removed(al: Alignment, r: Region, a_core: list[str], tensors: list[str]) -> Change:
+    a_ops = _ops(al.a, a_core)
+    absorbed = {act: t for t, (_out, act) in al.absorbed.items()}
+    if len(a_core) == 1 and a_core[0] in absorbed:
+        t = absorbed[a_core[0]]
+        out_b = al.absorbed[t][0]
+        qdq = [w for w in al.view_b.chain.get(out_b, ())]
+        return Change("fused", r.a_nodes, qdq, [t], f"{a_ops[0]} absorbed into quantization",
+                      KNOWN_PATTERNS.get(f"{a_ops[0]} absorbed into quantization", 0.9),
+                      f"{a_ops[0]} {al.a.nodes[a_core[0]].name or a_core[0]!r}: its output {t!r} is the "
+                      f"DequantizeLinear output {out_b!r} in b; {t!r} in b holds the pre-activation")
+    outs = [o for n in a_core for o in al.a.nodes[n].outputs if o]
+    if outs and all(al.a_to_b.get(o) and all(al.tensor_map[x].kind == "folded" for x in al.a_to_b[o])
+                    for o in r.outputs if o in outs):
+        return Change("removed", r.a_nodes, [], tensors, f"constant folding ({'+'.join(a_ops)} -> initializer)", 0.95,
+                      "the computed value is a weight in b")
+    if all(not al.a.tensors[o].consumers and not al.a.tensors[o].is_graph_output for o in outs):
+        return Change("removed", r.a_nodes, [], tensors, f"dead code ({'+'.join(a_ops)})", 0.9, "outputs unused")
+    return Change("unmatched", r.a_nodes, [], tensors, f"{'+'.join(a_ops)} -> (none)", 0.0,
+                  f"no counterpart found in b for {len(a_core)} node(s); outputs {outs[:3]} have no matching tensor")
+
+
+_WRAPPER_PATTERNS = {"QuantizeLinear": "QuantizeLinear/DequantizeLinear pair", "DequantizeLinear": "DequantizeLinear"}
+
+
+def _wrapper_pattern(al: Alignment, stage, ids: list[str], root: str | None, view) -> str:
+    ops = [stage.nodes[i].op_type for i in ids]
+    weight = root is not None and stage.tensors[root].is_param
+    counts = Counter(ops)
+    if counts.get("QuantizeLinear") and counts.get("DequantizeLinear"):
+        base = "QuantizeLinear/DequantizeLinear pair"
+    elif set(ops) == {"DequantizeLinear"}:
+        base = "DequantizeLinear (quantized weight)" if weight else "DequantizeLinear"
+    elif set(ops) == {"HzCalibration"}:
+        return f"HzCalibration({'weight' if weight else 'activation'})"
+    elif set(ops) == {"Transpose"}:
+        base = "layout Transpose"
+    else:
+        base = "+".join(dict.fromkeys(ops))
+    if weight and "weight" not in base:
+        base += " on weight"
+    return base
+
+
+def _classify_wrappers(al: Alignment, w: WrapperDiff) -> list[Change]:
+    out: list[Change] = []
+    tensor = [w.a_root] if w.a_root else ([w.b_root] if w.b_root else [])
+    for xa, xb in w.kept:
+        na, nb = al.a.nodes[xa], al.b.nodes[xb]
+        diffs = _attr_diff(na, nb) + _param_diff(al, na, nb)
+        kind = "modified" if diffs else "kept"
+        out.append(Change(kind, [xa], [xb], tensor, na.op_type if not diffs else f"{na.op_type} modified",
+                          0.95, "; ".join(diffs) or "same wrapper on the same value"))
+    if w.inserted:
+        pattern = _wrapper_pattern(al, al.b, w.inserted, w.b_root, al.view_b)
+        where = f"on {w.a_root!r}" if w.a_root else f"on {w.b_root!r} (no counterpart in a)"
+        out.append(Change("inserted", [], list(w.inserted), tensor, pattern, 1.0 if w.a_root else 0.8,
+                          f"{len(w.inserted)} node(s) {where}"))
+    if w.removed:
+        ops = {al.a.nodes[x].op_type for x in w.removed}
+        pattern = f"{'+'.join(sorted(ops))} removed"
+        out.append(Change("removed", list(w.removed), [], tensor, pattern, 1.0,
+                          f"{len(w.removed)} node(s) on {w.a_root!r} no longer in b"))
+    return out
+
+
+def classify(al: Alignment) -> list[Change]:
+    """Classify every region and wrapper difference of an alignment.
+
+    Returns a list of :class:`Change` covering every top-level node of both stages exactly once.
+    """
+    changes = [_classify_region(al, r) for r in al.regions]
+    for w in al.wrappers:
+        changes.extend(_classify_wrappers(al, w))
+    return changes
+
+
+@dataclass
+class Coverage:
+    """Share of nodes of each stage that ended aligned (kept/modified/fused/replaced) or classified
+    (inserted/removed with a pattern); the rest are unmatched, with reasons in the changes."""
+
+    a_total: int
+    a_accounted: int
+    b_total: int
+    b_accounted: int
+    unmatched: list[Change]
+
+    @property
+    def a_ratio(self) -> float:
+        return self.a_accounted / self.a_total if self.a_total else 1.0
+
+    @property
+    def b_ratio(self) -> float:
+        return self.b_accounted / self.b_total if self.b_total else 1.0
+
+
+def coverage(al: Alignment, changes: list[Change]) -> Coverage:
+    """Coverage of an alignment's changes over the nodes of both stages (subgraph nodes count with their parent)."""
+    acc_a: set[str] = set()
+    acc_b: set[str] = set()
+    for c in changes:
+        if c.kind != "unmatched":
+            acc_a.update(c.a_nodes)
+            acc_b.update(c.b_nodes)
+
+    def count(stage, acc):
+        total = ok = 0
+        for n in stage.nodes.values():
+            total += 1
+            top = n
+            while top.parent is not None:
+                top = stage.nodes[top.parent]
+            ok += top.id in acc
+        return total, ok
+
+    at, aok = count(al.a, acc_a)
+    bt, bok = count(al.b, acc_b)
+    return Coverage(at, aok, bt, bok, [c for c in changes if c.kind == "unmatched"])

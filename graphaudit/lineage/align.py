@@ -1,0 +1,281 @@
+"""Pairwise alignment of two stages: tensor map, node regions, wrapper differences, coverage."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..errors import StagesUnrelatedError
+from ..stage import StageGraph
+from .match import Matching, TensorMatch, match_stages
+from .view import StageView
+
+__all__ = ["Region", "WrapperDiff", "Alignment", "align"]
+
+_WRAPPER_MATCH_KIND = {"quantize": "quantized", "convert": "converted", "layout": "layout",
+                       "preprocess": "preprocessed", "identity": "exact"}
+
+
+@dataclass
+class Region:
+    """Nodes of stage a and of stage b that lie between the same matched tensors.
+
+    ``a_nodes`` / ``b_nodes`` are node ids in file order; ``inputs`` / ``outputs`` are the
+    boundary tensors of stage a (roots) that the region reads / writes, ``b_inputs`` /
+    ``b_outputs`` the same for stage b.
+    """
+
+    a_nodes: list[str]
+    b_nodes: list[str]
+    inputs: list[str] = field(default_factory=list)
+    outputs: list[str] = field(default_factory=list)
+    b_inputs: list[str] = field(default_factory=list)
+    b_outputs: list[str] = field(default_factory=list)
+
+
+@dataclass
+class WrapperDiff:
+    """Wrapper nodes (QDQ, HzCalibration, Cast, Identity, layout Transpose, HzPreprocess) on one value.
+
+    ``a_root`` / ``b_root`` are the wrapped tensors (``None`` when the value has no
+    counterpart); ``kept`` pairs (a wrapper, b wrapper), ``removed`` lists a-only wrappers,
+    ``inserted`` b-only wrappers.
+    """
+
+    a_root: str | None
+    b_root: str | None
+    kept: list[tuple[str, str]] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    inserted: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Alignment:
+    """Alignment of stage ``a`` (earlier) with stage ``b`` (later).
+
+    Attributes
+    ----------
+    tensor_map : dict[str, TensorMatch]
+        b tensor -> its a counterpart, for every b tensor that has one (wrapper outputs included).
+    a_to_b : dict[str, list[str]]
+        a tensor -> b tensors mapped to it.
+    node_pairs : dict[str, str]
+        a node id -> b node id, for nodes matched one to one by structure or name.
+    node_confidence : dict[str, tuple[float, str]]
+        a node id -> (confidence, evidence) of its pairing.
+    regions : list[Region]
+    wrappers : list[WrapperDiff]
+    absorbed : dict[str, tuple[str, str]]
+        a tensor -> (b wrapper output holding its value, a activation node id) for activations
+        absorbed into quantization (CASES.md case 7).
+    """
+
+    a: StageGraph
+    b: StageGraph
+    tensor_map: dict[str, TensorMatch]
+    a_to_b: dict[str, list[str]]
+    node_pairs: dict[str, str]
+    node_confidence: dict[str, tuple[float, str]]
+    regions: list[Region]
+    wrappers: list[WrapperDiff]
+    absorbed: dict[str, tuple[str, str]]
+    view_a: StageView = field(repr=False, default=None)  # type: ignore[assignment]
+    view_b: StageView = field(repr=False, default=None)  # type: ignore[assignment]
+
+    def b_for(self, a_tensor: str) -> str | None:
+        """The b tensor holding a's value of ``a_tensor`` (the absorbed/quantized one first), or None."""
+        if a_tensor in self.absorbed:
+            return self.absorbed[a_tensor][0]
+        cands = self.a_to_b.get(a_tensor, [])
+        for c in cands:
+            if self.tensor_map[c].kind == "exact":
+                return c
+        return cands[0] if cands else None
+
+
+class _UnionFind:
+    def __init__(self) -> None:
+        self.parent: dict[str, str] = {}
+
+    def find(self, x: str) -> str:
+        self.parent.setdefault(x, x)
+        while self.parent[x] != x:
+            self.parent[x] = self.parent[self.parent[x]]
+            x = self.parent[x]
+        return x
+
+    def union(self, x: str, y: str) -> None:
+        rx, ry = self.find(x), self.find(y)
+        if rx != ry:
+            self.parent[max(rx, ry)] = min(rx, ry)
+
+
+def _group_nodes(view: StageView, mapped: set[str], prefix: str, uf: _UnionFind) -> list[str]:
+    """Union core nodes connected through tensors that have no counterpart (unmapped roots)."""
+    st = view.stage
+    core = view.core_nodes()
+    for n in core:
+        uf.find(prefix + n.id)
+        for out in n.outputs:
+            if not out or out in mapped:
+                continue
+            for cid, _idx, _t in view.consumers.get(out, []):
+                if st.nodes[cid].parent is None:
+                    uf.union(prefix + n.id, prefix + cid)
+    return [n.id for n in core]
+
+
+def _tensor_map(m: Matching) -> tuple[dict[str, TensorMatch], dict[str, list[str]]]:
+    tmap: dict[str, TensorMatch] = {}
+    for name in m.b.tensors:
+        rb = m.vb.root.get(name, name)
+        ra = m.b2a.get(rb)
+        if ra is None:
+            continue
+        kind, conf, ev = m.info[ra]
+        if name != rb:
+            kinds = [m.vb.wrappers[w] for w in m.vb.chain[name]]
+            wk = next((k for k in ("quantize", "layout", "convert", "preprocess") if k in kinds), "identity")
+            if kind == "exact":
+                kind = _WRAPPER_MATCH_KIND[wk]
+            ev = f"{ev}; behind {'/'.join(m.b.nodes[w].op_type for w in m.vb.chain[name])}"
+        tmap[name] = TensorMatch(ra, name, kind, conf, ev)
+    for ra, (out_b, act) in m.absorbed.items():
+        tmap[out_b] = TensorMatch(ra, out_b, "absorbed", 0.9,
+                                  f"{m.a.nodes[act].op_type} {act!r} absorbed into quantization; value is the dequantized output")
+    a_to_b: dict[str, list[str]] = {}
+    for name, tm in tmap.items():
+        a_to_b.setdefault(tm.a, []).append(name)
+    # a-side wrapper outputs (e.g. an Identity removed in b) map through their root too
+    for name in m.a.tensors:
+        ra = m.va.root.get(name, name)
+        if name != ra and ra in m.a2b and name not in a_to_b:
+            a_to_b[name] = [m.a2b[ra]]
+    return tmap, a_to_b
+
+
+def _wrapper_diffs(m: Matching) -> list[WrapperDiff]:
+    diffs: list[WrapperDiff] = []
+    seen_b: set[str] = set()
+    for ra, wa in m.va.tree.items():
+        rb = m.a2b.get(ra)
+        wb = m.vb.tree.get(rb, []) if rb is not None else []
+        if rb is not None:
+            seen_b.add(rb)
+        diffs.append(_diff_chains(m, ra, rb, wa, wb))
+    for rb, wb in m.vb.tree.items():
+        if rb in seen_b:
+            continue
+        diffs.append(_diff_chains(m, m.b2a.get(rb), rb, [], wb))
+    return [d for d in diffs if d.kept or d.removed or d.inserted]
+
+
+def _diff_chains(m: Matching, ra: str | None, rb: str | None, wa: list[str], wb: list[str]) -> WrapperDiff:
+    d = WrapperDiff(ra, rb)
+    used: set[str] = set()
+    for x in wa:
+        na = m.a.nodes[x]
+        depth_a = len(m.va.chain[na.outputs[0]])
+        hit = next((y for y in wb if y not in used and m.b.nodes[y].op_type == na.op_type
+                    and len(m.vb.chain[m.b.nodes[y].outputs[0]]) == depth_a), None)
+        if hit is None:
+            hit = next((y for y in wb if y not in used and m.b.nodes[y].op_type == na.op_type), None)
+        if hit is None:
+            d.removed.append(x)
+        else:
+            used.add(hit)
+            d.kept.append((x, hit))
+    d.inserted = [y for y in wb if y not in used]
+    return d
+
+
+def _regions(m: Matching) -> list[Region]:
+    uf = _UnionFind()
+    mapped_a = set(m.a2b) | set(m.absorbed)
+    mapped_b = set(m.b2a)
+    a_core = _group_nodes(m.va, mapped_a, "a:", uf)
+    b_core = _group_nodes(m.vb, mapped_b, "b:", uf)
+    absorbed_nodes = {act for _out, act in m.absorbed.values()}
+    for na, nb in m.node_a2b.items():
+        uf.union("a:" + na, "b:" + nb)
+    for n_id in a_core:
+        if n_id in absorbed_nodes:
+            continue
+        for out in m.a.nodes[n_id].outputs:
+            rb = m.a2b.get(out)
+            if rb is None:
+                continue
+            pb = m.b.producer(rb)
+            if pb is not None and pb.id not in m.vb.wrappers and pb.parent is None:
+                uf.union("a:" + n_id, "b:" + pb.id)
+    groups: dict[str, Region] = {}
+    for n_id in a_core:
+        groups.setdefault(uf.find("a:" + n_id), Region([], [])).a_nodes.append(n_id)
+    for n_id in b_core:
+        groups.setdefault(uf.find("b:" + n_id), Region([], [])).b_nodes.append(n_id)
+    regions = list(groups.values())
+    for r in regions:
+        r.inputs, r.outputs = _boundary(m.va, r.a_nodes)
+        r.b_inputs, r.b_outputs = _boundary(m.vb, r.b_nodes)
+    return regions
+
+
+def _boundary(view: StageView, node_ids: list[str]) -> tuple[list[str], list[str]]:
+    st = view.stage
+    inside = set(node_ids)
+    ins: list[str] = []
+    outs: list[str] = []
+    for nid in node_ids:
+        n = st.nodes[nid]
+        for x in n.inputs:
+            if not x:
+                continue
+            r = view.root.get(x, x)
+            p = st.tensors[r].producer
+            if (p is None or p not in inside) and not st.tensors[r].is_param and r not in ins:
+                ins.append(r)
+        for x in n.outputs:
+            if not x:
+                continue
+            t = st.tensors[x]
+            if t.is_graph_output or any(c not in inside for c, _i, _t in view.consumers.get(x, [])):
+                if x not in outs:
+                    outs.append(x)
+    return ins, outs
+
+
+def _core_count(view: StageView) -> int:
+    return sum(1 for n in view.core_nodes() if n.op_type != "Constant")
+
+
+def align(a: StageGraph, b: StageGraph, check_related: bool = True) -> Alignment:
+    """Align stage ``a`` (earlier in the pipeline) with stage ``b`` (later).
+
+    Parameters
+    ----------
+    a, b : StageGraph
+    check_related : bool
+        Raise :class:`StagesUnrelatedError` when the two stages share no structure.
+
+    Returns
+    -------
+    Alignment
+
+    Raises
+    ------
+    StagesUnrelatedError
+        Fewer than 5% of the compute nodes (and none beyond the graph inputs/outputs) could
+        be matched one to one: the two files are not stages of one pipeline.
+    """
+    va, vb = StageView.build(a), StageView.build(b)
+    m = match_stages(va, vb)
+    if check_related:
+        smaller = min(_core_count(va), _core_count(vb))
+        paired = sum(1 for n in m.node_a2b if a.nodes[n].op_type != "Constant")
+        if smaller and paired < max(1, 0.05 * smaller):
+            raise StagesUnrelatedError(
+                f"{a.path} and {b.path}: the stages share no structure ({paired} of {smaller} nodes could be matched); "
+                "are they stages of the same model, given in pipeline order?")
+    tmap, a_to_b = _tensor_map(m)
+    return Alignment(a=a, b=b, tensor_map=tmap, a_to_b=a_to_b, node_pairs=dict(m.node_a2b),
+                     node_confidence=dict(m.node_conf), regions=_regions(m), wrappers=_wrapper_diffs(m),
+                     absorbed=dict(m.absorbed), view_a=va, view_b=vb)

@@ -1,0 +1,137 @@
+"""Wrapper-transparent view of a stage: which nodes merely wrap a value, and each tensor's root."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..stage import NodeInfo, StageGraph
+
+__all__ = ["WRAPPER_KINDS", "StageView", "wrapper_kind", "LAYOUT_PERMS"]
+
+#: Ops that pass one value through, possibly changing its numeric form, keyed by (domain, op_type).
+#: "quantize": QDQ / Horizon fake quantization; "convert": Cast; "layout": NCHW<->NHWC Transpose;
+#: "preprocess": Horizon HzPreprocess (HORIZON.md section 3); "identity": Identity, Dropout (inference).
+WRAPPER_KINDS: dict[tuple[str, str], str] = {
+    ("", "Identity"): "identity",
+    ("", "Dropout"): "identity",
+    ("", "QuantizeLinear"): "quantize",
+    ("", "DequantizeLinear"): "quantize",
+    ("com.microsoft", "QuantizeLinear"): "quantize",
+    ("com.microsoft", "DequantizeLinear"): "quantize",
+    ("horizon", "HzCalibration"): "quantize",
+    ("horizon", "HzQuantize"): "quantize",
+    ("horizon", "HzDequantize"): "quantize",
+    ("", "Cast"): "convert",
+    ("", "Transpose"): "layout",
+    ("horizon", "HzPreprocess"): "preprocess",
+}
+
+#: Transpose permutations that convert between NCHW and NHWC (rank 4) or NCW and NWC (rank 3).
+LAYOUT_PERMS = {(0, 2, 3, 1), (0, 3, 1, 2), (0, 2, 1)}
+
+
+def wrapper_kind(stage: StageGraph, node: NodeInfo) -> str | None:
+    """The wrapper kind of a node (see :data:`WRAPPER_KINDS`) or ``None`` when it computes something.
+
+    A node is a wrapper when its op is listed, its first input is its only non-weight input
+    and only its first output is used. Transpose counts only with a layout permutation.
+    """
+    kind = WRAPPER_KINDS.get(("" if node.domain == "ai.onnx" else node.domain, node.op_type))
+    if kind is None or not node.inputs or not node.inputs[0] or node.parent is not None:
+        return None
+    if kind == "layout" and tuple(node.attributes.get("perm", ())) not in LAYOUT_PERMS:
+        return None
+    for name in node.inputs[1:]:
+        if name and not stage.tensors[name].is_param:
+            return None
+    for name in node.outputs[1:]:
+        if name and stage.tensors[name].consumers:
+            return None
+    return kind
+
+
+@dataclass
+class StageView:
+    """Roots and wrapper trees of one stage.
+
+    Attributes
+    ----------
+    stage : StageGraph
+    wrappers : dict[str, str]
+        Wrapper node id -> wrapper kind.
+    root : dict[str, str]
+        Tensor -> root tensor: follow producers back through wrappers (a tensor not produced
+        by a wrapper is its own root).
+    chain : dict[str, tuple[str, ...]]
+        Tensor -> wrapper node ids between its root and it (root first).
+    consumers : dict[str, list[tuple[str, int, str]]]
+        Root -> (consumer node id, input index, tensor actually read) over the whole wrapper
+        tree of the root, wrappers excluded.
+    tree : dict[str, list[str]]
+        Root -> wrapper node ids hanging below it, in file order.
+    """
+
+    stage: StageGraph
+    wrappers: dict[str, str] = field(default_factory=dict)
+    root: dict[str, str] = field(default_factory=dict)
+    chain: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    consumers: dict[str, list[tuple[str, int, str]]] = field(default_factory=dict)
+    tree: dict[str, list[str]] = field(default_factory=dict)
+    const_derived: set[str] = field(default_factory=set)
+
+    @classmethod
+    def build(cls, stage: StageGraph) -> "StageView":
+        """Compute the view in one pass over the nodes in file order (topological in valid ONNX)."""
+        v = cls(stage)
+        for node in stage.nodes.values():
+            k = wrapper_kind(stage, node)
+            if k is not None:
+                v.wrappers[node.id] = k
+        for name in stage.tensors:
+            v._resolve(name)
+        for name, t in stage.tensors.items():
+            r = v.root[name]
+            for cid, idx in t.consumers:
+                if cid not in v.wrappers:
+                    v.consumers.setdefault(r, []).append((cid, idx, name))
+        for nid in v.wrappers:
+            out = stage.nodes[nid].outputs[0]
+            v.tree.setdefault(v.root[out], []).append(nid)
+        v.const_derived = {n for n, t in stage.tensors.items() if t.is_param}
+        for node in stage.nodes.values():
+            if node.parent is None and node.inputs and all(not x or x in v.const_derived for x in node.inputs):
+                v.const_derived.update(o for o in node.outputs if o)
+        return v
+
+    def _resolve(self, name: str) -> str:
+        if name in self.root:
+            return self.root[name]
+        path: list[tuple[str, str]] = []
+        cur = name
+        seen = set()
+        while True:
+            if cur in self.root:
+                base, base_chain = self.root[cur], self.chain[cur]
+                break
+            t = self.stage.tensors.get(cur)
+            pid = t.producer if t is not None else None
+            if pid is None or pid not in self.wrappers or self.stage.nodes[pid].outputs[0] != cur or cur in seen:
+                base, base_chain = cur, ()
+                self.root[cur], self.chain[cur] = cur, ()
+                break
+            seen.add(cur)
+            path.append((cur, pid))
+            cur = self.stage.nodes[pid].inputs[0]
+        for tensor, pid in reversed(path):
+            base_chain = base_chain + (pid,)
+            self.root[tensor], self.chain[tensor] = base, base_chain
+        return self.root[name]
+
+    def is_param_root(self, name: str) -> bool:
+        """True when the tensor's root is a weight (initializer or Constant output)."""
+        t = self.stage.tensors.get(self.root.get(name, name))
+        return t is not None and t.is_param
+
+    def core_nodes(self) -> list[NodeInfo]:
+        """Non-wrapper nodes of the main graph, in file order."""
+        return [n for n in self.stage.nodes.values() if n.id not in self.wrappers and n.parent is None]

@@ -1,0 +1,259 @@
+"""Read an ONNX file into a :class:`~graphaudit.stage.StageGraph` without loading weight bytes."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+import networkx as nx
+import numpy as np
+import onnx
+from google.protobuf.message import DecodeError
+from onnx import numpy_helper
+
+from .errors import ModelLoadError
+from .stage import NodeInfo, StageGraph, TensorInfo
+
+__all__ = ["load_stage", "dtype_name"]
+
+_GRAPH_ATTR_TYPES = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+
+
+def dtype_name(elem_type: int) -> str:
+    """ONNX ``TensorProto.DataType`` enum value -> name (``1`` -> ``"FLOAT"``), ``""`` if undefined."""
+    if not elem_type:
+        return ""
+    try:
+        return onnx.TensorProto.DataType.Name(elem_type)
+    except ValueError:
+        return f"TYPE{elem_type}"
+
+
+def _shape_of(type_proto: onnx.TypeProto) -> tuple[str, tuple | None]:
+    if not type_proto.HasField("tensor_type"):
+        return "", None
+    tt = type_proto.tensor_type
+    if not tt.HasField("shape"):
+        return dtype_name(tt.elem_type), None
+    dims: list[Any] = []
+    for d in tt.shape.dim:
+        if d.HasField("dim_value"):
+            dims.append(int(d.dim_value))
+        elif d.HasField("dim_param"):
+            dims.append(d.dim_param)
+        else:
+            dims.append(None)
+    return dtype_name(tt.elem_type), tuple(dims)
+
+
+def _tensor_reader(t: onnx.TensorProto, base_dir: Path) -> Callable[[], bytes]:
+    """A function returning the raw bytes of an initializer, reading external data on demand."""
+    if t.data_location == onnx.TensorProto.EXTERNAL:
+        info = {e.key: e.value for e in t.external_data}
+
+        def read_external() -> bytes:
+            loc = info.get("location", "")
+            target = (base_dir / loc).resolve()
+            if base_dir.resolve() not in target.parents:
+                raise ValueError(f"external data location {loc!r} escapes the model directory")
+            offset = int(info.get("offset", 0) or 0)
+            length = info.get("length")
+            with open(target, "rb") as fh:
+                fh.seek(offset)
+                return fh.read(int(length)) if length else fh.read()
+
+        return read_external
+    if t.raw_data:
+        return lambda: t.raw_data
+    return lambda: numpy_helper.to_array(t).tobytes()
+
+
+def _tensor_nbytes(t: onnx.TensorProto) -> int | None:
+    if t.data_location == onnx.TensorProto.EXTERNAL:
+        length = {e.key: e.value for e in t.external_data}.get("length")
+        return int(length) if length else None
+    try:
+        itemsize = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(t.data_type)).itemsize
+    except (KeyError, TypeError, ValueError):
+        return None
+    return int(np.prod(t.dims, dtype=np.int64)) * itemsize
+
+
+def _attr_value(a: onnx.AttributeProto) -> Any:
+    if a.type == onnx.AttributeProto.TENSOR:
+        return ("tensor", dtype_name(a.t.data_type), tuple(a.t.dims))
+    if a.type == onnx.AttributeProto.GRAPH:
+        return ("graph", a.g.name)
+    if a.type == onnx.AttributeProto.GRAPHS:
+        return [("graph", g.name) for g in a.graphs]
+    if a.type == onnx.AttributeProto.SPARSE_TENSOR:
+        return ("sparse_tensor", tuple(a.sparse_tensor.dims))
+    v = onnx.helper.get_attribute_value(a)
+    if isinstance(v, bytes):
+        return v.decode("utf-8", "replace")
+    if isinstance(v, list):
+        return [x.decode("utf-8", "replace") if isinstance(x, bytes) else x for x in v]
+    return v
+
+
+def _constant_tensor(node: onnx.NodeProto) -> onnx.TensorProto | None:
+    """The value of a Constant node as a TensorProto (ONNX Constant spec: value, value_float(s), value_int(s))."""
+    for a in node.attribute:
+        if a.name == "value" and a.type == onnx.AttributeProto.TENSOR:
+            return a.t
+        if a.name in ("value_float", "value_floats", "value_int", "value_ints"):
+            arr = np.asarray(onnx.helper.get_attribute_value(a),
+                             dtype=np.float32 if "float" in a.name else np.int64)
+            return numpy_helper.from_array(arr)
+    return None
+
+
+class _Builder:
+    def __init__(self, model: onnx.ModelProto, path: Path):
+        self.model = model
+        self.base_dir = path.parent
+        self.nodes: dict[str, NodeInfo] = {}
+        self.tensors: dict[str, TensorInfo] = {}
+        self.used_ids: set[str] = set()
+
+    def tensor(self, name: str) -> TensorInfo:
+        t = self.tensors.get(name)
+        if t is None:
+            t = self.tensors[name] = TensorInfo(name=name)
+        return t
+
+    def node_id(self, n: onnx.NodeProto, index: int, prefix: str) -> str:
+        candidates = []
+        if n.name:
+            candidates.append(prefix + n.name)
+        first_out = next((o for o in n.output if o), "")
+        if first_out:
+            candidates.append(f"{prefix}{n.op_type}:{first_out}")
+        candidates.append(f"{prefix}{n.op_type}#{index}")
+        for c in candidates:
+            if c not in self.used_ids:
+                self.used_ids.add(c)
+                return c
+        k = 1
+        while f"{candidates[-1]}.{k}" in self.used_ids:
+            k += 1
+        self.used_ids.add(f"{candidates[-1]}.{k}")
+        return f"{candidates[-1]}.{k}"
+
+    def add_graph(self, g: onnx.GraphProto, parent: str | None, prefix: str) -> None:
+        for init in g.initializer:
+            t = self.tensor(init.name)
+            t.kind = "initializer"
+            t.dtype = dtype_name(init.data_type)
+            t.shape = tuple(int(d) for d in init.dims)
+            t.nbytes = _tensor_nbytes(init)
+            t._reader = _tensor_reader(init, self.base_dir)
+        for vi in list(g.input) + list(g.value_info) + list(g.output):
+            t = self.tensor(vi.name)
+            dtype, shape = _shape_of(vi.type)
+            if t.kind not in ("initializer", "constant"):
+                t.dtype = t.dtype or dtype
+                if shape is not None and t.shape is None:
+                    t.shape = shape
+        for vi in g.input:
+            t = self.tensors[vi.name]
+            if t.kind == "initializer":
+                t.also_graph_input = True
+            elif parent is None:
+                t.kind = "input"
+        if parent is None:
+            for vo in g.output:
+                self.tensors[vo.name].is_graph_output = True
+        for i, n in enumerate(g.node):
+            nid = self.node_id(n, i, prefix)
+            attrs = {a.name: _attr_value(a) for a in n.attribute}
+            info = NodeInfo(id=nid, name=n.name, op_type=n.op_type, domain=n.domain,
+                            inputs=tuple(n.input), outputs=tuple(n.output),
+                            attributes=attrs, index=i, parent=parent)
+            self.nodes[nid] = info
+            for k, name in enumerate(n.input):
+                if name:
+                    self.tensor(name).consumers.append((nid, k))
+            for name in n.output:
+                if not name:
+                    continue
+                t = self.tensor(name)
+                t.producer = nid
+                if n.op_type == "Constant" and n.domain in ("", "ai.onnx"):
+                    value = _constant_tensor(n)
+                    t.kind = "constant"
+                    if value is not None:
+                        t.dtype = dtype_name(value.data_type)
+                        t.shape = tuple(int(d) for d in value.dims)
+                        t.nbytes = _tensor_nbytes(value)
+                        t._reader = _tensor_reader(value, self.base_dir)
+            for a in n.attribute:
+                if a.type == onnx.AttributeProto.GRAPH:
+                    self.add_graph(a.g, nid, f"{nid}/{a.name}/")
+                elif a.type == onnx.AttributeProto.GRAPHS:
+                    for j, sg in enumerate(a.graphs):
+                        self.add_graph(sg, nid, f"{nid}/{a.name}[{j}]/")
+
+
+def load_stage(path: str | os.PathLike, role: str = "custom", name: str | None = None) -> StageGraph:
+    """Load one ONNX file as a :class:`StageGraph`.
+
+    Weight bytes are not read (``onnx.load(..., load_external_data=False)``); weight content
+    hashes are computed lazily by :meth:`TensorInfo.digest`.
+
+    Parameters
+    ----------
+    path : path-like
+        The ``.onnx`` file.
+    role : str
+        Stage role (see :data:`graphaudit.stage.ROLES`).
+    name : str, optional
+        Display name; defaults to the file stem.
+
+    Raises
+    ------
+    ModelLoadError
+        The path is missing or not a file, or the file is not a readable ONNX model
+        (not protobuf, truncated, or no graph).
+    """
+    p = Path(path)
+    if not p.exists():
+        raise ModelLoadError(f"{p}: no such file")
+    if not p.is_file():
+        raise ModelLoadError(f"{p}: not a file")
+    try:
+        with open(p, "rb") as fh:
+            data = fh.read()
+    except OSError as e:
+        raise ModelLoadError(f"{p}: cannot read ({e.strerror})") from e
+    if not data:
+        raise ModelLoadError(f"{p}: empty file, not an ONNX model")
+    model = onnx.ModelProto()
+    try:
+        model.ParseFromString(data)
+    except (DecodeError, RuntimeWarning, ValueError) as e:
+        raise ModelLoadError(f"{p}: not an ONNX model or truncated ({e})") from e
+    del data
+    if model.ir_version <= 0 or not model.HasField("graph") or (not model.graph.node and not model.graph.output):
+        raise ModelLoadError(f"{p}: not an ONNX model (no IR version or empty graph)")
+    b = _Builder(model, p)
+    b.add_graph(model.graph, None, "")
+    for name_, t in b.tensors.items():
+        if t.producer is None and t.kind == "activation" and t.consumers:
+            # consumed but never produced: a dangling reference (or an outer-scope name of a subgraph)
+            t.kind = "missing"
+    g = nx.MultiDiGraph()
+    for nid, info in b.nodes.items():
+        g.add_node(nid, info=info)
+    for tname, t in b.tensors.items():
+        if t.producer is None:
+            continue
+        for consumer, _k in t.consumers:
+            g.add_edge(t.producer, consumer, key=tname)
+    opsets = {("" if o.domain == "ai.onnx" else o.domain): int(o.version) for o in model.opset_import}
+    inputs = [vi.name for vi in model.graph.input if b.tensors[vi.name].kind == "input"]
+    outputs = [vo.name for vo in model.graph.output]
+    return StageGraph(name=name or p.name.removesuffix(".onnx"), role=role, path=str(p),
+                      opsets=opsets, ir_version=int(model.ir_version), producer_name=model.producer_name,
+                      inputs=inputs, outputs=outputs, nodes=b.nodes, tensors=b.tensors, graph=g)

@@ -1,0 +1,181 @@
+"""The in-memory model of one pipeline stage: `StageGraph`, its nodes and tensors."""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+import networkx as nx
+
+__all__ = ["StageGraph", "NodeInfo", "TensorInfo", "ROLES"]
+
+#: Stage roles in pipeline order. ``source`` is the user's pre-toolchain model.
+ROLES = ("source", "original", "optimized", "calibrated", "ptq", "quantized", "custom")
+
+
+@dataclass
+class NodeInfo:
+    """One ONNX node.
+
+    Attributes
+    ----------
+    id : str
+        Stable, unique id inside the stage: the node name when it is non-empty and unique,
+        else ``"<op_type>:<first output>"`` (outputs are unique in ONNX's SSA form), else
+        ``"<op_type>#<index>"``. Nodes of subgraphs are prefixed ``"<parent id>/<attr>/"``.
+    name : str
+        The ONNX node name, possibly empty.
+    op_type, domain : str
+        Operator and its domain (``""`` is the default ``ai.onnx`` domain).
+    inputs, outputs : tuple of str
+        Tensor names; ``""`` marks an omitted optional input.
+    attributes : dict
+        Attribute name -> Python value (ints, floats, strings, lists; tensors as
+        ``("tensor", dtype, shape, digest)`` and graphs as ``("graph", name)``).
+    index : int
+        Position in the (sub)graph's node list.
+    parent : str or None
+        Id of the If/Loop/Scan node owning the subgraph, ``None`` at top level.
+    """
+
+    id: str
+    name: str
+    op_type: str
+    domain: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    attributes: dict[str, Any]
+    index: int
+    parent: str | None = None
+
+    @property
+    def qualified_op(self) -> str:
+        """``op_type`` prefixed by its domain when the domain is not the default one."""
+        if self.domain in ("", "ai.onnx"):
+            return self.op_type
+        return f"{self.domain}::{self.op_type}"
+
+
+@dataclass
+class TensorInfo:
+    """One tensor (value) of a stage.
+
+    Attributes
+    ----------
+    name : str
+    dtype : str
+        ONNX element type name (``"FLOAT"``, ``"INT8"``...), ``""`` when unknown.
+    shape : tuple or None
+        Dims as ints or symbolic strings (``"N"``) or ``None`` for an unknown dim; ``None`` if rank unknown.
+    producer : str or None
+        Id of the producing node; ``None`` for graph inputs and initializers.
+    consumers : list of (node id, input index)
+    kind : str
+        ``"input"`` (graph input), ``"initializer"``, ``"constant"`` (output of a Constant
+        node: weights of Paddle/keras exports), or ``"activation"``.
+    is_graph_output : bool
+    also_graph_input : bool
+        For initializers also listed in ``graph.input`` (IR < 4 exports).
+    """
+
+    name: str
+    dtype: str = ""
+    shape: tuple | None = None
+    producer: str | None = None
+    consumers: list[tuple[str, int]] = field(default_factory=list)
+    kind: str = "activation"
+    is_graph_output: bool = False
+    also_graph_input: bool = False
+    nbytes: int | None = None
+    _digest: str | None = field(default=None, repr=False)
+    _reader: Callable[[], bytes] | None = field(default=None, repr=False)
+
+    @property
+    def is_param(self) -> bool:
+        """True for weights: initializers and Constant node outputs."""
+        return self.kind in ("initializer", "constant")
+
+    def digest(self) -> str | None:
+        """Content hash (BLAKE2b-128 over dtype, shape and raw bytes) of a weight, computed lazily.
+
+        Reads the bytes only on first call (from external data files when needed).
+        Returns ``None`` for non-weights or when the bytes cannot be read
+        (e.g. external data file missing).
+        """
+        if self._digest is None and self._reader is not None:
+            try:
+                raw = self._reader()
+            except (OSError, ValueError):
+                self._reader = None
+                return None
+            h = hashlib.blake2b(digest_size=16)
+            h.update(f"{self.dtype}{self.shape}".encode())
+            h.update(raw)
+            self._digest = h.hexdigest()
+            self._reader = None
+        return self._digest
+
+
+@dataclass
+class StageGraph:
+    """One stage model as a graph.
+
+    ``graph`` is a :class:`networkx.MultiDiGraph` with one graph node per ONNX node (key =
+    :attr:`NodeInfo.id`, attribute ``info`` = the :class:`NodeInfo`) and one edge per
+    (producer, consumer, tensor) with ``key`` = tensor name. Weights do not create edges
+    (initializers have no producer node; Constant nodes do).
+
+    Attributes
+    ----------
+    name : str
+        Short display name (file stem or role).
+    role : str
+        One of :data:`ROLES`.
+    path : str
+    opsets : dict[str, int]
+        Domain -> version from ``opset_import`` (``""`` = ai.onnx).
+    ir_version : int
+    producer_name : str
+    inputs, outputs : list of str
+        Graph input names (initializers excluded) and output names, in order.
+    nodes : dict[str, NodeInfo]
+        In topological (file) order, subgraph nodes after their parent.
+    tensors : dict[str, TensorInfo]
+    """
+
+    name: str
+    role: str
+    path: str
+    opsets: dict[str, int]
+    ir_version: int
+    producer_name: str
+    inputs: list[str]
+    outputs: list[str]
+    nodes: dict[str, NodeInfo]
+    tensors: dict[str, TensorInfo]
+    graph: nx.MultiDiGraph = field(repr=False, default_factory=nx.MultiDiGraph)
+
+    def node(self, node_id: str) -> NodeInfo:
+        """The node with this id (KeyError if absent)."""
+        return self.nodes[node_id]
+
+    def producer(self, tensor: str) -> NodeInfo | None:
+        """Producer node of a tensor, or ``None`` for inputs, initializers and unknown names."""
+        t = self.tensors.get(tensor)
+        if t is None or t.producer is None:
+            return None
+        return self.nodes[t.producer]
+
+    def top_nodes(self) -> Iterator[NodeInfo]:
+        """Nodes of the main graph (not of subgraphs), in file order."""
+        return (n for n in self.nodes.values() if n.parent is None)
+
+    def op_histogram(self) -> Counter:
+        """Counter of qualified op types over all nodes, subgraphs included."""
+        return Counter(n.qualified_op for n in self.nodes.values())
+
+    def used_domains(self) -> Counter:
+        """Counter of node domains actually used (``""`` normalised from ``ai.onnx``)."""
+        return Counter("" if n.domain == "ai.onnx" else n.domain for n in self.nodes.values())
