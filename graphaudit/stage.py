@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 import networkx as nx
+import numpy as np
+import onnx
 
 __all__ = ["StageGraph", "NodeInfo", "TensorInfo", "ROLES"]
 
@@ -108,14 +110,22 @@ class TensorInfo:
             try:
                 raw = self._reader()
             except (OSError, ValueError):
-                self._reader = None
                 return None
             h = hashlib.blake2b(digest_size=16)
             h.update(f"{self.dtype}{self.shape}".encode())
             h.update(raw)
             self._digest = h.hexdigest()
-            self._reader = None
         return self._digest
+
+    def value(self) -> "np.ndarray | None":
+        """The weight as a numpy array (read on demand, external data included); ``None`` if unreadable."""
+        if self._reader is None or not self.dtype or self.shape is None:
+            return None
+        try:
+            np_dtype = onnx.helper.tensor_dtype_to_np_dtype(onnx.TensorProto.DataType.Value(self.dtype))
+            return np.frombuffer(self._reader(), dtype=np_dtype).reshape(self.shape)
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
 
 
 @dataclass

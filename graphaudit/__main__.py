@@ -1,0 +1,5 @@
+"""``python -m graphaudit``."""
+
+from .cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,78 @@
+"""The rule catalogue: metadata of every rule, read from ``rules/*.yaml`` (safe YAML)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from ruamel.yaml import YAML
+from ruamel.yaml.error import YAMLError
+
+from .errors import RuleCatalogueError
+from .findings import SEVERITIES
+
+__all__ = ["Rule", "load_catalogue", "RULES_DIR"]
+
+RULES_DIR = Path(__file__).parent / "rules"
+_REQUIRED = ("code", "name", "summary", "why", "fix", "severity", "examples")
+
+
+@dataclass(frozen=True)
+class Rule:
+    """Metadata of one rule: code (S1xx structure, P2xx inputs, C3xx config, N4xx numeric),
+    kebab-case name, one-line summary, why it matters, how to fix it, default severity,
+    and examples (``{"fail": [...], "pass": [...]}``, each a dict with ``stages``: a list of
+    ``{"role": ..., "model": <onnx.parser text>}``)."""
+
+    code: str
+    name: str
+    summary: str
+    why: str
+    fix: str
+    severity: str
+    examples: dict[str, list[dict[str, Any]]] = field(hash=False, compare=False)
+    source: str = ""
+
+
+def _plain(x: Any) -> Any:
+    if isinstance(x, dict):
+        return {str(k): _plain(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_plain(v) for v in x]
+    return x
+
+
+@lru_cache(maxsize=1)
+def load_catalogue(rules_dir: str | None = None) -> dict[str, Rule]:
+    """Read every ``*.yaml`` in the rules directory; code -> :class:`Rule`, ordered by code.
+
+    Raises
+    ------
+    RuleCatalogueError
+        A file is not valid YAML, an entry lacks a required key, a severity is unknown or a
+        code is duplicated.
+    """
+    d = Path(rules_dir) if rules_dir else RULES_DIR
+    yaml = YAML(typ="safe", pure=True)
+    rules: dict[str, Rule] = {}
+    for f in sorted(d.glob("*.yaml")):
+        try:
+            entries = yaml.load(f.read_text(encoding="utf-8")) or []
+        except YAMLError as e:
+            raise RuleCatalogueError(f"{f}: invalid YAML ({e.__class__.__name__})") from e
+        if not isinstance(entries, list):
+            raise RuleCatalogueError(f"{f}: expected a list of rules")
+        for e in entries:
+            missing = [k for k in _REQUIRED if not e.get(k)]
+            if missing:
+                raise RuleCatalogueError(f"{f}: rule {e.get('code', '?')} lacks {', '.join(missing)}")
+            if e["severity"] not in SEVERITIES:
+                raise RuleCatalogueError(f"{f}: rule {e['code']} has unknown severity {e['severity']!r}")
+            if e["code"] in rules:
+                raise RuleCatalogueError(f"{f}: duplicate rule code {e['code']}")
+            rules[e["code"]] = Rule(code=e["code"], name=e["name"], summary=" ".join(str(e["summary"]).split()),
+                                    why=str(e["why"]).strip(), fix=str(e["fix"]).strip(), severity=e["severity"],
+                                    examples=_plain(e["examples"]), source=f.name)
+    return dict(sorted(rules.items()))

@@ -1,0 +1,231 @@
+"""Structure checks (S1xx): custom ops, Horizon inserted nodes, QDQ, outputs, old-IR habits, fusion leftovers."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Iterator
+
+from ..findings import Finding
+from ..lineage.view import StageView
+from ..numeric.kernels import ort_has_kernel
+from ..stage import StageGraph
+from ..toolchains.horizon import decode_hzcalibration, decode_hzpreprocess
+from .base import AuditContext, check, make_finding
+
+__all__ = ["custom_ops", "qdq_nodes", "hzcalibration_nodes"]
+
+
+def custom_ops(stage: StageGraph) -> Counter:
+    """Counter of (domain, op_type) over nodes that stock onnxruntime (CPU) cannot execute."""
+    out: Counter = Counter()
+    for n in stage.nodes.values():
+        if not ort_has_kernel(n.domain, n.op_type):
+            out[("" if n.domain == "ai.onnx" else n.domain, n.op_type)] += 1
+    return out
+
+
+@check("S101")
+def check_custom_ops(ctx: AuditContext) -> Iterator[Finding]:
+    seen: dict[tuple[str, str], str] = {}
+    for st in ctx.stages:
+        ops = custom_ops(st)
+        if not ops:
+            continue
+        for key in ops:
+            seen.setdefault(key, st.name)
+        listing = ", ".join(f"{d or 'ai.onnx'}::{op} x{c} (since {seen[(d, op)]})" for (d, op), c in sorted(ops.items()))
+        domains = sorted({d for d, _ in ops})
+        yield make_finding(
+            "S101", f"{sum(ops.values())} node(s) in domain(s) {', '.join(d or 'ai.onnx' for d in domains)} have no "
+            f"kernel in stock onnxruntime: {listing}", stage=st.name,
+            evidence={"ops": [{"domain": d, "op_type": op, "count": c, "introduced_in": seen[(d, op)]}
+                              for (d, op), c in sorted(ops.items())]})
+
+
+@check("S102")
+def check_hzpreprocess(ctx: AuditContext) -> Iterator[Finding]:
+    for st in ctx.stages:
+        for n in st.nodes.values():
+            if n.op_type != "HzPreprocess":
+                continue
+            info = decode_hzpreprocess(st, n)
+            if info is None:
+                yield make_finding("S102", f"HzPreprocess {n.name or n.id!r} on input {n.inputs[0]!r}: weights not readable",
+                                   stage=st.name, location={"node": n.id, "tensor": n.inputs[0]})
+                continue
+            mean = ", ".join(f"{x:.4g}" for x in info.mean)
+            scale = ", ".join(f"{x:.6g}" for x in info.scale)
+            std = ", ".join(f"{1 / (255 * x):.4g}" if x else "inf" for x in info.scale)
+            yield make_finding(
+                "S102", f"input {info.input!r} is normalized inside the model by {n.name or n.id!r}: mean [{mean}], "
+                f"scale [{scale}] (= 1/(255*std) with std [{std}]); input type {info.input_type or 'unknown'}, "
+                f"layout {info.data_format}", stage=st.name, location={"node": n.id, "tensor": info.input},
+                evidence={"mean": info.mean, "scale": info.scale, "input_type": info.input_type,
+                          "data_format": info.data_format})
+
+
+def hzcalibration_nodes(stage: StageGraph, view: StageView | None = None):
+    """Decoded HzCalibration nodes of a stage (list of :class:`CalibrationInfo`)."""
+    view = view or StageView.build(stage)
+    return [decode_hzcalibration(stage, n, view.is_param_root(n.inputs[0]))
+            for n in stage.nodes.values() if n.op_type == "HzCalibration" and n.inputs]
+
+
+@check("S103")
+def check_hzcalibration_census(ctx: AuditContext) -> Iterator[Finding]:
+    for st in ctx.stages:
+        cals = hzcalibration_nodes(st)
+        if not cals:
+            continue
+        act = [c for c in cals if not c.is_weight]
+        wgt = [c for c in cals if c.is_weight]
+        qtypes = Counter(c.qtype for c in cals)
+        per_ch = sum(c.per_channel for c in cals)
+        off = sum(not c.enabled for c in cals)
+        yield make_finding(
+            "S103", f"{len(cals)} HzCalibration nodes: {len(act)} activation, {len(wgt)} weight; qtype "
+            f"{', '.join(f'{q} x{c}' for q, c in sorted(qtypes.items()))}; {per_ch} per-channel; {off} switched OFF",
+            stage=st.name,
+            evidence={"activation": len(act), "weight": len(wgt), "qtype": dict(qtypes), "per_channel": per_ch,
+                      "switch_off": off})
+
+
+@check("S104")
+def check_calibration_skipped(ctx: AuditContext) -> Iterator[Finding]:
+    for st in ctx.stages:
+        act = [c for c in hzcalibration_nodes(st) if not c.is_weight and c.enabled and c.thresholds]
+        if act and all(all(t == 1.0 for t in c.thresholds) for c in act):
+            yield make_finding(
+                "S104", f"all {len(act)} activation HzCalibration thresholds are exactly 1.0: calibration was skipped "
+                "(fast-perf, check mode or calibration_type: skip)", stage=st.name,
+                evidence={"activation_nodes": len(act), "threshold": 1.0})
+
+
+def qdq_nodes(stage: StageGraph, view: StageView | None = None) -> list[dict]:
+    """QuantizeLinear/DequantizeLinear nodes: op, role (weight/activation), dtype, per-channel.
+
+    Per-channel means the scale input has more than one element (ONNX QuantizeLinear-13 spec:
+    1-D scale with ``axis``).
+    """
+    view = view or StageView.build(stage)
+    out = []
+    for n in stage.nodes.values():
+        if n.op_type not in ("QuantizeLinear", "DequantizeLinear") or not n.inputs:
+            continue
+        scale = stage.tensors.get(n.inputs[1]) if len(n.inputs) > 1 and n.inputs[1] else None
+        per_channel = bool(scale and scale.shape and len(scale.shape) >= 1 and any(
+            isinstance(d, int) and d > 1 for d in scale.shape))
+        zp = stage.tensors.get(n.inputs[2]) if len(n.inputs) > 2 and n.inputs[2] else None
+        qt = n.outputs[0] if n.op_type == "QuantizeLinear" else n.inputs[0]
+        dtype = (zp.dtype if zp is not None and zp.dtype else stage.tensors[qt].dtype) or "UINT8"
+        out.append({"node": n.id, "op_type": n.op_type, "weight": view.is_param_root(n.inputs[0]),
+                    "dtype": dtype, "per_channel": per_channel})
+    return out
+
+
+@check("S105")
+def check_qdq_census(ctx: AuditContext) -> Iterator[Finding]:
+    for st in ctx.stages:
+        q = qdq_nodes(st)
+        if not q:
+            continue
+        n_q = sum(x["op_type"] == "QuantizeLinear" for x in q)
+        n_dq = len(q) - n_q
+        w = sum(x["weight"] for x in q)
+        pc = sum(x["per_channel"] for x in q)
+        dtypes = Counter(x["dtype"] for x in q)
+        yield make_finding(
+            "S105", f"{n_q} QuantizeLinear and {n_dq} DequantizeLinear nodes; {w} on weights, {len(q) - w} on activations; "
+            f"{pc} per-channel; dtypes {', '.join(f'{d} x{c}' for d, c in sorted(dtypes.items()))}", stage=st.name,
+            evidence={"QuantizeLinear": n_q, "DequantizeLinear": n_dq, "weight": w, "activation": len(q) - w,
+                      "per_channel": pc, "dtypes": dict(dtypes)})
+
+
+def _signature(st: StageGraph) -> list[tuple[str, list]]:
+    return [(o, list(st.tensors[o].shape) if st.tensors[o].shape is not None else None) for o in st.outputs]
+
+
+@check("S106")
+def check_output_signature(ctx: AuditContext) -> Iterator[Finding]:
+    for a, b in zip(ctx.stages, ctx.stages[1:]):
+        sa, sb = _signature(a), _signature(b)
+        if [n for n, _ in sa] == [n for n, _ in sb] and all(
+                x is None or y is None or len(x) != len(y) or all(
+                    not (isinstance(p, int) and isinstance(q, int)) or p == q for p, q in zip(x, y))
+                for (_, x), (_, y) in zip(sa, sb)):
+            continue
+        fmt = lambda sig: "; ".join(f"{n} {s}" for n, s in sig)  # noqa: E731
+        yield make_finding(
+            "S106", f"{len(sa)} output(s) in {a.name} vs {len(sb)} in {b.name}: [{fmt(sa)}] vs [{fmt(sb)}]",
+            stage=f"{a.name} -> {b.name}",
+            evidence={"a": [{"name": n, "shape": s} for n, s in sa], "b": [{"name": n, "shape": s} for n, s in sb]})
+
+
+@check("S107")
+def check_per_channel_opset(ctx: AuditContext) -> Iterator[Finding]:
+    for st in ctx.stages:
+        opset = st.opsets.get("", 0)
+        if opset >= 13:
+            continue
+        pc = [x for x in qdq_nodes(st) if x["per_channel"]]
+        if pc:
+            yield make_finding(
+                "S107", f"{len(pc)} per-channel QuantizeLinear/DequantizeLinear node(s) (e.g. {pc[0]['node']!r}) "
+                f"with ai.onnx opset {opset}; per-axis quantization needs opset >= 13", stage=st.name,
+                location={"node": pc[0]["node"]}, evidence={"opset": opset, "per_channel_nodes": len(pc)})
+
+
+@check("S108")
+def check_initializers_as_inputs(ctx: AuditContext) -> Iterator[Finding]:
+    for st in ctx.stages:
+        names = [n for n, t in st.tensors.items() if t.also_graph_input]
+        if names:
+            yield make_finding(
+                "S108", f"{len(names)} initializer(s) are also graph inputs (IR version {st.ir_version}), e.g. "
+                f"{', '.join(names[:3])}", stage=st.name, evidence={"count": len(names), "examples": names[:10]})
+
+
+@check("S109")
+def check_unfused_batchnorm(ctx: AuditContext) -> Iterator[Finding]:
+    for i, st in enumerate(ctx.stages):
+        if st.role != "optimized":
+            continue
+        view = StageView.build(st)
+        left = []
+        for n in st.nodes.values():
+            if n.op_type != "BatchNormalization" or not n.inputs:
+                continue
+            p = st.producer(view.root.get(n.inputs[0], n.inputs[0]))
+            if p is not None and p.op_type in ("Conv", "ConvTranspose"):
+                left.append((n, p))
+        if not left:
+            continue
+        cause = ""
+        earlier_inputs = [s for s in ctx.stages[: i + 1] if any(t.also_graph_input for t in s.tensors.values())]
+        if earlier_inputs:
+            cause = f"; cause: initializers are declared as graph inputs in {earlier_inputs[0].name} (S108)"
+        else:
+            shared = [n for n, p in left if len(st.tensors[n.inputs[0]].consumers) > 1]
+            if shared:
+                cause = f"; {len(shared)} of them read a Conv output that has other consumers"
+        yield make_finding(
+            "S109", f"{len(left)} BatchNormalization node(s) after a Conv remain unfused, e.g. "
+            f"{left[0][0].name or left[0][0].id!r} after {left[0][1].name or left[0][1].id!r}{cause}", stage=st.name,
+            location={"node": left[0][0].id}, evidence={"count": len(left), "nodes": [n.id for n, _ in left][:20]})
+
+
+@check("S110")
+def check_unaligned(ctx: AuditContext) -> Iterator[Finding]:
+    for i, cov in enumerate(ctx.coverage):
+        if not cov.unmatched:
+            continue
+        a, b = ctx.stages[i], ctx.stages[i + 1]
+        n_a = cov.a_total - cov.a_accounted
+        n_b = cov.b_total - cov.b_accounted
+        reasons = "; ".join(c.evidence for c in cov.unmatched[:3])
+        yield make_finding(
+            "S110", f"{n_a} node(s) of {a.name} and {n_b} of {b.name} not aligned ({cov.a_ratio:.1%} / {cov.b_ratio:.1%} "
+            f"covered): {reasons}", stage=f"{a.name} -> {b.name}",
+            evidence={"a_unaligned": n_a, "b_unaligned": n_b,
+                      "regions": [{"a_nodes": c.a_nodes, "b_nodes": c.b_nodes, "reason": c.evidence}
+                                  for c in cov.unmatched]})

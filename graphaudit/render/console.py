@@ -1,0 +1,117 @@
+"""Rich terminal rendering of reports and of the rule catalogue."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from ..catalogue import Rule
+from ..report import AuditReport, Transition
+
+__all__ = ["render_explain", "render_diff", "render_rules"]
+
+_SEV_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+_KIND_STYLE = {"fused": "magenta", "replaced": "blue", "modified": "yellow", "inserted": "green",
+               "removed": "red", "unmatched": "bold red", "kept": "dim"}
+
+
+def _stage_table(report: AuditReport) -> Table:
+    t = Table(title="Stages", title_justify="left", show_lines=False)
+    for col in ("#", "stage", "role", "file", "nodes", "opsets", "not runnable in onnxruntime"):
+        t.add_column(col, overflow="fold")
+    for i, s in enumerate(report.stages):
+        opsets = ", ".join(f"{d or 'ai.onnx'} {v}" for d, v in s.opsets.items()
+                           if d in ("", "horizon") or any(k.startswith(f"{d}::") for k in s.custom_ops))
+        custom = ", ".join(f"{k.split('::')[1]} x{v}" for k, v in s.custom_ops.items()) or "-"
+        t.add_row(str(i), s.name, s.role, s.path.rsplit("/", 1)[-1], str(s.nodes), opsets, custom)
+    return t
+
+
+def _transition(console: Console, tr: Transition, verbose: bool) -> None:
+    cov = tr.coverage
+    console.print(Text.assemble(("\n", ""), (f"{tr.a} -> {tr.b}", "bold"),
+                                f"   aligned or classified: {cov['a_accounted']}/{cov['a_nodes']} nodes "
+                                f"({cov['a_ratio']:.1%}) of {tr.a}, {cov['b_accounted']}/{cov['b_nodes']} "
+                                f"({cov['b_ratio']:.1%}) of {tr.b}"))
+    t = Table(show_header=True, box=None, pad_edge=False)
+    t.add_column("change", no_wrap=True)
+    t.add_column("count", justify="right")
+    t.add_column("patterns", overflow="fold")
+    for kind, n in tr.counts.items():
+        if not n:
+            continue
+        pats = tr.patterns.get(kind, {})
+        shown = list(pats.items())[:8]
+        more = f", ... {len(pats) - 8} more" if len(pats) > 8 else ""
+        t.add_row(Text(kind, _KIND_STYLE[kind]), str(n), escape(", ".join(f"{p} x{c}" for p, c in shown) + more))
+    console.print(t)
+    if tr.op_delta:
+        console.print("  op count delta: " + escape(", ".join(f"{op} {d:+d}" for op, d in tr.op_delta.items())))
+    by_pattern: dict[str, list[str]] = defaultdict(list)
+    for c in tr.changes:
+        if c["kind"] in ("fused", "replaced", "modified") or (verbose and c["kind"] in ("removed", "inserted")):
+            a_names = "+".join(n for n, op in zip(c["a_nodes"], c["a_ops"]) if op != "Constant") or "-"
+            b_names = "+".join(c["b_nodes"]) or "-"
+            by_pattern[f"{c['kind']}: {c['pattern']}"].append(f"{a_names} -> {b_names}")
+    for pat, items in by_pattern.items():
+        limit = len(items) if verbose or pat.startswith("fused") else 6
+        tail = f" ... and {len(items) - limit} more (--verbose)" if len(items) > limit else ""
+        console.print(f"  [bold]{escape(pat)}[/] ({len(items)}): " + escape("; ".join(items[:limit])) + tail,
+                      highlight=False)
+    for c in tr.changes:
+        if c["kind"] == "unmatched":
+            console.print(f"  [bold red]unmatched[/] {escape(c['pattern'][:120])}: {escape(c['evidence'])}")
+
+
+def _findings(console: Console, report: AuditReport, verbose: bool) -> None:
+    if not report.findings:
+        console.print("\n[green]No findings.[/]")
+        return
+    console.print(Text("\nFindings (most serious first)", style="bold"))
+    for f in report.findings:
+        where = f" [{f.stage}]" if f.stage else ""
+        console.print(Text.assemble((f"{f.severity.upper():8}", _SEV_STYLE[f.severity]), (f"{f.code} ", "bold"),
+                                    (where + " ", "dim"), f.message))
+        if f.severity != "info" or verbose:
+            console.print(Text("          fix: " + " ".join(f.fix.split()), style="dim"))
+
+
+def render_explain(report: AuditReport, console: Console, verbose: bool = False) -> None:
+    """Print the explanation: stage table, per-transition changes, findings ranked by severity."""
+    if report.title:
+        console.rule(f"[bold]{escape(report.title)}")
+    console.print(_stage_table(report))
+    for tr in report.transitions:
+        _transition(console, tr, verbose)
+    _findings(console, report, verbose)
+
+
+def render_diff(report: AuditReport, console: Console, verbose: bool = False) -> None:
+    """Print the changes per stage pair only."""
+    for tr in report.transitions:
+        _transition(console, tr, verbose)
+
+
+def render_rules(rules: dict[str, Rule], console: Console, explain: str | None = None) -> None:
+    """List the rule catalogue, or print one rule in full."""
+    if explain:
+        r = rules[explain]
+        console.print(Text.assemble((f"{r.code} ", "bold"), (r.name, "bold cyan"), f"  ({r.severity})"))
+        console.print(r.summary)
+        console.print(Text("\nWhy it matters", style="bold"))
+        console.print(r.why)
+        console.print(Text("Fix", style="bold"))
+        console.print(r.fix)
+        console.print(Text(f"Examples: {len(r.examples.get('fail', []))} failing, "
+                           f"{len(r.examples.get('pass', []))} passing (rules/{r.source})", style="dim"))
+        return
+    t = Table(title="graphaudit rules", title_justify="left")
+    for col in ("code", "name", "severity", "summary"):
+        t.add_column(col, overflow="fold")
+    for r in rules.values():
+        t.add_row(r.code, r.name, Text(r.severity, _SEV_STYLE[r.severity]), r.summary)
+    console.print(t)

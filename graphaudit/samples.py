@@ -1,0 +1,42 @@
+"""Where the bundled sample pipelines live (built by ``samples/build_samples.py`` at set-up time)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .errors import GraphAuditError
+from .toolchains.discovery import role_of
+
+__all__ = ["samples_dir", "bundled_pipelines"]
+
+_ORDER = {"original": 0, "optimized": 1, "calibrated": 2, "ptq": 3, "quantized": 4}
+
+
+def samples_dir() -> Path:
+    """``$GRAPHAUDIT_SAMPLES`` or ``samples/build`` of the source checkout."""
+    env = os.environ.get("GRAPHAUDIT_SAMPLES")
+    return Path(env) if env else Path(__file__).resolve().parents[1] / "samples" / "build"
+
+
+def bundled_pipelines() -> list[tuple[str, list[Path]]]:
+    """(title, stage paths or a stage directory) of every bundled pipeline, Horizon-format first.
+
+    Raises
+    ------
+    GraphAuditError
+        When the samples have not been built.
+    """
+    root = samples_dir()
+    out: list[tuple[str, list[Path]]] = []
+    for d in sorted((root / "horizon").glob("*/")) if (root / "horizon").is_dir() else []:
+        out.append((f"{d.name}: Horizon-format stages", [d]))
+    for d in sorted((root / "ort").glob("*/")) if (root / "ort").is_dir() else []:
+        files = sorted((f for f in d.glob("*.onnx") if role_of(f)[0] != "custom"),
+                       key=lambda f: _ORDER[role_of(f)[0]])
+        if len(files) >= 2:
+            out.append((f"{d.name}: onnxruntime PTQ pipeline", files))
+    if not out:
+        raise GraphAuditError(f"{root}: bundled samples not built; run `python samples/build_samples.py` "
+                              "(README, set-up) or give stage files")
+    return out

@@ -1,0 +1,114 @@
+"""Find and order the stage files of a pipeline (Horizon stage naming or an explicit list)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import StageDiscoveryError
+
+__all__ = ["STAGE_SUFFIXES", "StageFile", "discover_stages", "role_of"]
+
+#: File-name suffix -> stage role, in pipeline order. Horizon names come from
+#: rdk_x3_doc ptq_process.md and the OE 3.x docs (HORIZON.md section 1); the plain
+#: ``_original/_optimized/_qdq`` names are graphaudit's convention for onnxruntime pipelines.
+STAGE_SUFFIXES: tuple[tuple[str, str], ...] = (
+    ("_original_float_model.onnx", "original"),
+    ("_optimized_float_model.onnx", "optimized"),
+    ("_calibrated_model.onnx", "calibrated"),
+    ("_ptq_model.onnx", "ptq"),
+    ("_quantized_model.onnx", "quantized"),
+    ("_original.onnx", "original"),
+    ("_optimized.onnx", "optimized"),
+    ("_qdq.onnx", "quantized"),
+)
+
+_ORDER = {"source": 0, "original": 1, "optimized": 2, "calibrated": 3, "ptq": 4, "quantized": 5}
+
+
+@dataclass(frozen=True)
+class StageFile:
+    """A stage file with its role and display name."""
+
+    path: Path
+    role: str
+    name: str
+
+
+def role_of(path: Path) -> tuple[str, str]:
+    """(role, prefix) from a stage file name; ("custom", stem) when the name follows no convention."""
+    for suffix, role in STAGE_SUFFIXES:
+        if path.name.endswith(suffix) and len(path.name) > len(suffix):
+            return role, path.name[: -len(suffix)]
+    return "custom", path.stem
+
+
+def _from_directory(d: Path) -> list[StageFile]:
+    by_prefix: dict[str, dict[str, Path]] = {}
+    for entry in sorted(d.iterdir()):
+        if not entry.is_file() or not entry.name.endswith(".onnx"):
+            continue
+        role, prefix = role_of(entry)
+        if role == "custom":
+            continue
+        slot = by_prefix.setdefault(prefix, {})
+        if role in slot:
+            raise StageDiscoveryError(f"{d}: two {role} stage files for prefix {prefix!r}: {slot[role].name}, {entry.name}")
+        slot[role] = entry
+    if not by_prefix:
+        onnx_files = [e.name for e in d.iterdir() if e.name.endswith(".onnx")]
+        hint = (f" ({len(onnx_files)} other .onnx file(s): pass them explicitly in pipeline order)" if onnx_files else "")
+        raise StageDiscoveryError(
+            f"{d}: no stage files found (expected names like PREFIX_original_float_model.onnx, "
+            f"PREFIX_optimized_float_model.onnx, PREFIX_calibrated_model.onnx, PREFIX_ptq_model.onnx){hint}")
+    if len(by_prefix) > 1:
+        raise StageDiscoveryError(f"{d}: stage files of several models ({', '.join(sorted(by_prefix))}); "
+                                  "pass one model's files explicitly")
+    (prefix, slot), = by_prefix.items()
+    return [StageFile(p, role, f"{role}") for role, p in sorted(slot.items(), key=lambda kv: _ORDER[kv[0]])]
+
+
+def discover_stages(paths: list[str | os.PathLike], source: str | os.PathLike | None = None) -> list[StageFile]:
+    """Resolve the user's arguments to an ordered list of stage files.
+
+    Parameters
+    ----------
+    paths : list of path-like
+        Either one directory holding stage files (ordered by role: original, optimized,
+        calibrated, ptq, quantized), or two or more ONNX files given in pipeline order.
+    source : path-like, optional
+        The user's pre-toolchain float model, added as stage 0 with role ``"source"``.
+
+    Raises
+    ------
+    StageDiscoveryError
+        Missing paths, a directory without stage files, mixed directories and files, fewer
+        than two stages in total.
+    """
+    if not paths:
+        raise StageDiscoveryError("no stage directory or files given")
+    ps = [Path(p) for p in paths]
+    for p in ps:
+        if not p.exists():
+            raise StageDiscoveryError(f"{p}: no such file or directory")
+    if any(p.is_dir() for p in ps):
+        if len(ps) != 1:
+            raise StageDiscoveryError(f"{', '.join(map(str, ps))}: give one stage directory, or stage files, not both")
+        stages = _from_directory(ps[0])
+    else:
+        stages = []
+        names: set[str] = set()
+        for p in ps:
+            role, _prefix = role_of(p)
+            name = role if role != "custom" and role not in names else p.name.removesuffix(".onnx")
+            names.add(name)
+            stages.append(StageFile(p, role, name))
+    if source is not None:
+        sp = Path(source)
+        if not sp.is_file():
+            raise StageDiscoveryError(f"{sp}: --source model not found")
+        stages.insert(0, StageFile(sp, "source", "source"))
+    if len(stages) < 2:
+        raise StageDiscoveryError(f"{ps[0]}: only one stage ({stages[0].path.name}); a pipeline needs at least two")
+    return stages

@@ -1,0 +1,91 @@
+"""Horizon / D-Robotics knowledge: decoding HzPreprocess and HzCalibration nodes (HORIZON.md section 3)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from ..stage import NodeInfo, StageGraph
+
+__all__ = ["HORIZON_DOMAIN", "PreprocessInfo", "CalibrationInfo", "decode_hzpreprocess", "decode_hzcalibration",
+           "read_weight"]
+
+HORIZON_DOMAIN = "horizon"
+
+
+def read_weight(stage: StageGraph, name: str) -> np.ndarray | None:
+    """Value of a weight (initializer or Constant output) of a stage; ``None`` if not a weight or unreadable."""
+    t = stage.tensors.get(name)
+    return t.value() if t is not None and t.is_param else None
+
+
+@dataclass
+class PreprocessInfo:
+    """A decoded ``HzPreprocess`` node.
+
+    ``mean`` and ``scale`` are per channel in the 0..255 pixel domain: Horizon computes
+    ``((x + 128) - mean) * scale`` on ``*_128`` input ``x`` as a 1x1 grouped convolution with
+    ``w = scale`` and ``b = (128 - mean) * scale`` (HORIZON.md section 3, from HMCT
+    ``add_preprocess_node.py``), so ``scale = w`` and ``mean = 128 - b / w``.
+    """
+
+    node: str
+    input: str
+    mean: list[float]
+    scale: list[float]
+    input_type: str
+    data_format: str
+
+
+def decode_hzpreprocess(stage: StageGraph, node: NodeInfo) -> PreprocessInfo | None:
+    """Decode mean and scale of an ``HzPreprocess`` node; ``None`` when its weights cannot be read."""
+    if node.op_type != "HzPreprocess" or len(node.inputs) < 2:
+        return None
+    w = read_weight(stage, node.inputs[1])
+    b = read_weight(stage, node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] else None
+    if w is None:
+        return None
+    w = w.astype(np.float64).reshape(-1)
+    b = np.zeros_like(w) if b is None else b.astype(np.float64).reshape(-1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mean = np.where(w != 0, 128.0 - b / w, np.nan)
+    return PreprocessInfo(node=node.id, input=node.inputs[0], mean=[float(x) for x in mean],
+                          scale=[float(x) for x in w], input_type=str(node.attributes.get("input_type", "")),
+                          data_format=str(node.attributes.get("data_format", "NCHW")))
+
+
+@dataclass
+class CalibrationInfo:
+    """A decoded ``HzCalibration`` node (attributes as in HMCT ``onnx_calibration_node.py``).
+
+    ``is_weight`` is True when the calibrated value is a weight (initializer/Constant);
+    ``per_channel`` when more than one scale (or threshold) is given; ``enabled`` is False for
+    ``switch == "OFF"`` (pass-through).
+    """
+
+    node: str
+    tensor: str
+    is_weight: bool
+    qtype: str
+    thresholds: list[float]
+    scales: list[float]
+    axis: int
+    enabled: bool
+
+    @property
+    def per_channel(self) -> bool:
+        return max(len(self.scales), len(self.thresholds)) > 1 and not (
+            len(self.thresholds) == 2 and len(self.scales) <= 1)
+
+
+def decode_hzcalibration(stage: StageGraph, node: NodeInfo, is_weight: bool) -> CalibrationInfo:
+    """Read the attributes of an ``HzCalibration`` node; legacy ``bits`` maps to ``int<bits>``."""
+    a = node.attributes
+    qtype = a.get("qtype")
+    if not qtype:
+        qtype = f"int{a['bits']}" if "bits" in a else "int8"
+    thresholds = [float(x) for x in (a.get("thresholds") or [])]
+    scales = [float(x) for x in (a.get("scales") or [])]
+    return CalibrationInfo(node=node.id, tensor=node.inputs[0], is_weight=is_weight, qtype=str(qtype),
+                           thresholds=thresholds, scales=scales, axis=int(a.get("axis", 1)),
+                           enabled=str(a.get("switch", "ON")).upper() != "OFF")

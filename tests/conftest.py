@@ -1,0 +1,42 @@
+"""Shared test helpers: tiny models from onnx.parser text, the bundled sample pipelines."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import onnx
+import onnx.parser
+import pytest
+
+from graphaudit.load import load_stage
+from graphaudit.samples import samples_dir
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def save_text(tmp_path: Path, name: str, text: str) -> Path:
+    """Parse an onnx.parser model text, check it, save it as tmp_path/name."""
+    model = onnx.parser.parse_model(text)
+    p = tmp_path / name
+    onnx.save(model, p)
+    return p
+
+
+@pytest.fixture
+def stage_from_text(tmp_path):
+    """Build a StageGraph from onnx.parser text: ``stage_from_text(text, name='a', role='custom')``."""
+
+    def make(text: str, name: str = "a", role: str = "custom"):
+        return load_stage(save_text(tmp_path, f"{name}.onnx", text), role=role, name=name)
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def samples() -> Path:
+    """The bundled sample directory; fails (never skips) when set-up did not build it."""
+    d = samples_dir()
+    if not (d / "build_info.json").is_file():
+        pytest.fail(f"bundled samples missing in {d}: run `python samples/build_samples.py` (done by .ci/run)")
+    return d

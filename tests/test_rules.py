@@ -1,0 +1,47 @@
+"""The rule catalogue is complete and every rule's examples behave as documented."""
+
+from __future__ import annotations
+
+import pytest
+
+from graphaudit.catalogue import load_catalogue
+from graphaudit.checks import CHECKS, AuditContext, run_checks
+from graphaudit.explain import audit
+from graphaudit.load import load_stage
+
+from .conftest import save_text
+
+RULES = load_catalogue()
+
+
+def test_every_rule_has_why_fix_examples_and_a_check():
+    assert RULES, "no rules loaded"
+    for code, r in RULES.items():
+        assert r.why and r.fix and r.summary, code
+        assert r.examples.get("fail") and r.examples.get("pass"), f"{code} needs failing and passing examples"
+        assert code in CHECKS, f"{code} has no check function"
+    assert set(CHECKS) <= set(RULES), "check registered without a rule entry"
+
+
+def _run_example(tmp_path, case):
+    stages = []
+    for i, s in enumerate(case["stages"]):
+        p = save_text(tmp_path, f"s{i}.onnx", s["model"])
+        stages.append(load_stage(p, role=s["role"], name=f"{s['role']}{i}"))
+    if len(stages) == 1:
+        return run_checks(AuditContext(stages=stages))
+    return audit(stages).report.findings
+
+
+@pytest.mark.parametrize("code", sorted(RULES))
+def test_rule_examples(code, tmp_path):
+    rule = RULES[code]
+    for i, case in enumerate(rule.examples["fail"]):
+        (tmp_path / f"fail{i}").mkdir()
+        found = [f for f in _run_example(tmp_path / f"fail{i}", case) if f.code == code]
+        assert found, f"{code}: failing example {i} raised nothing"
+        assert all(f.severity == rule.severity for f in found)
+    for i, case in enumerate(rule.examples["pass"]):
+        (tmp_path / f"pass{i}").mkdir()
+        found = [f for f in _run_example(tmp_path / f"pass{i}", case) if f.code == code]
+        assert not found, f"{code}: passing example {i} raised {found[0].message}"
