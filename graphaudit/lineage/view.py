@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from ..stage import NodeInfo, StageGraph
 
-__all__ = ["WRAPPER_KINDS", "StageView", "wrapper_kind", "LAYOUT_PERMS"]
+__all__ = ["WRAPPER_KINDS", "StageView", "wrapper_kind", "trace_back", "LAYOUT_PERMS"]
 
 #: Ops that pass one value through, possibly changing its numeric form, keyed by (domain, op_type).
 #: "quantize": QDQ / Horizon fake quantization; "convert": Cast; "layout": NCHW<->NHWC Transpose;
@@ -30,6 +30,38 @@ WRAPPER_KINDS: dict[tuple[str, str], str] = {
 LAYOUT_PERMS = {(0, 2, 3, 1), (0, 3, 1, 2), (0, 2, 1)}
 
 
+def _param_like(stage: StageGraph, name: str, depth: int = 3) -> bool:
+    """A weight, or a weight seen through wrapper ops (e.g. an HzCalibration on HzPreprocess's weight)."""
+    t = stage.tensors.get(name)
+    if t is None:
+        return False
+    if t.is_param:
+        return True
+    p = stage.nodes.get(t.producer) if t.producer else None
+    if p is None or depth == 0 or not p.inputs:
+        return False
+    if ("" if p.domain == "ai.onnx" else p.domain, p.op_type) not in WRAPPER_KINDS:
+        return False
+    return _param_like(stage, p.inputs[0], depth - 1)
+
+
+def trace_back(stage: StageGraph, name: str, max_depth: int = 8) -> str:
+    """Follow a tensor back through producers that are wrapper ops (first input) to the wrapped value.
+
+    E.g. HzPreprocess's weight behind an HzCalibration, or a graph input behind a Cast.
+    """
+    cur = name
+    for _ in range(max_depth):
+        t = stage.tensors.get(cur)
+        p = stage.nodes.get(t.producer) if t is not None and t.producer else None
+        if p is None or not p.inputs or p.outputs[0] != cur:
+            break
+        if ("" if p.domain == "ai.onnx" else p.domain, p.op_type) not in WRAPPER_KINDS or p.op_type == "HzPreprocess":
+            break
+        cur = p.inputs[0]
+    return cur
+
+
 def wrapper_kind(stage: StageGraph, node: NodeInfo) -> str | None:
     """The wrapper kind of a node (see :data:`WRAPPER_KINDS`) or ``None`` when it computes something.
 
@@ -42,7 +74,7 @@ def wrapper_kind(stage: StageGraph, node: NodeInfo) -> str | None:
     if kind == "layout" and tuple(node.attributes.get("perm", ())) not in LAYOUT_PERMS:
         return None
     for name in node.inputs[1:]:
-        if name and not stage.tensors[name].is_param:
+        if name and not _param_like(stage, name):
             return None
     for name in node.outputs[1:]:
         if name and stage.tensors[name].consumers:

@@ -72,11 +72,13 @@ def _findings(console: Console, report: AuditReport, verbose: bool) -> None:
         console.print("\n[green]No findings.[/]")
         return
     console.print(Text("\nFindings (most serious first)", style="bold"))
+    fixed: set[str] = set()
     for f in report.findings:
         where = f" [{f.stage}]" if f.stage else ""
         console.print(Text.assemble((f"{f.severity.upper():8}", _SEV_STYLE[f.severity]), (f"{f.code} ", "bold"),
                                     (where + " ", "dim"), f.message))
-        if f.severity != "info" or verbose:
+        if (f.severity != "info" or verbose) and f.code not in fixed:
+            fixed.add(f.code)
             console.print(Text("          fix: " + " ".join(f.fix.split()), style="dim"))
 
 

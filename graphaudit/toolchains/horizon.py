@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from ..lineage.view import trace_back
 from ..stage import NodeInfo, StageGraph
 
 __all__ = ["HORIZON_DOMAIN", "PreprocessInfo", "CalibrationInfo", "decode_hzpreprocess", "decode_hzcalibration",
@@ -38,18 +39,22 @@ class PreprocessInfo:
 
 
 def decode_hzpreprocess(stage: StageGraph, node: NodeInfo) -> PreprocessInfo | None:
-    """Decode mean and scale of an ``HzPreprocess`` node; ``None`` when its weights cannot be read."""
+    """Decode mean and scale of an ``HzPreprocess`` node; ``None`` when its weights cannot be read.
+
+    Weights and input are traced back through wrappers (a calibrated stage may fake-quantize the
+    HzPreprocess weight with an HzCalibration); the mean/scale are those of the float weights.
+    """
     if node.op_type != "HzPreprocess" or len(node.inputs) < 2:
         return None
-    w = read_weight(stage, node.inputs[1])
-    b = read_weight(stage, node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] else None
+    w = read_weight(stage, trace_back(stage, node.inputs[1]))
+    b = read_weight(stage, trace_back(stage, node.inputs[2])) if len(node.inputs) > 2 and node.inputs[2] else None
     if w is None:
         return None
     w = w.astype(np.float64).reshape(-1)
     b = np.zeros_like(w) if b is None else b.astype(np.float64).reshape(-1)
     with np.errstate(divide="ignore", invalid="ignore"):
         mean = np.where(w != 0, 128.0 - b / w, np.nan)
-    return PreprocessInfo(node=node.id, input=node.inputs[0], mean=[float(x) for x in mean],
+    return PreprocessInfo(node=node.id, input=trace_back(stage, node.inputs[0]), mean=[float(x) for x in mean],
                           scale=[float(x) for x in w], input_type=str(node.attributes.get("input_type", "")),
                           data_format=str(node.attributes.get("data_format", "NCHW")))
 

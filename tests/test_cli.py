@@ -1,0 +1,129 @@
+"""The command line: exit codes, one-line errors for bad input, JSON report schema, rules listing."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import onnx
+import pytest
+
+from .conftest import REPO, save_text
+
+H = '<ir_version: 8, opset_import: ["" : 13]>'
+
+
+def run(*args: str, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
+    e = dict(os.environ, PYTHONPATH=str(REPO), COLUMNS="120")
+    e.update(env or {})
+    return subprocess.run([sys.executable, "-m", "graphaudit", *args], capture_output=True, text=True,
+                          cwd=cwd or REPO, env=e, timeout=300)
+
+
+def assert_user_error(p: subprocess.CompletedProcess, needle: str) -> None:
+    assert p.returncode == 2, (p.returncode, p.stdout, p.stderr)
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1, p.stderr
+    assert "Traceback" not in p.stderr and needle in lines[0], lines[0]
+
+
+@pytest.fixture
+def two_stages(tmp_path):
+    a = save_text(tmp_path, "m_original.onnx", H + "\ng (float[1,4] x) => (float[1,4] y) { t = Relu (x)\n y = Sigmoid (t) }")
+    b = save_text(tmp_path, "m_optimized.onnx", H + "\ng (float[1,4] x) => (float[1,4] y) { t = Relu (x)\n y = Sigmoid (t) }")
+    return a, b
+
+
+def test_not_onnx(tmp_path, two_stages):
+    bad = tmp_path / "bad.onnx"
+    bad.write_text("hello, I am a text file\n")
+    assert_user_error(run("diff", str(two_stages[0]), str(bad)), "bad.onnx")
+
+
+def test_truncated(tmp_path, two_stages):
+    data = two_stages[1].read_bytes()
+    t = tmp_path / "trunc.onnx"
+    t.write_bytes(data[: len(data) // 2])
+    assert_user_error(run("diff", str(two_stages[0]), str(t)), "trunc.onnx")
+
+
+def test_missing_path(tmp_path, two_stages):
+    assert_user_error(run("explain", str(two_stages[0]), str(tmp_path / "nope.onnx")), "nope.onnx")
+
+
+def test_directory_without_stage_files(tmp_path):
+    d = tmp_path / "empty_dir"
+    d.mkdir()
+    (d / "notes.txt").write_text("x")
+    assert_user_error(run("explain", str(d)), "no stage files")
+
+
+def test_unrelated_stages(tmp_path):
+    a = save_text(tmp_path, "a.onnx", H + "\ng (float[1,4] x) => (float[1,4] y) { t = Sigmoid (x)\n y = Tanh (t) }")
+    b = save_text(tmp_path, "b.onnx", H + "\ng (float[1,4] x) => (float[1,4] y) { t = Abs (x)\n y = Neg (t) }")
+    assert_user_error(run("diff", str(a), str(b)), "share no structure")
+
+
+def test_unknown_rule():
+    assert_user_error(run("rules", "--explain", "X999"), "no such rule")
+
+
+def test_inputs_untouched_and_nothing_written_next_to_them(tmp_path, two_stages):
+    before = {p: p.read_bytes() for p in tmp_path.iterdir()}
+    p = run("explain", str(tmp_path))
+    assert p.returncode == 0, p.stderr
+    assert {q: q.read_bytes() for q in tmp_path.iterdir()} == before
+
+
+def test_json_report_schema(tmp_path, two_stages):
+    out = tmp_path / "out"
+    out.mkdir()
+    p = run("explain", str(two_stages[0].parent), "--json", str(out / "r.json"))
+    assert p.returncode == 0, p.stderr
+    d = json.loads((out / "r.json").read_text())
+    assert d["schema_version"] == "1.0"
+    assert [s["role"] for s in d["stages"]] == ["original", "optimized"]
+    (tr,) = d["transitions"]
+    assert tr["counts"]["kept"] == 2 and tr["coverage"]["a_ratio"] == 1.0
+    assert {"kind", "pattern", "confidence", "evidence", "a_nodes", "b_nodes", "tensors"} <= set(tr["changes"][0])
+    from graphaudit.report import AuditReport
+    assert AuditReport.from_dict(d).to_dict() == d
+
+
+def test_fail_on_exit_code(tmp_path):
+    """A calibrated stage with skipped calibration (S104, error) makes exit code 1 by default."""
+    a = save_text(tmp_path, "m_optimized_float_model.onnx", H + "\ng (float[1,4] x) => (float[1,4] y) { y = Relu (x) }")
+    save_text(tmp_path, "m_calibrated_model.onnx",
+              '<ir_version: 8, opset_import: ["" : 13, "horizon" : 1]>\ng (float[1,4] x) => (float[1,4] y) {\n'
+              ' c = horizon.HzCalibration <thresholds=[1.0], scales=[0.007874]> (x)\n y = Relu (c) }')
+    p = run("explain", str(a.parent))
+    assert p.returncode == 1, p.stdout
+    assert "S104" in p.stdout
+    assert run("explain", str(a.parent), "--fail-on", "never").returncode == 0
+
+
+def test_rules_listing():
+    p = run("rules")
+    assert p.returncode == 0 and "S101" in p.stdout and "S110" in p.stdout
+    p = run("rules", "--explain", "s104")
+    assert p.returncode == 0 and "calibration-skipped" in p.stdout and "Why it matters" in p.stdout
+
+
+def test_explain_without_arguments_runs_bundled_samples(samples):
+    p = run("explain")
+    assert p.returncode == 0, p.stderr[-2000:]
+    for title in ("Horizon-format stages", "onnxruntime PTQ pipeline"):
+        assert title in p.stdout
+    assert "Conv+BatchNormalization -> Conv" in p.stdout
+
+
+def test_explain_without_samples_says_how_to_build(tmp_path):
+    assert_user_error(run("explain", env={"GRAPHAUDIT_SAMPLES": str(tmp_path / "none")}), "samples/build_samples.py")
+
+
+def test_python_m_and_version():
+    p = run("--version")
+    assert p.returncode == 0 and p.stdout.startswith("graphaudit ")

@@ -1,0 +1,113 @@
+"""Stage loading: external data, Constant weights, unnamed nodes, old-IR inputs, subgraphs, custom domains."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper, numpy_helper
+
+from graphaudit.errors import ModelLoadError
+from graphaudit.load import load_stage
+
+
+def _conv_model(with_name=True):
+    w = numpy_helper.from_array(np.arange(16, dtype=np.float32).reshape(4, 4, 1, 1) * 0.1, "w")
+    node = helper.make_node("Conv", ["x", "w"], ["y"], name="conv" if with_name else "")
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 4, 8, 8])],
+                          [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 4, 8, 8])], [w])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def test_external_data_is_not_read_at_load(tmp_path):
+    m = _conv_model()
+    onnx.save(m, tmp_path / "m.onnx", save_as_external_data=True, all_tensors_to_one_file=True,
+              location="m.data", size_threshold=0)
+    (tmp_path / "m.data").rename(tmp_path / "moved.data")  # bytes unavailable: structure must still load
+    st = load_stage(tmp_path / "m.onnx")
+    w = st.tensors["w"]
+    assert w.kind == "initializer" and w.shape == (4, 4, 1, 1) and w.dtype == "FLOAT" and w.nbytes == 64
+    assert w.digest() is None  # lazily computed, and the file is gone
+    (tmp_path / "moved.data").rename(tmp_path / "m.data")
+    assert w.digest() is not None
+    np.testing.assert_array_equal(w.value(), np.arange(16, dtype=np.float32).reshape(4, 4, 1, 1) * 0.1)
+
+
+def test_constant_node_weights_count_as_weights(stage_from_text):
+    st = stage_from_text('<ir_version: 8, opset_import: ["" : 13]>\n'
+                         "g (float[1,2] x) => (float[1,2] y) {\n"
+                         "  k = Constant <value = float[2] {1.5, 2.5}> ()\n"
+                         "  y = Add (x, k) }")
+    k = st.tensors["k"]
+    assert k.kind == "constant" and k.is_param and k.shape == (2,)
+    np.testing.assert_array_equal(k.value(), np.array([1.5, 2.5], np.float32))
+
+
+def test_unnamed_nodes_get_deterministic_unique_ids(tmp_path):
+    m = _conv_model(with_name=False)
+    m.graph.node.extend([helper.make_node("Relu", ["y"], ["z"]), helper.make_node("Relu", ["z"], ["z2"])])
+    m.graph.output[0].name = "z2"
+    onnx.save(m, tmp_path / "u.onnx")
+    ids1 = list(load_stage(tmp_path / "u.onnx").nodes)
+    ids2 = list(load_stage(tmp_path / "u.onnx").nodes)
+    assert ids1 == ids2 == ["Conv:y", "Relu:z", "Relu:z2"]
+
+
+def test_initializers_listed_as_inputs(stage_from_text):
+    st = stage_from_text('<ir_version: 3, opset_import: ["" : 9]>\n'
+                         "g (float[1,2] x, float[1,2] w) => (float[1,2] y) <float[1,2] w = {1.0, 2.0}> { y = Add (x, w) }")
+    assert st.inputs == ["x"]
+    assert st.tensors["w"].also_graph_input and st.tensors["w"].kind == "initializer"
+
+
+def test_subgraphs_are_walked(tmp_path):
+    then_g = helper.make_graph([helper.make_node("Relu", ["x"], ["t"], name="then_relu")], "then", [],
+                               [helper.make_tensor_value_info("t", onnx.TensorProto.FLOAT, [2])])
+    else_g = helper.make_graph([helper.make_node("Neg", ["x"], ["e"])], "else", [],
+                               [helper.make_tensor_value_info("e", onnx.TensorProto.FLOAT, [2])])
+    if_node = helper.make_node("If", ["c"], ["y"], name="branch", then_branch=then_g, else_branch=else_g)
+    g = helper.make_graph([if_node], "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2]),
+                                           helper.make_tensor_value_info("c", onnx.TensorProto.BOOL, [])],
+                          [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2])])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), tmp_path / "if.onnx")
+    st = load_stage(tmp_path / "if.onnx")
+    assert set(st.nodes) == {"branch", "branch/then_branch/then_relu", "branch/else_branch/Neg:e"}
+    assert st.nodes["branch/then_branch/then_relu"].parent == "branch"
+    assert ("branch/then_branch/then_relu", 0) in st.tensors["x"].consumers
+    assert st.op_histogram() == {"If": 1, "Relu": 1, "Neg": 1}
+
+
+def test_custom_domains(stage_from_text):
+    st = stage_from_text('<ir_version: 8, opset_import: ["" : 13, "horizon" : 1, "com.microsoft" : 1, "acme.npu" : 2]>\n'
+                         "g (float[1,4] x) => (float[1,4] y) {\n"
+                         "  a = horizon.HzCalibration <thresholds=[1.0]> (x)\n"
+                         "  b = com.microsoft.Gelu (a)\n"
+                         "  y = acme.npu.FancyOp (b) }")
+    assert st.opsets == {"": 13, "horizon": 1, "com.microsoft": 1, "acme.npu": 2}
+    assert st.used_domains() == {"horizon": 1, "com.microsoft": 1, "acme.npu": 1}
+    assert [n.qualified_op for n in st.nodes.values()] == ["horizon::HzCalibration", "com.microsoft::Gelu",
+                                                            "acme.npu::FancyOp"]
+
+
+@pytest.mark.parametrize("content,msg", [
+    (b"", "empty file"),
+    (b"this is not a model at all\n" * 3, "not an ONNX model"),
+])
+def test_bad_files(tmp_path, content, msg):
+    p = tmp_path / "bad.onnx"
+    p.write_bytes(content)
+    with pytest.raises(ModelLoadError, match=msg):
+        load_stage(p)
+
+
+def test_truncated_file(tmp_path):
+    onnx.save(_conv_model(), tmp_path / "m.onnx")
+    data = (tmp_path / "m.onnx").read_bytes()
+    (tmp_path / "t.onnx").write_bytes(data[: len(data) // 2])
+    with pytest.raises(ModelLoadError, match="t.onnx"):
+        load_stage(tmp_path / "t.onnx")
+
+
+def test_missing_path(tmp_path):
+    with pytest.raises(ModelLoadError, match="no such file"):
+        load_stage(tmp_path / "nope.onnx")
