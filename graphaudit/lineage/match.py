@@ -499,6 +499,10 @@ def _signatures(view: StageView, skip: set[str], rounds: int = 2) -> dict[str, s
 def _seed_signatures(m: Matching) -> int:
     """Match core nodes whose signature is unique among unmatched nodes on both sides."""
     added = 0
+    left_a = any(n.id not in m.node_a2b and n.op_type != "Constant" for n in m.va.core_nodes())
+    left_b = any(n.id not in m.node_b2a and n.op_type != "Constant" for n in m.vb.core_nodes())
+    if not (left_a and left_b):
+        return 0
     for rounds in (2, 1, 0):
         sa = _signatures(m.va, set(m.node_a2b), rounds)
         sb = _signatures(m.vb, set(m.node_b2a), rounds)

@@ -110,6 +110,7 @@ class StageView:
     consumers: dict[str, list[tuple[str, int, str]]] = field(default_factory=dict)
     tree: dict[str, list[str]] = field(default_factory=dict)
     const_derived: set[str] = field(default_factory=set)
+    _core: list[NodeInfo] | None = field(default=None, repr=False)
 
     @classmethod
     def build(cls, stage: StageGraph) -> "StageView":
@@ -165,5 +166,7 @@ class StageView:
         return t is not None and t.is_param
 
     def core_nodes(self) -> list[NodeInfo]:
-        """Non-wrapper nodes of the main graph, in file order."""
-        return [n for n in self.stage.nodes.values() if n.id not in self.wrappers and n.parent is None]
+        """Non-wrapper nodes of the main graph, in file order (computed once)."""
+        if self._core is None:
+            self._core = [n for n in self.stage.nodes.values() if n.id not in self.wrappers and n.parent is None]
+        return self._core
