@@ -277,3 +277,30 @@ def test_unrelated_stages_raise(stage_from_text):
     b = stage_from_text(H + "g (float[1,4] x) => (float[1,4] y) { t = Abs (x)\n y = Neg (t) }", "b")
     with pytest.raises(StagesUnrelatedError, match="share no structure"):
         align(a, b)
+
+
+def test_subgraph_nodes_follow_their_parent(tmp_path):
+    import onnx
+    from onnx import helper
+
+    from graphaudit.load import load_stage
+
+    def model(path, extra_identity):
+        then_g = helper.make_graph([helper.make_node("Relu", ["x"], ["t"])], "then", [],
+                                   [helper.make_tensor_value_info("t", onnx.TensorProto.FLOAT, [2])])
+        else_g = helper.make_graph([helper.make_node("Neg", ["x"], ["e"])], "else", [],
+                                   [helper.make_tensor_value_info("e", onnx.TensorProto.FLOAT, [2])])
+        nodes = [helper.make_node("If", ["c"], ["y0"], name="branch", then_branch=then_g, else_branch=else_g)]
+        nodes += [helper.make_node("Identity", ["y0"], ["y1"]), helper.make_node("Relu", ["y1"], ["y"])] if extra_identity \
+            else [helper.make_node("Relu", ["y0"], ["y"])]
+        g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2]),
+                                           helper.make_tensor_value_info("c", onnx.TensorProto.BOOL, [])],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2])])
+        onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), path)
+        return load_stage(path)
+
+    a = model(tmp_path / "a.onnx", True)
+    b = model(tmp_path / "b.onnx", False)
+    _, ch, cov = changes(a, b)
+    assert by_kind(ch) == {("kept", "If"): 1, ("kept", "Relu"): 1, ("removed", "Identity removed"): 1}
+    assert (cov.a_total, cov.a_accounted, cov.b_total, cov.b_accounted) == (5, 5, 4, 4)

@@ -125,7 +125,7 @@ class StageView:
         for name, t in stage.tensors.items():
             r = v.root[name]
             for cid, idx in t.consumers:
-                if cid not in v.wrappers:
+                if cid not in v.wrappers and stage.nodes[cid].parent is None:
                     v.consumers.setdefault(r, []).append((cid, idx, name))
         for nid in v.wrappers:
             out = stage.nodes[nid].outputs[0]
