@@ -172,9 +172,10 @@ def _classify_region(al: Alignment, r: Region) -> Change:
     size = len(a_core) + len(b_core)
     known = KNOWN_PATTERNS.get(pattern)
     if known is None and size > MAX_EXPLAINED_REGION:
-        return Change("unmatched", r.a_nodes, r.b_nodes, tensors, pattern, 0.0,
-                      f"could not align {len(a_core)} nodes of a with {len(b_core)} nodes of b between "
-                      f"{len(r.inputs)} input and {len(r.outputs)} output tensors")
+        top = lambda st, ids: ", ".join(f"{op} x{c}" for op, c in Counter(_ops(st, ids)).most_common(4))  # noqa: E731
+        return Change("unmatched", r.a_nodes, r.b_nodes, tensors, f"{len(a_core)} nodes -> {len(b_core)} nodes", 0.0,
+                      f"could not align {len(a_core)} nodes of a ({top(al.a, a_core)}) with {len(b_core)} nodes of b "
+                      f"({top(al.b, b_core)}) between {len(r.inputs)} input and {len(r.outputs)} output tensors")
     if len(b_core) == 1:
         survivor = al.b.nodes[b_core[0]].op_type
         conf = known if known is not None else (0.85 if survivor in _ops(al.a, a_core) else 0.6)

