@@ -230,6 +230,26 @@ def _wrapper_pattern(al: Alignment, stage, ids: list[str], root: str | None, vie
     return base
 
 
+def _wrapper_units(stage, ids: list[str]) -> list[list[str]]:
+    """Split inserted wrapper nodes into logical units: a QuantizeLinear with the DequantizeLinear
+    nodes reading it is one unit; any other wrapper node is a unit of its own."""
+    chosen = set(ids)
+    units: list[list[str]] = []
+    taken: set[str] = set()
+    for nid in ids:
+        if nid in taken:
+            continue
+        node = stage.nodes[nid]
+        unit = [nid]
+        if node.op_type in ("QuantizeLinear", "HzQuantize"):
+            for cid, _k in stage.tensors[node.outputs[0]].consumers:
+                if cid in chosen and cid not in taken and stage.nodes[cid].op_type in ("DequantizeLinear", "HzDequantize"):
+                    unit.append(cid)
+        taken.update(unit)
+        units.append(unit)
+    return units
+
+
 def _classify_wrappers(al: Alignment, w: WrapperDiff) -> list[Change]:
     out: list[Change] = []
     tensor = [w.a_root] if w.a_root else ([w.b_root] if w.b_root else [])
@@ -239,11 +259,11 @@ def _classify_wrappers(al: Alignment, w: WrapperDiff) -> list[Change]:
         kind = "modified" if diffs else "kept"
         out.append(Change(kind, [xa], [xb], tensor, na.op_type if not diffs else f"{na.op_type} modified",
                           0.95, "; ".join(diffs) or "same wrapper on the same value"))
-    if w.inserted:
-        pattern = _wrapper_pattern(al, al.b, w.inserted, w.b_root, al.view_b)
+    for unit in _wrapper_units(al.b, w.inserted):
+        pattern = _wrapper_pattern(al, al.b, unit, w.b_root, al.view_b)
         where = f"on {w.a_root!r}" if w.a_root else f"on {w.b_root!r} (no counterpart in a)"
-        out.append(Change("inserted", [], list(w.inserted), tensor, pattern, 1.0 if w.a_root else 0.8,
-                          f"{len(w.inserted)} node(s) {where}"))
+        out.append(Change("inserted", [], unit, tensor, pattern, 1.0 if w.a_root else 0.8,
+                          f"{'/'.join(al.b.nodes[n].op_type for n in unit)} {where}"))
     if w.removed:
         ops = {al.a.nodes[x].op_type for x in w.removed}
         pattern = f"{'+'.join(sorted(ops))} removed"
