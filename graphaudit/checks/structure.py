@@ -6,7 +6,7 @@ from collections import Counter
 from typing import Iterator
 
 from ..findings import Finding
-from ..lineage.view import StageView
+from ..lineage.view import StageView, trace_back
 from ..numeric.kernels import ort_has_kernel
 from ..stage import StageGraph
 from ..toolchains.horizon import decode_hzcalibration, decode_hzpreprocess
@@ -16,11 +16,16 @@ __all__ = ["custom_ops", "qdq_nodes", "hzcalibration_nodes"]
 
 
 def custom_ops(stage: StageGraph) -> Counter:
-    """Counter of (domain, op_type) over nodes that stock onnxruntime (CPU) cannot execute."""
+    """Counter of (domain, op_type) over custom-domain nodes that stock onnxruntime (CPU) cannot execute.
+
+    Default-domain (ai.onnx) ops are left out: whether they run is a question of opset version,
+    not of vendor kernels (and Constant has no kernel: onnxruntime folds it into an initializer).
+    """
     out: Counter = Counter()
     for n in stage.nodes.values():
-        if not ort_has_kernel(n.domain, n.op_type):
-            out[("" if n.domain == "ai.onnx" else n.domain, n.op_type)] += 1
+        d = "" if n.domain == "ai.onnx" else n.domain
+        if d and not ort_has_kernel(d, n.op_type):
+            out[(d, n.op_type)] += 1
     return out
 
 
@@ -93,12 +98,17 @@ def check_hzcalibration_census(ctx: AuditContext) -> Iterator[Finding]:
 @check("S104")
 def check_calibration_skipped(ctx: AuditContext) -> Iterator[Finding]:
     for st in ctx.stages:
-        act = [c for c in hzcalibration_nodes(st) if not c.is_weight and c.enabled and c.thresholds]
-        if act and all(all(t == 1.0 for t in c.thresholds) for c in act):
+        view = StageView.build(st)
+        act = [c for c in hzcalibration_nodes(st, view) if not c.is_weight and c.enabled and c.thresholds]
+        # thresholds on graph inputs are fixed by the input type (Horizon logs 127 for *_128 image inputs)
+        measured = [c for c in act if trace_back(st, c.tensor) not in st.inputs]
+        if measured and all(all(t == 1.0 for t in c.thresholds) for c in measured):
+            fixed = len(act) - len(measured)
             yield make_finding(
-                "S104", f"all {len(act)} activation HzCalibration thresholds are exactly 1.0: calibration was skipped "
-                "(fast-perf, check mode or calibration_type: skip)", stage=st.name,
-                evidence={"activation_nodes": len(act), "threshold": 1.0})
+                "S104", f"all {len(measured)} activation HzCalibration thresholds inside the model are exactly 1.0"
+                f"{f' ({fixed} on graph inputs are fixed by the input type)' if fixed else ''}: calibration was "
+                "skipped (fast-perf, check mode or calibration_type: skip)", stage=st.name,
+                evidence={"activation_nodes": len(measured), "input_nodes": fixed, "threshold": 1.0})
 
 
 def qdq_nodes(stage: StageGraph, view: StageView | None = None) -> list[dict]:
@@ -208,6 +218,9 @@ def check_unfused_batchnorm(ctx: AuditContext) -> Iterator[Finding]:
             shared = [n for n, p in left if len(st.tensors[n.inputs[0]].consumers) > 1]
             if shared:
                 cause = f"; {len(shared)} of them read a Conv output that has other consumers"
+            else:
+                cause = ("; the weights are constant and the Conv outputs unshared, so the optimizer did not run "
+                         "this fusion (optimization disabled or not supported by the toolchain)")
         yield make_finding(
             "S109", f"{len(left)} BatchNormalization node(s) after a Conv remain unfused, e.g. "
             f"{left[0][0].name or left[0][0].id!r} after {left[0][1].name or left[0][1].id!r}{cause}", stage=st.name,
@@ -229,3 +242,33 @@ def check_unaligned(ctx: AuditContext) -> Iterator[Finding]:
             evidence={"a_unaligned": n_a, "b_unaligned": n_b,
                       "regions": [{"a_nodes": c.a_nodes, "b_nodes": c.b_nodes, "reason": c.evidence}
                                   for c in cov.unmatched]})
+
+
+#: Ops that carry weights and that a quantizer is expected to quantize.
+_WEIGHTED_OPS = {"Conv", "ConvTranspose", "Gemm", "MatMul"}
+
+
+@check("S111")
+def check_float_ops_left(ctx: AuditContext) -> Iterator[Finding]:
+    for st in ctx.stages:
+        view = StageView.build(st)
+        quantize_nodes = [n for n in view.wrappers if view.wrappers[n] == "quantize"]
+        if not quantize_nodes:
+            continue
+        left = []
+        for n in st.nodes.values():
+            if n.op_type not in _WEIGHTED_OPS or n.domain not in ("", "ai.onnx") or len(n.inputs) < 2 or n.parent:
+                continue
+            w = n.inputs[1]
+            chain = view.chain.get(w, ())
+            if not view.is_param_root(w):
+                continue  # activation x activation MatMul: judged by its inputs, not here
+            if not any(view.wrappers[c] == "quantize" for c in chain):
+                left.append(n)
+        if left:
+            ops = Counter(n.op_type for n in left)
+            yield make_finding(
+                "S111", f"{len(left)} weighted op(s) keep float weights in a quantized stage "
+                f"({', '.join(f'{op} x{c}' for op, c in sorted(ops.items()))}), e.g. "
+                f"{', '.join(repr(n.name or n.id) for n in left[:3])}", stage=st.name, location={"node": left[0].id},
+                evidence={"count": len(left), "ops": dict(ops), "nodes": [n.id for n in left][:50]})

@@ -66,7 +66,7 @@ class Alignment:
     wrappers : list[WrapperDiff]
     absorbed : dict[str, tuple[str, str]]
         a tensor -> (b wrapper output holding its value, a activation node id) for activations
-        absorbed into quantization (CASES.md case 7).
+        absorbed into quantization (onnxruntime's QDQ quantizer renames the producer's output to the activation's name).
     """
 
     a: StageGraph

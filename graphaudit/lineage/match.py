@@ -155,7 +155,7 @@ def _seed_names(m: Matching) -> None:
             continue
         q_out = _quantize_output(m, rb) if pa.op_type in ABSORBABLE_ACTIVATIONS else None
         if q_out is not None and pa.inputs:
-            # CASES.md case 7: b's name-alike is the pre-activation; a's value is the dequantized output.
+            # onnxruntime's QDQ quantizer renames the producer's output to the activation's name: b's name-alike is the pre-activation; a's value is the dequantized output.
             pre = _root_a(m, pa.inputs[0])
             m.absorbed[ra] = (q_out, pa.id)
             m.worklist.append((ra, rb))

@@ -49,6 +49,9 @@ def _transition(console: Console, tr: Transition, verbose: bool) -> None:
         more = f", ... {len(pats) - 8} more" if len(pats) > 8 else ""
         t.add_row(Text(kind, _KIND_STYLE[kind]), str(n), escape(", ".join(f"{p} x{c}" for p, c in shown) + more))
     console.print(t)
+    if tr.opset_delta:
+        console.print("  opsets: " + escape(", ".join(f"{d or 'ai.onnx'} {va or '-'} -> {vb or '-'}"
+                                                       for d, (va, vb) in tr.opset_delta.items())))
     if tr.op_delta:
         console.print("  op count delta: " + escape(", ".join(f"{op} {d:+d}" for op, d in tr.op_delta.items())))
     by_pattern: dict[str, list[str]] = defaultdict(list)
@@ -56,7 +59,8 @@ def _transition(console: Console, tr: Transition, verbose: bool) -> None:
         if c["kind"] in ("fused", "replaced", "modified") or (verbose and c["kind"] in ("removed", "inserted")):
             a_names = "+".join(n for n, op in zip(c["a_nodes"], c["a_ops"]) if op != "Constant") or "-"
             b_names = "+".join(c["b_nodes"]) or "-"
-            by_pattern[f"{c['kind']}: {c['pattern']}"].append(f"{a_names} -> {b_names}")
+            what = f" ({c['evidence']})" if c["kind"] == "modified" else ""
+            by_pattern[f"{c['kind']}: {c['pattern']}"].append(f"{a_names} -> {b_names}{what}")
     for pat, items in by_pattern.items():
         limit = len(items) if verbose or pat.startswith("fused") else 6
         tail = f" ... and {len(items) - limit} more (--verbose)" if len(items) > limit else ""

@@ -60,8 +60,8 @@ def _from_directory(d: Path) -> list[StageFile]:
         onnx_files = [e.name for e in d.iterdir() if e.name.endswith(".onnx")]
         hint = (f" ({len(onnx_files)} other .onnx file(s): pass them explicitly in pipeline order)" if onnx_files else "")
         raise StageDiscoveryError(
-            f"{d}: no stage files found (expected names like PREFIX_original_float_model.onnx, "
-            f"PREFIX_optimized_float_model.onnx, PREFIX_calibrated_model.onnx, PREFIX_ptq_model.onnx){hint}")
+            f"{d}: no stage files found (expected names ending in "
+            f"{', '.join(sfx for sfx, _ in STAGE_SUFFIXES)}){hint}")
     if len(by_prefix) > 1:
         raise StageDiscoveryError(f"{d}: stage files of several models ({', '.join(sorted(by_prefix))}); "
                                   "pass one model's files explicitly")
