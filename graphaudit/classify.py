@@ -143,7 +143,7 @@ def _classify_region(al: Alignment, r: Region) -> Change:
     if not a_core and not b_core:
         # weight-holding Constant nodes only
         if r.a_nodes and not r.b_nodes:
-            outs = [al.a.nodes[n].outputs[0] for n in r.a_nodes]
+            outs = [o for n in r.a_nodes for o in al.a.nodes[n].outputs[:1] if o]
             if all(o in al.a_to_b for o in outs):
                 return Change("kept", r.a_nodes, [], outs, "Constant -> initializer", 1.0,
                               "weight moved from a Constant node to an initializer")
@@ -192,7 +192,7 @@ def _removed(al: Alignment, r: Region, a_core: list[str], tensors: list[str]) ->
     if len(a_core) == 1 and a_core[0] in absorbed:
         t = absorbed[a_core[0]]
         out_b = al.absorbed[t][0]
-        qdq = [w for w in al.view_b.chain.get(out_b, ())]
+        qdq = list(al.view_b.chain(out_b))
         return Change("fused", r.a_nodes, qdq, [t], f"{a_ops[0]} absorbed into quantization",
                       KNOWN_PATTERNS.get(f"{a_ops[0]} absorbed into quantization", 0.9),
                       f"{a_ops[0]} {al.a.nodes[a_core[0]].name or a_core[0]!r}: its output {t!r} is the "

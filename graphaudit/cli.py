@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from rich.console import Console
+from rich.text import Text
 
 from . import __version__
 from .catalogue import load_catalogue
@@ -16,6 +18,7 @@ from .errors import GraphAuditError
 from .explain import explain
 from .findings import SEVERITIES, severity_rank
 from .render import render_diff, render_explain, render_rules, write_json
+from .render.json_out import check_output_path
 from .samples import bundled_pipelines
 
 __all__ = ["main", "build_parser"]
@@ -60,17 +63,31 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         pipelines = bundled_pipelines()
     else:
         pipelines = [("", args.paths)]
+    if args.json is not None:
+        check_output_path(args.json, _inputs(args, pipelines))
     reports = [explain(paths, source=args.source, title=title) for title, paths in pipelines]
     for rep in reports:
         (render_explain if args.command == "explain" else render_diff)(rep, console, args.verbose)
-    if args.json:
-        write_json(reports[0] if len(reports) == 1 else reports, args.json)
-        console.print(f"\nJSON report: {args.json}")
+    if args.json is not None:
+        write_json(reports[0] if len(reports) == 1 else reports, args.json, protect=_inputs(args, pipelines))
+        console.print(Text(f"\nJSON report: {args.json}"))
     fail_on = getattr(args, "fail_on", "never")
     if fail_on != "never" and any(severity_rank(f.severity) <= severity_rank(fail_on)
                                   for rep in reports for f in rep.findings):
         return 1
     return 0
+
+
+def _inputs(args: argparse.Namespace, pipelines: list) -> list[Path]:
+    """Every file the user gave us (stage files, files of stage directories, --source): never overwritten."""
+    out: list[Path] = [Path(args.source)] if args.source else []
+    for _title, paths in pipelines:
+        for p in map(Path, paths):
+            try:
+                out.extend(p.iterdir() if p.is_dir() else [p])
+            except OSError:
+                out.append(p)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,7 +19,7 @@ from .toolchains import discover_stages
 __all__ = ["Audit", "audit", "explain", "load_pipeline", "MIN_RELATED_COVERAGE"]
 
 #: Below this share of aligned-or-classified nodes on both sides, two stages are not one pipeline.
-MIN_RELATED_COVERAGE = 0.3
+MIN_RELATED_COVERAGE = 0.5
 
 
 @dataclass

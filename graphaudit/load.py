@@ -20,6 +20,11 @@ __all__ = ["load_stage", "dtype_name"]
 _GRAPH_ATTR_TYPES = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
 
 
+def _text(v: str | bytes) -> str:
+    """Protobuf strings that are not valid UTF-8 come back as bytes: decode them with replacement."""
+    return v.decode("utf-8", "replace") if isinstance(v, bytes) else v
+
+
 def dtype_name(elem_type: int) -> str:
     """ONNX ``TensorProto.DataType`` enum value -> name (``1`` -> ``"FLOAT"``), ``""`` if undefined."""
     if not elem_type:
@@ -47,21 +52,42 @@ def _shape_of(type_proto: onnx.TypeProto) -> tuple[str, tuple | None]:
     return dtype_name(tt.elem_type), tuple(dims)
 
 
+def _expected_nbytes(t: onnx.TensorProto) -> int | None:
+    """Bytes implied by dims and element type (None for strings, unknown types or bad dims)."""
+    try:
+        itemsize = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(t.data_type)).itemsize
+    except (KeyError, TypeError, ValueError):
+        return None
+    if any(d < 0 for d in t.dims) or t.data_type == onnx.TensorProto.STRING:
+        return None
+    return int(np.prod(t.dims, dtype=np.int64)) * itemsize
+
+
 def _tensor_reader(t: onnx.TensorProto, base_dir: Path) -> Callable[[], bytes]:
-    """A function returning the raw bytes of an initializer, reading external data on demand."""
+    """A function returning the raw bytes of a weight, reading external data on demand.
+
+    External data is read only from a regular file inside the model's directory, and never more
+    than the bytes that dims x dtype imply (ValueError otherwise).
+    """
     if t.data_location == onnx.TensorProto.EXTERNAL:
-        info = {e.key: e.value for e in t.external_data}
+        info = {_text(e.key): _text(e.value) for e in t.external_data}
+        expected = _expected_nbytes(t)
 
         def read_external() -> bytes:
             loc = info.get("location", "")
             target = (base_dir / loc).resolve()
-            if base_dir.resolve() not in target.parents:
-                raise ValueError(f"external data location {loc!r} escapes the model directory")
-            offset = int(info.get("offset", 0) or 0)
-            length = info.get("length")
+            if base_dir.resolve() not in target.parents or not target.is_file():
+                raise ValueError(f"external data location {loc!r} is not a file inside the model directory")
+            try:
+                offset = int(info.get("offset", 0) or 0)
+                length = int(info["length"]) if info.get("length") else expected
+            except ValueError as e:
+                raise ValueError(f"bad external data offset/length for {t.name!r}") from e
+            if length is None or expected is None or length != expected or offset < 0:
+                raise ValueError(f"external data of {t.name!r}: length {length} does not match dims x dtype")
             with open(target, "rb") as fh:
                 fh.seek(offset)
-                return fh.read(int(length)) if length else fh.read()
+                return fh.read(length)
 
         return read_external
     if t.raw_data:
@@ -71,22 +97,21 @@ def _tensor_reader(t: onnx.TensorProto, base_dir: Path) -> Callable[[], bytes]:
 
 def _tensor_nbytes(t: onnx.TensorProto) -> int | None:
     if t.data_location == onnx.TensorProto.EXTERNAL:
-        length = {e.key: e.value for e in t.external_data}.get("length")
-        return int(length) if length else None
-    try:
-        itemsize = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(t.data_type)).itemsize
-    except (KeyError, TypeError, ValueError):
-        return None
-    return int(np.prod(t.dims, dtype=np.int64)) * itemsize
+        length = {_text(e.key): _text(e.value) for e in t.external_data}.get("length")
+        try:
+            return int(length) if length else _expected_nbytes(t)
+        except ValueError:
+            return None
+    return _expected_nbytes(t)
 
 
 def _attr_value(a: onnx.AttributeProto) -> Any:
     if a.type == onnx.AttributeProto.TENSOR:
         return ("tensor", dtype_name(a.t.data_type), tuple(a.t.dims))
     if a.type == onnx.AttributeProto.GRAPH:
-        return ("graph", a.g.name)
+        return ("graph", _text(a.g.name))
     if a.type == onnx.AttributeProto.GRAPHS:
-        return [("graph", g.name) for g in a.graphs]
+        return [("graph", _text(g.name)) for g in a.graphs]
     if a.type == onnx.AttributeProto.SPARSE_TENSOR:
         return ("sparse_tensor", tuple(a.sparse_tensor.dims))
     v = onnx.helper.get_attribute_value(a)
@@ -112,6 +137,7 @@ def _constant_tensor(node: onnx.NodeProto) -> onnx.TensorProto | None:
 class _Builder:
     def __init__(self, model: onnx.ModelProto, path: Path):
         self.model = model
+        self.path = path
         self.base_dir = path.parent
         self.nodes: dict[str, NodeInfo] = {}
         self.tensors: dict[str, TensorInfo] = {}
@@ -123,14 +149,14 @@ class _Builder:
             t = self.tensors[name] = TensorInfo(name=name)
         return t
 
-    def node_id(self, n: onnx.NodeProto, index: int, prefix: str) -> str:
+    def node_id(self, name: str, op_type: str, outputs: tuple[str, ...], index: int, prefix: str) -> str:
         candidates = []
-        if n.name:
-            candidates.append(prefix + n.name)
-        first_out = next((o for o in n.output if o), "")
+        if name:
+            candidates.append(prefix + name)
+        first_out = next((o for o in outputs if o), "")
         if first_out:
-            candidates.append(f"{prefix}{n.op_type}:{first_out}")
-        candidates.append(f"{prefix}{n.op_type}#{index}")
+            candidates.append(f"{prefix}{op_type}:{first_out}")
+        candidates.append(f"{prefix}{op_type}#{index}")
         for c in candidates:
             if c not in self.used_ids:
                 self.used_ids.add(c)
@@ -141,46 +167,59 @@ class _Builder:
         self.used_ids.add(f"{candidates[-1]}.{k}")
         return f"{candidates[-1]}.{k}"
 
-    def add_graph(self, g: onnx.GraphProto, parent: str | None, prefix: str) -> None:
+    def add_graph(self, g: onnx.GraphProto, parent: str | None, prefix: str, depth: int = 0) -> None:
+        if depth > 64:
+            raise ModelLoadError(f"{self.path}: subgraphs nested more than 64 deep")
         for init in g.initializer:
-            t = self.tensor(init.name)
+            t = self.tensor(_text(init.name))
             t.kind = "initializer"
             t.dtype = dtype_name(init.data_type)
             t.shape = tuple(int(d) for d in init.dims)
             t.nbytes = _tensor_nbytes(init)
             t._reader = _tensor_reader(init, self.base_dir)
+        for sp in g.sparse_initializer:
+            t = self.tensor(_text(sp.values.name))
+            t.kind = "initializer"
+            t.dtype = dtype_name(sp.values.data_type)
+            t.shape = tuple(int(d) for d in sp.dims)
         for vi in list(g.input) + list(g.value_info) + list(g.output):
-            t = self.tensor(vi.name)
+            t = self.tensor(_text(vi.name))
             dtype, shape = _shape_of(vi.type)
             if t.kind not in ("initializer", "constant"):
                 t.dtype = t.dtype or dtype
                 if shape is not None and t.shape is None:
                     t.shape = shape
         for vi in g.input:
-            t = self.tensors[vi.name]
+            t = self.tensors[_text(vi.name)]
             if t.kind == "initializer":
                 t.also_graph_input = True
             elif parent is None:
                 t.kind = "input"
         if parent is None:
             for vo in g.output:
-                self.tensors[vo.name].is_graph_output = True
+                self.tensors[_text(vo.name)].is_graph_output = True
         for i, n in enumerate(g.node):
-            nid = self.node_id(n, i, prefix)
-            attrs = {a.name: _attr_value(a) for a in n.attribute}
-            info = NodeInfo(id=nid, name=n.name, op_type=n.op_type, domain=n.domain,
-                            inputs=tuple(n.input), outputs=tuple(n.output),
+            name, op_type, domain = _text(n.name), _text(n.op_type), _text(n.domain)
+            inputs = tuple(_text(x) for x in n.input)
+            outputs = tuple(_text(x) for x in n.output)
+            nid = self.node_id(name, op_type, outputs, i, prefix)
+            attrs = {_text(a.name): _attr_value(a) for a in n.attribute}
+            info = NodeInfo(id=nid, name=name, op_type=op_type, domain=domain, inputs=inputs, outputs=outputs,
                             attributes=attrs, index=i, parent=parent)
             self.nodes[nid] = info
-            for k, name in enumerate(n.input):
-                if name:
-                    self.tensor(name).consumers.append((nid, k))
-            for name in n.output:
-                if not name:
+            for k, x in enumerate(inputs):
+                if x:
+                    self.tensor(x).consumers.append((nid, k))
+            for x in outputs:
+                if not x:
                     continue
-                t = self.tensor(name)
+                t = self.tensor(x)
+                if t.producer is not None or t.kind in ("initializer", "input"):
+                    if parent is not None:
+                        continue  # sibling subgraphs may reuse names; the first producer stands for them
+                    raise ModelLoadError(f"{self.path}: tensor {x!r} is produced twice (by node {nid!r} and before)")
                 t.producer = nid
-                if n.op_type == "Constant" and n.domain in ("", "ai.onnx"):
+                if op_type == "Constant" and domain in ("", "ai.onnx"):
                     value = _constant_tensor(n)
                     t.kind = "constant"
                     if value is not None:
@@ -190,16 +229,30 @@ class _Builder:
                         t._reader = _tensor_reader(value, self.base_dir)
             for a in n.attribute:
                 if a.type == onnx.AttributeProto.GRAPH:
-                    self.add_graph(a.g, nid, f"{nid}/{a.name}/")
+                    self.add_graph(a.g, nid, f"{nid}/{_text(a.name)}/", depth + 1)
                 elif a.type == onnx.AttributeProto.GRAPHS:
                     for j, sg in enumerate(a.graphs):
-                        self.add_graph(sg, nid, f"{nid}/{a.name}[{j}]/")
+                        self.add_graph(sg, nid, f"{nid}/{_text(a.name)}[{j}]/", depth + 1)
+
+
+def _validate(b: _Builder, g: nx.MultiDiGraph) -> None:
+    """Reject graphs no toolchain can have written: reads of undefined tensors, cycles."""
+    for name, t in b.tensors.items():
+        if t.producer is None and t.kind == "activation" and t.consumers:
+            top_level = [c for c, _k in t.consumers if b.nodes[c].parent is None]
+            if top_level:
+                raise ModelLoadError(f"{b.path}: node {top_level[0]!r} reads tensor {name!r}, which no node, "
+                                     "input or initializer defines")
+            t.kind = "missing"  # an outer-scope name read inside a subgraph that we could not resolve
+    if not nx.is_directed_acyclic_graph(g):
+        cycle = nx.find_cycle(g)
+        raise ModelLoadError(f"{b.path}: the graph has a cycle through node {cycle[0][0]!r}")
 
 
 def load_stage(path: str | os.PathLike, role: str = "custom", name: str | None = None) -> StageGraph:
     """Load one ONNX file as a :class:`StageGraph`.
 
-    Weight bytes are not read (``onnx.load(..., load_external_data=False)``); weight content
+    Weight bytes are not read (the protobuf is parsed without external data); weight content
     hashes are computed lazily by :meth:`TensorInfo.digest`.
 
     Parameters
@@ -214,15 +267,16 @@ def load_stage(path: str | os.PathLike, role: str = "custom", name: str | None =
     Raises
     ------
     ModelLoadError
-        The path is missing or not a file, or the file is not a readable ONNX model
-        (not protobuf, truncated, or no graph).
+        The path is missing or not a regular file, or the file is not a readable ONNX model
+        (not protobuf, truncated, no graph), or the graph is inconsistent (a tensor produced
+        twice, a read of an undefined tensor, a cycle).
     """
     p = Path(path)
-    if not p.exists():
-        raise ModelLoadError(f"{p}: no such file")
-    if not p.is_file():
-        raise ModelLoadError(f"{p}: not a file")
     try:
+        if not p.exists():
+            raise ModelLoadError(f"{p}: no such file")
+        if not p.is_file():
+            raise ModelLoadError(f"{p}: not a file")
         with open(p, "rb") as fh:
             data = fh.read()
     except OSError as e:
@@ -239,10 +293,6 @@ def load_stage(path: str | os.PathLike, role: str = "custom", name: str | None =
         raise ModelLoadError(f"{p}: not an ONNX model (no IR version or empty graph)")
     b = _Builder(model, p)
     b.add_graph(model.graph, None, "")
-    for name_, t in b.tensors.items():
-        if t.producer is None and t.kind == "activation" and t.consumers:
-            # consumed but never produced: a dangling reference (or an outer-scope name of a subgraph)
-            t.kind = "missing"
     g = nx.MultiDiGraph()
     for nid, info in b.nodes.items():
         g.add_node(nid, info=info)
@@ -251,9 +301,10 @@ def load_stage(path: str | os.PathLike, role: str = "custom", name: str | None =
             continue
         for consumer, _k in t.consumers:
             g.add_edge(t.producer, consumer, key=tname)
-    opsets = {("" if o.domain == "ai.onnx" else o.domain): int(o.version) for o in model.opset_import}
-    inputs = [vi.name for vi in model.graph.input if b.tensors[vi.name].kind == "input"]
-    outputs = [vo.name for vo in model.graph.output]
+    _validate(b, g)
+    opsets = {("" if _text(o.domain) == "ai.onnx" else _text(o.domain)): int(o.version) for o in model.opset_import}
+    inputs = [_text(vi.name) for vi in model.graph.input if b.tensors[_text(vi.name)].kind == "input"]
+    outputs = [_text(vo.name) for vo in model.graph.output]
     return StageGraph(name=name or p.name.removesuffix(".onnx"), role=role, path=str(p),
-                      opsets=opsets, ir_version=int(model.ir_version), producer_name=model.producer_name,
+                      opsets=opsets, ir_version=int(model.ir_version), producer_name=_text(model.producer_name),
                       inputs=inputs, outputs=outputs, nodes=b.nodes, tensors=b.tensors, graph=g)

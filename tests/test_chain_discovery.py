@@ -62,5 +62,12 @@ def test_discovery_errors(tmp_path, setup, msg):
 
 def test_mixed_dir_and_files(tmp_path):
     f = save_text(tmp_path, "a_original.onnx", H + G)
-    with pytest.raises(StageDiscoveryError, match="not both"):
+    with pytest.raises(StageDiscoveryError, match="mixed"):
         discover_stages([tmp_path, f])
+
+
+def test_stages_out_of_order_are_refused(tmp_path):
+    a = save_text(tmp_path, "m_calibrated_model.onnx", H + G)
+    b = save_text(tmp_path, "m_optimized_float_model.onnx", H + G)
+    with pytest.raises(StageDiscoveryError, match="pipeline order"):
+        discover_stages([a, b])

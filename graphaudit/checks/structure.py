@@ -55,8 +55,10 @@ def check_hzpreprocess(ctx: AuditContext) -> Iterator[Finding]:
                 continue
             info = decode_hzpreprocess(st, n)
             if info is None:
-                yield make_finding("S102", f"HzPreprocess {n.name or n.id!r} on input {n.inputs[0]!r}: weights not readable",
-                                   stage=st.name, location={"node": n.id, "tensor": n.inputs[0]})
+                x = n.inputs[0] if n.inputs else ""
+                yield make_finding("S102", f"HzPreprocess {n.name or n.id!r} on input {x!r}: weights missing, "
+                                   "unreadable or inconsistent; mean/scale not decoded",
+                                   stage=st.name, location={"node": n.id, "tensor": x})
                 continue
             mean = ", ".join(f"{x:.4g}" for x in info.mean)
             scale = ", ".join(f"{x:.6g}" for x in info.scale)
@@ -73,7 +75,7 @@ def hzcalibration_nodes(stage: StageGraph, view: StageView | None = None):
     """Decoded HzCalibration nodes of a stage (list of :class:`CalibrationInfo`)."""
     view = view or StageView.build(stage)
     return [decode_hzcalibration(stage, n, view.is_param_root(n.inputs[0]))
-            for n in stage.nodes.values() if n.op_type == "HzCalibration" and n.inputs]
+            for n in stage.nodes.values() if n.op_type == "HzCalibration" and n.inputs and n.inputs[0]]
 
 
 @check("S103")
@@ -120,14 +122,15 @@ def qdq_nodes(stage: StageGraph, view: StageView | None = None) -> list[dict]:
     view = view or StageView.build(stage)
     out = []
     for n in stage.nodes.values():
-        if n.op_type not in ("QuantizeLinear", "DequantizeLinear") or not n.inputs:
+        if n.op_type not in ("QuantizeLinear", "DequantizeLinear") or not n.inputs or not n.inputs[0]:
             continue
         scale = stage.tensors.get(n.inputs[1]) if len(n.inputs) > 1 and n.inputs[1] else None
         per_channel = bool(scale and scale.shape and len(scale.shape) >= 1 and any(
             isinstance(d, int) and d > 1 for d in scale.shape))
         zp = stage.tensors.get(n.inputs[2]) if len(n.inputs) > 2 and n.inputs[2] else None
-        qt = n.outputs[0] if n.op_type == "QuantizeLinear" else n.inputs[0]
-        dtype = (zp.dtype if zp is not None and zp.dtype else stage.tensors[qt].dtype) or "UINT8"
+        qt = (n.outputs[0] if n.outputs else "") if n.op_type == "QuantizeLinear" else n.inputs[0]
+        qtt = stage.tensors.get(qt)
+        dtype = (zp.dtype if zp is not None and zp.dtype else (qtt.dtype if qtt is not None else "")) or "UINT8"
         out.append({"node": n.id, "op_type": n.op_type, "weight": view.is_param_root(n.inputs[0]),
                     "dtype": dtype, "per_channel": per_channel})
     return out
@@ -203,7 +206,7 @@ def check_unfused_batchnorm(ctx: AuditContext) -> Iterator[Finding]:
         view = StageView.build(st)
         left = []
         for n in st.nodes.values():
-            if n.op_type != "BatchNormalization" or not n.inputs:
+            if n.op_type != "BatchNormalization" or not n.inputs or not n.inputs[0]:
                 continue
             p = st.producer(view.root.get(n.inputs[0], n.inputs[0]))
             if p is not None and p.op_type in ("Conv", "ConvTranspose"):
@@ -215,7 +218,7 @@ def check_unfused_batchnorm(ctx: AuditContext) -> Iterator[Finding]:
         if earlier_inputs:
             cause = f"; cause: initializers are declared as graph inputs in {earlier_inputs[0].name} (S108)"
         else:
-            shared = [n for n, p in left if len(st.tensors[n.inputs[0]].consumers) > 1]
+            shared = [n for n, p in left if n.inputs[0] in st.tensors and len(st.tensors[n.inputs[0]].consumers) > 1]
             if shared:
                 cause = f"; {len(shared)} of them read a Conv output that has other consumers"
             else:
@@ -260,10 +263,9 @@ def check_float_ops_left(ctx: AuditContext) -> Iterator[Finding]:
             if n.op_type not in _WEIGHTED_OPS or n.domain not in ("", "ai.onnx") or len(n.inputs) < 2 or n.parent:
                 continue
             w = n.inputs[1]
-            chain = view.chain.get(w, ())
             if not view.is_param_root(w):
                 continue  # activation x activation MatMul: judged by its inputs, not here
-            if not any(view.wrappers[c] == "quantize" for c in chain):
+            if "quantize" not in view.kinds.get(w, frozenset()):
                 left.append(n)
         if left:
             ops = Counter(n.op_type for n in left)

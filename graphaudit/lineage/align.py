@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass, field
 
 from ..errors import StagesUnrelatedError
@@ -133,11 +134,11 @@ def _tensor_map(m: Matching) -> tuple[dict[str, TensorMatch], dict[str, list[str
             continue
         kind, conf, ev = m.info[ra]
         if name != rb:
-            kinds = [m.vb.wrappers[w] for w in m.vb.chain[name]]
+            kinds = m.vb.kinds[name]
             wk = next((k for k in ("quantize", "layout", "convert", "preprocess") if k in kinds), "identity")
             if kind == "exact":
                 kind = _WRAPPER_MATCH_KIND[wk]
-            ev = f"{ev}; behind {'/'.join(m.b.nodes[w].op_type for w in m.vb.chain[name])}"
+            ev = f"{ev}; behind {m.vb.depth[name]} wrapper(s), last {m.b.nodes[m.vb.via[name]].op_type}"
         tmap[name] = TensorMatch(ra, name, kind, conf, ev)
     for ra, (out_b, act) in m.absorbed.items():
         tmap[out_b] = TensorMatch(ra, out_b, "absorbed", 0.9,
@@ -170,15 +171,26 @@ def _wrapper_diffs(m: Matching) -> list[WrapperDiff]:
 
 
 def _diff_chains(m: Matching, ra: str | None, rb: str | None, wa: list[str], wb: list[str]) -> WrapperDiff:
+    """Pair a's and b's wrappers on one value by (op type, depth on the chain), then by op type alone."""
     d = WrapperDiff(ra, rb)
+    by_depth: dict[tuple[str, int], list[str]] = defaultdict(list)
+    by_op: dict[str, list[str]] = defaultdict(list)
+    for y in reversed(wb):
+        nb = m.b.nodes[y]
+        by_depth[(nb.op_type, m.vb.depth[nb.outputs[0]])].append(y)
+        by_op[nb.op_type].append(y)
     used: set[str] = set()
+
+    def take(stack: list[str]) -> str | None:
+        while stack:
+            y = stack.pop()
+            if y not in used:
+                return y
+        return None
+
     for x in wa:
         na = m.a.nodes[x]
-        depth_a = len(m.va.chain[na.outputs[0]])
-        hit = next((y for y in wb if y not in used and m.b.nodes[y].op_type == na.op_type
-                    and len(m.vb.chain[m.b.nodes[y].outputs[0]]) == depth_a), None)
-        if hit is None:
-            hit = next((y for y in wb if y not in used and m.b.nodes[y].op_type == na.op_type), None)
+        hit = take(by_depth[(na.op_type, m.va.depth[na.outputs[0]])]) or take(by_op[na.op_type])
         if hit is None:
             d.removed.append(x)
         else:

@@ -154,7 +154,7 @@ def _seed_names(m: Matching) -> None:
             m.map(ra, rb, "exact", 1.0, f"same name {name!r}, both produced by {pa.op_type}")
             continue
         q_out = _quantize_output(m, rb) if pa.op_type in ABSORBABLE_ACTIVATIONS else None
-        if q_out is not None and pa.inputs:
+        if q_out is not None and pa.inputs and pa.inputs[0]:
             # onnxruntime's QDQ quantizer renames the producer's output to the activation's name: b's name-alike is the pre-activation; a's value is the dequantized output.
             pre = _root_a(m, pa.inputs[0])
             m.absorbed[ra] = (q_out, pa.id)
@@ -244,7 +244,13 @@ def _input_ok(m: Matching, na: NodeInfo, nb: NodeInfo) -> tuple[bool, float]:
 
 def _reads_below(m: Matching, out_b: str, xb: str) -> bool:
     """True when b tensor ``xb`` is ``out_b`` or lies below it on a wrapper chain."""
-    return xb == out_b or any(m.b.nodes[w].outputs[0] == out_b for w in m.vb.chain.get(xb, ()))
+    cur = xb
+    while True:
+        if cur == out_b:
+            return True
+        if cur not in m.vb.via:
+            return False
+        cur = m.b.nodes[m.vb.via[cur]].inputs[0]
 
 
 def _attr_score(na: NodeInfo, nb: NodeInfo) -> float:

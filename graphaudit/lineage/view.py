@@ -71,8 +71,12 @@ def wrapper_kind(stage: StageGraph, node: NodeInfo) -> str | None:
     kind = WRAPPER_KINDS.get(("" if node.domain == "ai.onnx" else node.domain, node.op_type))
     if kind is None or not node.inputs or not node.inputs[0] or node.parent is not None:
         return None
-    if kind == "layout" and tuple(node.attributes.get("perm", ())) not in LAYOUT_PERMS:
+    if not node.outputs or not node.outputs[0]:
         return None
+    if kind == "layout":
+        perm = node.attributes.get("perm")
+        if not isinstance(perm, list) or tuple(perm) not in LAYOUT_PERMS:
+            return None
     for name in node.inputs[1:]:
         if name and not _param_like(stage, name):
             return None
@@ -94,8 +98,12 @@ class StageView:
     root : dict[str, str]
         Tensor -> root tensor: follow producers back through wrappers (a tensor not produced
         by a wrapper is its own root).
-    chain : dict[str, tuple[str, ...]]
-        Tensor -> wrapper node ids between its root and it (root first).
+    via : dict[str, str]
+        Wrapper output tensor -> the wrapper node producing it (walk these to get a chain).
+    depth : dict[str, int]
+        Tensor -> number of wrappers between its root and it.
+    kinds : dict[str, frozenset]
+        Tensor -> wrapper kinds between its root and it.
     consumers : dict[str, list[tuple[str, int, str]]]
         Root -> (consumer node id, input index, tensor actually read) over the whole wrapper
         tree of the root, wrappers excluded.
@@ -106,7 +114,9 @@ class StageView:
     stage: StageGraph
     wrappers: dict[str, str] = field(default_factory=dict)
     root: dict[str, str] = field(default_factory=dict)
-    chain: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    via: dict[str, str] = field(default_factory=dict)
+    depth: dict[str, int] = field(default_factory=dict)
+    kinds: dict[str, frozenset] = field(default_factory=dict)
     consumers: dict[str, list[tuple[str, int, str]]] = field(default_factory=dict)
     tree: dict[str, list[str]] = field(default_factory=dict)
     const_derived: set[str] = field(default_factory=set)
@@ -137,28 +147,37 @@ class StageView:
         return v
 
     def _resolve(self, name: str) -> str:
+        """Root of ``name``, filling root/via/depth/kinds for every tensor on the way (iterative, O(chain))."""
         if name in self.root:
             return self.root[name]
         path: list[tuple[str, str]] = []
         cur = name
         seen = set()
-        while True:
-            if cur in self.root:
-                base, base_chain = self.root[cur], self.chain[cur]
-                break
+        while cur not in self.root:
             t = self.stage.tensors.get(cur)
             pid = t.producer if t is not None else None
-            if pid is None or pid not in self.wrappers or self.stage.nodes[pid].outputs[0] != cur or cur in seen:
-                base, base_chain = cur, ()
-                self.root[cur], self.chain[cur] = cur, ()
+            node = self.stage.nodes[pid] if pid is not None else None
+            if node is None or pid not in self.wrappers or not node.outputs or node.outputs[0] != cur or cur in seen:
+                self.root[cur], self.depth[cur], self.kinds[cur] = cur, 0, frozenset()
                 break
             seen.add(cur)
             path.append((cur, pid))
-            cur = self.stage.nodes[pid].inputs[0]
+            cur = node.inputs[0]
+        base = self.root[cur]
+        depth, kinds = self.depth[cur], self.kinds[cur]
         for tensor, pid in reversed(path):
-            base_chain = base_chain + (pid,)
-            self.root[tensor], self.chain[tensor] = base, base_chain
+            depth, kinds = depth + 1, kinds | {self.wrappers[pid]}
+            self.root[tensor], self.via[tensor], self.depth[tensor], self.kinds[tensor] = base, pid, depth, kinds
         return self.root[name]
+
+    def chain(self, name: str) -> tuple[str, ...]:
+        """Wrapper node ids between the root of ``name`` and ``name`` (root first)."""
+        out = []
+        cur = name
+        while cur in self.via:
+            out.append(self.via[cur])
+            cur = self.stage.nodes[self.via[cur]].inputs[0]
+        return tuple(reversed(out))
 
     def is_param_root(self, name: str) -> bool:
         """True when the tensor's root is a weight (initializer or Constant output)."""

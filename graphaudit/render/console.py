@@ -27,7 +27,8 @@ def _stage_table(report: AuditReport) -> Table:
         opsets = ", ".join(f"{d or 'ai.onnx'} {v}" for d, v in s.opsets.items()
                            if d in ("", "horizon") or any(k.startswith(f"{d}::") for k in s.custom_ops))
         custom = ", ".join(f"{k.split('::')[1]} x{v}" for k, v in s.custom_ops.items()) or "-"
-        t.add_row(str(i), s.name, s.role, s.path.rsplit("/", 1)[-1], str(s.nodes), opsets, custom)
+        t.add_row(str(i), escape(s.name), s.role, escape(s.path.rsplit("/", 1)[-1]), str(s.nodes), escape(opsets),
+                  escape(custom))
     return t
 
 
@@ -68,7 +69,7 @@ def _transition(console: Console, tr: Transition, verbose: bool) -> None:
                       highlight=False)
     for c in tr.changes:
         if c["kind"] == "unmatched":
-            console.print(f"  [bold red]unmatched[/] {escape(c['pattern'][:120])}: {escape(c['evidence'])}")
+            console.print(Text.assemble(("  unmatched ", "bold red"), f"{c['pattern'][:120]}: {c['evidence']}"))
 
 
 def _findings(console: Console, report: AuditReport, verbose: bool) -> None:

@@ -10,31 +10,61 @@ from pathlib import Path
 from ..errors import GraphAuditError
 from ..report import AuditReport
 
-__all__ = ["write_json", "write_atomic"]
+__all__ = ["write_json", "write_atomic", "check_output_path"]
 
 
-def write_atomic(path: str | os.PathLike, text: str) -> Path:
-    """Write ``text`` to ``path`` through a temporary file in the same directory and ``os.replace``.
+def check_output_path(path: str | os.PathLike, protect: list[Path] | None = None) -> Path:
+    """Validate an output path before any work is done (see :func:`write_atomic` for the rules).
 
     Raises
     ------
     GraphAuditError
-        The directory does not exist or is not writable.
     """
+    if not str(path):
+        raise GraphAuditError("--json: empty file name")
     p = Path(path)
+    for q in protect or []:
+        try:
+            if p.exists() and q.exists() and os.path.samefile(p, q):
+                raise GraphAuditError(f"{p}: is one of the input files; refusing to overwrite it")
+        except OSError:
+            continue
     if not p.parent.is_dir():
-        raise GraphAuditError(f"{p}: directory {p.parent} does not exist")
+        raise GraphAuditError(f"{p}: {p.parent} is not an existing directory")
+    if p.is_dir():
+        raise GraphAuditError(f"{p}: is a directory")
+    return p
+
+
+def write_atomic(path: str | os.PathLike, text: str, protect: list[Path] | None = None) -> Path:
+    """Write ``text`` to ``path`` through a temporary file in the same directory and ``os.replace``.
+
+    ``protect`` lists files that must not be overwritten (the user's inputs).
+
+    Raises
+    ------
+    GraphAuditError
+        Empty path, a protected file, a missing parent directory, a directory as target, or an
+        unwritable location. No temporary file is left behind.
+    """
+    p = check_output_path(path, protect)
+    tmp = None
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
         os.replace(tmp, p)
+        tmp = None
     except OSError as e:
         raise GraphAuditError(f"{p}: cannot write ({e.strerror})") from e
+    finally:
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
     return p
 
 
-def write_json(report: AuditReport | list[AuditReport], path: str | os.PathLike) -> Path:
-    """Write one report (a JSON object) or several (a JSON list of objects) to ``path``."""
+def write_json(report: AuditReport | list[AuditReport], path: str | os.PathLike,
+               protect: list[Path] | None = None) -> Path:
+    """Write one report (a JSON object) or several (a JSON list of objects) to ``path`` (see :func:`write_atomic`)."""
     data = [r.to_dict() for r in report] if isinstance(report, list) else report.to_dict()
-    return write_atomic(path, json.dumps(data, indent=1, default=str) + "\n")
+    return write_atomic(path, json.dumps(data, indent=1, default=str) + "\n", protect)

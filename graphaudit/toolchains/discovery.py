@@ -90,11 +90,24 @@ def discover_stages(paths: list[str | os.PathLike], source: str | os.PathLike | 
         raise StageDiscoveryError("no stage directory or files given")
     ps = [Path(p) for p in paths]
     for p in ps:
-        if not p.exists():
-            raise StageDiscoveryError(f"{p}: no such file or directory")
+        try:
+            if not p.exists():
+                raise StageDiscoveryError(f"{p}: no such file or directory")
+        except OSError as e:
+            raise StageDiscoveryError(f"{p}: cannot access ({e.strerror})") from e
+    try:
+        return _discover(ps, source)
+    except PermissionError as e:
+        raise StageDiscoveryError(f"{e.filename or ps[0]}: permission denied") from e
+    except OSError as e:
+        raise StageDiscoveryError(f"{e.filename or ps[0]}: cannot read ({e.strerror})") from e
+
+
+def _discover(ps: list[Path], source) -> list[StageFile]:
     if any(p.is_dir() for p in ps):
         if len(ps) != 1:
-            raise StageDiscoveryError(f"{', '.join(map(str, ps))}: give one stage directory, or stage files, not both")
+            what = "several directories" if all(p.is_dir() for p in ps) else "directories and files mixed"
+            raise StageDiscoveryError(f"{', '.join(map(str, ps))}: {what}; give one stage directory, or stage files")
         stages = _from_directory(ps[0])
     else:
         stages = []
@@ -104,8 +117,18 @@ def discover_stages(paths: list[str | os.PathLike], source: str | os.PathLike | 
             name = role if role != "custom" and role not in names else p.name.removesuffix(".onnx")
             names.add(name)
             stages.append(StageFile(p, role, name))
+        known = [(f, _ORDER[f.role]) for f in stages if f.role in _ORDER]
+        for (f1, o1), (f2, o2) in zip(known, known[1:]):
+            if o2 < o1:
+                raise StageDiscoveryError(
+                    f"{f2.path}: a {f2.role} stage given after {f1.path.name} ({f1.role}); list stages in pipeline "
+                    "order (original, optimized, calibrated, ptq/quantized)")
     if source is not None:
         sp = Path(source)
+        if not str(source):
+            raise StageDiscoveryError("--source: empty path")
+        if sp.is_dir():
+            raise StageDiscoveryError(f"{sp}: --source must be an ONNX file, not a directory")
         if not sp.is_file():
             raise StageDiscoveryError(f"{sp}: --source model not found")
         stages.insert(0, StageFile(sp, "source", "source"))

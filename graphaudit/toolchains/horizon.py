@@ -50,8 +50,13 @@ def decode_hzpreprocess(stage: StageGraph, node: NodeInfo) -> PreprocessInfo | N
     b = read_weight(stage, trace_back(stage, node.inputs[2])) if len(node.inputs) > 2 and node.inputs[2] else None
     if w is None:
         return None
-    w = w.astype(np.float64).reshape(-1)
-    b = np.zeros_like(w) if b is None else b.astype(np.float64).reshape(-1)
+    try:
+        w = w.astype(np.float64).reshape(-1)
+        b = np.zeros_like(w) if b is None else b.astype(np.float64).reshape(-1)
+    except (TypeError, ValueError):
+        return None
+    if w.size == 0 or b.size not in (1, w.size):
+        return None
     with np.errstate(divide="ignore", invalid="ignore"):
         mean = np.where(w != 0, 128.0 - b / w, np.nan)
     return PreprocessInfo(node=node.id, input=trace_back(stage, node.inputs[0]), mean=[float(x) for x in mean],
@@ -83,14 +88,25 @@ class CalibrationInfo:
             len(self.thresholds) == 2 and len(self.scales) <= 1)
 
 
+def _floats(v) -> list[float]:
+    """An attribute as a list of floats; [] when absent or not numeric (a malformed file)."""
+    if v is None:
+        return []
+    items = v if isinstance(v, list) else [v]
+    try:
+        return [float(x) for x in items]
+    except (TypeError, ValueError):
+        return []
+
+
 def decode_hzcalibration(stage: StageGraph, node: NodeInfo, is_weight: bool) -> CalibrationInfo:
     """Read the attributes of an ``HzCalibration`` node; legacy ``bits`` maps to ``int<bits>``."""
     a = node.attributes
     qtype = a.get("qtype")
-    if not qtype:
-        qtype = f"int{a['bits']}" if "bits" in a else "int8"
-    thresholds = [float(x) for x in (a.get("thresholds") or [])]
-    scales = [float(x) for x in (a.get("scales") or [])]
+    if not qtype or not isinstance(qtype, str):
+        qtype = f"int{a['bits']}" if isinstance(a.get("bits"), int) else "int8"
+    thresholds = _floats(a.get("thresholds"))
+    scales = _floats(a.get("scales"))
     return CalibrationInfo(node=node.id, tensor=node.inputs[0], is_weight=is_weight, qtype=str(qtype),
-                           thresholds=thresholds, scales=scales, axis=int(a.get("axis", 1)),
+                           thresholds=thresholds, scales=scales, axis=a["axis"] if isinstance(a.get("axis"), int) else 1,
                            enabled=str(a.get("switch", "ON")).upper() != "OFF")
