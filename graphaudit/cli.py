@@ -15,9 +15,11 @@ from rich.text import Text
 from . import __version__
 from .catalogue import load_catalogue
 from .errors import GraphAuditError
-from .explain import explain
+from .explain import audit, load_pipeline
+from .measure import measure
+from .numeric.compare import DEFAULT_COSINE_THRESHOLD
 from .findings import SEVERITIES, severity_rank
-from .render import render_diff, render_explain, render_rules, write_json
+from .render import render_diff, render_explain, render_numeric, render_rules, write_json
 from .render.json_out import check_output_path
 from .samples import bundled_pipelines
 
@@ -38,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--fail-on", choices=[*SEVERITIES, "never"], default="error",
                    help="exit 1 when a finding at or above this severity exists (default: error)")
     e.add_argument("-v", "--verbose", action="store_true", help="list every change and info fix")
+    _numeric_args(e, required=False)
 
     d = sub.add_parser("diff", help="changes between consecutive stages")
     d.add_argument("paths", nargs="+", help="two or more stage files in pipeline order, or a stage directory")
@@ -45,9 +48,74 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--json", metavar="FILE", help="write the report as JSON")
     d.add_argument("-v", "--verbose", action="store_true", help="list every change")
 
+    c = sub.add_parser("compare", help="run every stage on the same samples: per-tensor error, first divergence",
+                       description="Run the stages in onnxruntime (custom ops lowered) on the same samples and "
+                                   "compare aligned tensors.")
+    c.add_argument("paths", nargs="+", help="a stage directory, or stage files in pipeline order")
+    c.add_argument("--source", help="the pre-toolchain float model, added as stage 0")
+    c.add_argument("--json", metavar="FILE", help="write the report as JSON")
+    c.add_argument("--fail-on", choices=[*SEVERITIES, "never"], default="error")
+    _numeric_args(c, required=True)
+
+    lo = sub.add_parser("lower", help="rewrite custom (Horizon) ops as standard ONNX so stock onnxruntime runs the stage")
+    lo.add_argument("stage", help="the stage .onnx file")
+    lo.add_argument("-o", "--output", required=True, help="where to write the lowered model")
+
     r = sub.add_parser("rules", help="list the rule catalogue")
     r.add_argument("--explain", metavar="CODE", help="print one rule in full")
     return p
+
+
+def _numeric_args(p: argparse.ArgumentParser, required: bool) -> None:
+    g = p.add_mutually_exclusive_group(required=required)
+    g.add_argument("--data", metavar="PATH", help=".npy/.npz file or directory, Horizon calibration_data/, raw "
+                                                  ".bin files (with --raw-dtype/--raw-shape) or images")
+    g.add_argument("--random", metavar="N", type=int, help="N random samples (seeded) instead of data")
+    p.add_argument("--seed", type=int, default=0, help="seed for --random (default 0)")
+    p.add_argument("--raw-dtype", help="dtype of raw .bin/.rgb files, e.g. uint8 or float32")
+    p.add_argument("--raw-shape", help="shape of raw files, e.g. 1x3x224x224")
+    p.add_argument("--threshold", type=float, default=DEFAULT_COSINE_THRESHOLD,
+                   help=f"cosine below which a tensor has diverged (default {DEFAULT_COSINE_THRESHOLD})")
+    p.add_argument("--no-isolated", action="store_true", help="skip measuring each change on its own")
+
+
+def _raw_shape(text: str | None) -> tuple | None:
+    if not text:
+        return None
+    try:
+        return tuple(int(x) for x in text.lower().replace(",", "x").split("x"))
+    except ValueError as e:
+        raise GraphAuditError(f"--raw-shape {text!r}: expected dims like 1x3x224x224") from e
+
+
+def _progress_factory():
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    def make(total: int):
+        prog = Progress(TextColumn("samples"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                        console=Console(stderr=True), transient=True)
+        task = prog.add_task("run", total=total)
+        prog.start()
+
+        def tick(i: int) -> None:
+            prog.update(task, completed=i + 1)
+            if i + 1 >= total:
+                prog.stop()
+
+        return tick
+
+    return make
+
+
+def _lower(args: argparse.Namespace, console: Console) -> int:
+    from .numeric.lower import lower_file
+
+    if Path(args.output).exists() and Path(args.stage).exists() and Path(args.output).resolve() == Path(args.stage).resolve():
+        raise GraphAuditError(f"{args.output}: is the input stage; refusing to overwrite it")
+    res = lower_file(args.stage, args.output)
+    done = ", ".join(f"{op} x{c}" for op, c in sorted(res.lowered.items())) or "nothing to lower"
+    console.print(Text(f"{args.output}: lowered {done}"))
+    return 0
 
 
 def _run(args: argparse.Namespace, console: Console) -> int:
@@ -57,6 +125,8 @@ def _run(args: argparse.Namespace, console: Console) -> int:
             raise GraphAuditError(f"{args.explain}: no such rule (see `graphaudit rules`)")
         render_rules(rules, console, args.explain.upper() if args.explain else None)
         return 0
+    if args.command == "lower":
+        return _lower(args, console)
     if args.command == "explain" and not args.paths:
         if args.source:
             raise GraphAuditError("--source needs stage paths")
@@ -65,9 +135,24 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         pipelines = [("", args.paths)]
     if args.json is not None:
         check_output_path(args.json, _inputs(args, pipelines))
-    reports = [explain(paths, source=args.source, title=title) for title, paths in pipelines]
+    numeric = args.command == "compare" or getattr(args, "data", None) is not None or getattr(args, "random", None)
+    reports = []
+    for title, paths in pipelines:
+        au = audit(load_pipeline(paths, source=args.source), title=title)
+        if numeric:
+            if args.random is not None and args.random < 1:
+                raise GraphAuditError(f"--random {args.random}: need at least one sample")
+            measure(au, data=args.data, random=args.random, seed=args.seed, threshold=args.threshold,
+                    isolated=not args.no_isolated, raw_dtype=args.raw_dtype, raw_shape=_raw_shape(args.raw_shape),
+                    progress=_progress_factory())
+        reports.append(au.report)
     for rep in reports:
-        (render_explain if args.command == "explain" else render_diff)(rep, console, args.verbose)
+        if args.command == "explain":
+            render_explain(rep, console, args.verbose)
+        elif args.command == "compare":
+            render_numeric(rep, console)
+        else:
+            render_diff(rep, console, args.verbose)
     if args.json is not None:
         write_json(reports[0] if len(reports) == 1 else reports, args.json, protect=_inputs(args, pipelines))
         console.print(Text(f"\nJSON report: {args.json}"))

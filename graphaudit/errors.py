@@ -8,6 +8,8 @@ __all__ = [
     "StageDiscoveryError",
     "StagesUnrelatedError",
     "RuleCatalogueError",
+    "DataError",
+    "LoweringError",
 ]
 
 
@@ -33,3 +35,19 @@ class StagesUnrelatedError(GraphAuditError):
 
 class RuleCatalogueError(GraphAuditError):
     """A rule file in ``rules/`` is malformed (this is a packaging defect)."""
+
+
+class DataError(GraphAuditError):
+    """Model input data could not be used: missing, unreadable, pickled, or not matching the model's inputs."""
+
+
+class LoweringError(GraphAuditError):
+    """Custom-domain ops that cannot be lowered to standard ONNX, or a lowered model that cannot be written.
+
+    The message names the model and every op that could not be lowered, with the reason.
+    ``failures`` holds one dict per (op, reason): ``{"op_type", "count", "reason", "nodes"}``.
+    """
+
+    def __init__(self, message: str, failures: list[dict] | tuple = ()):
+        super().__init__(message)
+        self.failures = list(failures)

@@ -13,7 +13,7 @@ from .stage import StageGraph
 __all__ = ["SCHEMA_VERSION", "AuditReport", "StageSummary", "Transition", "summarize_stage", "make_transition"]
 
 #: Version of the JSON layout written by :meth:`AuditReport.to_dict` (documented in README.md).
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "1.1"
 
 
 @dataclass
@@ -101,6 +101,7 @@ class AuditReport:
     findings: list[Finding]
     title: str = ""
     tool_version: str = ""
+    numeric: list[dict[str, Any]] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict: ``{"schema_version", "tool", "title", "stages", "transitions", "findings"}``."""
@@ -108,7 +109,8 @@ class AuditReport:
                 "title": self.title,
                 "stages": [vars(s) for s in self.stages],
                 "transitions": [vars(t) for t in self.transitions],
-                "findings": [f.to_dict() for f in self.findings]}
+                "findings": [f.to_dict() for f in self.findings],
+                "numeric": self.numeric}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "AuditReport":
@@ -118,4 +120,5 @@ class AuditReport:
         return cls(stages=[StageSummary(**s) for s in d["stages"]],
                    transitions=[Transition(**t) for t in d["transitions"]],
                    findings=[Finding.from_dict(f) for f in d["findings"]],
-                   title=d.get("title", ""), tool_version=d.get("tool", {}).get("version", ""))
+                   title=d.get("title", ""), tool_version=d.get("tool", {}).get("version", ""),
+                   numeric=d.get("numeric"))

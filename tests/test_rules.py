@@ -30,7 +30,12 @@ def _run_example(tmp_path, case):
         stages.append(load_stage(p, role=s["role"], name=f"{s['role']}{i}"))
     if len(stages) == 1:
         return run_checks(AuditContext(stages=stages))
-    return audit(stages).report.findings
+    au = audit(stages)
+    if case.get("numeric"):
+        from graphaudit.measure import measure
+
+        measure(au, random=case["numeric"]["random"])
+    return au.report.findings
 
 
 @pytest.mark.parametrize("code", sorted(RULES))

@@ -25,6 +25,7 @@ class AuditContext:
     lineage: Lineage | None = None
     changes: list[list[Change]] = field(default_factory=list)
     coverage: list[Coverage] = field(default_factory=list)
+    numeric: list | None = None  # list of graphaudit.numeric.compare.TransitionNumeric when data were run
 
 
 #: Rule code -> check function ``(AuditContext) -> Iterable[Finding]``.

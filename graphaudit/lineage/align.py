@@ -83,14 +83,23 @@ class Alignment:
     view_b: StageView = field(repr=False, default=None)  # type: ignore[assignment]
 
     def b_for(self, a_tensor: str) -> str | None:
-        """The b tensor holding a's value of ``a_tensor`` (the absorbed/quantized one first), or None."""
+        """The b tensor that b's consumers read in place of ``a_tensor``, or None.
+
+        Preference: the output of an absorbed activation's quantization; else the deepest
+        quantized (fake-quantized) copy; else the exact value; else any counterpart.
+        """
         if a_tensor in self.absorbed:
             return self.absorbed[a_tensor][0]
-        cands = self.a_to_b.get(a_tensor, [])
+        cands = [c for c in self.a_to_b.get(a_tensor, []) if c in self.tensor_map]
+        if not cands:
+            return None
+        quantized = [c for c in cands if self.tensor_map[c].kind == "quantized"]
+        if quantized:
+            return max(quantized, key=lambda c: self.view_b.depth.get(c, 0) if self.view_b else 0)
         for c in cands:
             if self.tensor_map[c].kind == "exact":
                 return c
-        return cands[0] if cands else None
+        return cands[0]
 
 
 class _UnionFind:
@@ -125,21 +134,37 @@ def _group_nodes(view: StageView, mapped: set[str], prefix: str, uf: _UnionFind)
     return [n.id for n in core]
 
 
-def _tensor_map(m: Matching) -> tuple[dict[str, TensorMatch], dict[str, list[str]]]:
+def _kind_of(kinds: frozenset, base: str) -> str:
+    if not kinds:
+        return base
+    wk = next((k for k in ("quantize", "layout", "convert", "preprocess") if k in kinds), "identity")
+    return _WRAPPER_MATCH_KIND[wk] if base == "exact" else base
+
+
+def _tensor_map(m: Matching, wrappers: list[WrapperDiff]) -> tuple[dict[str, TensorMatch], dict[str, list[str]]]:
+    """b tensor -> a counterpart. Roots map through the matching; a wrapper output maps to the output of
+    the nearest wrapper above it that both stages keep (e.g. HzPreprocess), else to the a root, with the
+    kind of the wrappers in between (quantized, converted, layout, preprocessed)."""
     tmap: dict[str, TensorMatch] = {}
-    for name in m.b.tensors:
-        rb = m.vb.root.get(name, name)
-        ra = m.b2a.get(rb)
-        if ra is None:
-            continue
+    kept_b = {xb: xa for w in wrappers for xa, xb in w.kept}
+    # anchor: b tensor -> (a tensor, wrapper kinds since that anchor, base kind, confidence, evidence)
+    anchor: dict[str, tuple[str, frozenset, str, float, str]] = {}
+    for rb, ra in m.b2a.items():
         kind, conf, ev = m.info[ra]
-        if name != rb:
-            kinds = m.vb.kinds[name]
-            wk = next((k for k in ("quantize", "layout", "convert", "preprocess") if k in kinds), "identity")
-            if kind == "exact":
-                kind = _WRAPPER_MATCH_KIND[wk]
-            ev = f"{ev}; behind {m.vb.depth[name]} wrapper(s), last {m.b.nodes[m.vb.via[name]].op_type}"
-        tmap[name] = TensorMatch(ra, name, kind, conf, ev)
+        anchor[rb] = (ra, frozenset(), kind, conf, ev)
+    for nid in m.vb.wrappers:  # file order is topological: inputs are resolved before outputs
+        node = m.b.nodes[nid]
+        out, inp = node.outputs[0], node.inputs[0]
+        if m.vb.via.get(out) != nid:
+            continue
+        if nid in kept_b and m.va.via.get(m.a.nodes[kept_b[nid]].outputs[0]) == kept_b[nid]:
+            anchor[out] = (m.a.nodes[kept_b[nid]].outputs[0], frozenset(), "exact", 0.95,
+                           f"output of {node.op_type} kept in both stages")
+        elif inp in anchor:
+            a_t, kinds, base, conf, ev = anchor[inp]
+            anchor[out] = (a_t, kinds | {m.vb.wrappers[nid]}, base, conf, f"{ev}; behind {node.op_type}")
+    for name, (a_t, kinds, base, conf, ev) in anchor.items():
+        tmap[name] = TensorMatch(a_t, name, _kind_of(kinds, base), conf, ev)
     for ra, (out_b, act) in m.absorbed.items():
         tmap[out_b] = TensorMatch(ra, out_b, "absorbed", 0.9,
                                   f"{m.a.nodes[act].op_type} {act!r} absorbed into quantization; value is the dequantized output")
@@ -287,7 +312,8 @@ def align(a: StageGraph, b: StageGraph, check_related: bool = True) -> Alignment
             raise StagesUnrelatedError(
                 f"{a.path} and {b.path}: the stages share no structure ({paired} of {smaller} nodes could be matched); "
                 "are they stages of the same model, given in pipeline order?")
-    tmap, a_to_b = _tensor_map(m)
+    wrappers = _wrapper_diffs(m)
+    tmap, a_to_b = _tensor_map(m, wrappers)
     return Alignment(a=a, b=b, tensor_map=tmap, a_to_b=a_to_b, node_pairs=dict(m.node_a2b),
-                     node_confidence=dict(m.node_conf), regions=_regions(m), wrappers=_wrapper_diffs(m),
+                     node_confidence=dict(m.node_conf), regions=_regions(m), wrappers=wrappers,
                      absorbed=dict(m.absorbed), view_a=va, view_b=vb)

@@ -12,7 +12,7 @@ from rich.text import Text
 from ..catalogue import Rule
 from ..report import AuditReport, Transition
 
-__all__ = ["render_explain", "render_diff", "render_rules"]
+__all__ = ["render_explain", "render_diff", "render_rules", "render_numeric"]
 
 _SEV_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 _KIND_STYLE = {"fused": "magenta", "replaced": "blue", "modified": "yellow", "inserted": "green",
@@ -94,6 +94,7 @@ def render_explain(report: AuditReport, console: Console, verbose: bool = False)
     console.print(_stage_table(report))
     for tr in report.transitions:
         _transition(console, tr, verbose)
+    render_numeric(report, console)
     _findings(console, report, verbose)
 
 
@@ -122,3 +123,46 @@ def render_rules(rules: dict[str, Rule], console: Console, explain: str | None =
     for r in rules.values():
         t.add_row(r.code, r.name, Text(r.severity, _SEV_STYLE[r.severity]), r.summary)
     console.print(t)
+
+
+def _fmt(x, spec: str) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, str):
+        return x
+    return format(x, spec)
+
+
+def render_numeric(report: AuditReport, console: Console) -> None:
+    """Print the numeric comparison: per transition the outputs, the first divergence and the worst regions."""
+    if not report.numeric:
+        return
+    console.print(Text("\nNumeric comparison (same samples through every stage's input contract)", style="bold"))
+    for tr in report.numeric:
+        console.print(Text.assemble(("\n", ""), (f"{tr['a']} -> {tr['b']}", "bold"),
+                                    f"   {tr['tensors_compared']} aligned tensors compared, min cosine "
+                                    f"{_fmt(tr['min_cosine'], '.6f')}"))
+        t = Table(box=None, pad_edge=False, title_justify="left")
+        for col in ("output", "cosine", "SQNR dB", "rel L2", "max abs", "top-1"):
+            t.add_column(col, overflow="fold")
+        for o in tr["outputs"]:
+            top1 = f"{o['top1_agreement'][0]}/{o['top1_agreement'][1]}" if o.get("top1_agreement") else "-"
+            t.add_row(escape(o["b_tensor"]), _fmt(o["cosine"], ".6f"), _fmt(o["sqnr_db"], ".1f"),
+                      _fmt(o["rel_l2"], ".3g"), _fmt(o["max_abs"], ".3g"), top1)
+        console.print(t)
+        fd = tr["first_divergence"]
+        if fd:
+            console.print(Text.assemble(("  first divergence ", "bold red"),
+                                        f"(cosine < {tr['threshold']}): {fd['b_tensor']} <- {fd['a_tensor']}: cosine "
+                                        f"{_fmt(fd['cosine'], '.6f')}, SQNR {_fmt(fd['sqnr_db'], '.1f')} dB; "
+                                        f"{fd['change'] or 'kept node'}"))
+        else:
+            console.print(Text(f"  no tensor below cosine {tr['threshold']}", style="green"))
+        if tr["worst_regions"]:
+            console.print(f"  worst changes measured alone ({tr['regions_measured']} measured"
+                          f"{', %d skipped' % tr['regions_skipped'] if tr['regions_skipped'] else ''}):")
+            for r in tr["worst_regions"][:5]:
+                outs = ", ".join(o[1] for o in r["outputs"][:2])
+                console.print(Text(f"    {r['kind']}: {r['pattern']} -> {outs}: SQNR {_fmt(r['sqnr_db'], '.1f')} dB, "
+                                   f"cosine {_fmt(r['cosine'], '.6f')}"
+                                   + (f", max {_fmt(r['lsb_max'], '.1f')} LSB" if r.get("lsb_max") else "")))

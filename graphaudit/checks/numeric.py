@@ -1,0 +1,45 @@
+"""Numeric checks (N4xx): read the comparison results in ``AuditContext.numeric`` (absent: no findings)."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from ..findings import Finding
+from .base import AuditContext, check, make_finding
+
+__all__: list[str] = []
+
+#: Transitions documented as numerically equivalent (HORIZON.md section 1; onnxruntime graph optimizations).
+_FLOAT_TRANSITIONS = {("source", "original"), ("original", "optimized"), ("source", "optimized")}
+
+
+@check("N401")
+def check_float_divergence(ctx: AuditContext) -> Iterator[Finding]:
+    for i, res in enumerate(ctx.numeric or []):
+        a, b = ctx.stages[i], ctx.stages[i + 1]
+        if (a.role, b.role) not in _FLOAT_TRANSITIONS or res.first_divergence is None:
+            continue
+        te = res.first_divergence
+        s = te.stats
+        yield make_finding(
+            "N401", f"{a.name} -> {b.name} should be numerically equal but first diverges at {te.b_tensor!r} "
+            f"(from {te.a_tensor!r}): cosine {s.cosine:.6f} < {res.threshold}, SQNR {s.sqnr_db:.1f} dB, max abs error "
+            f"{s.max_abs:.4g} over {s.samples} sample(s); produced by {te.change or 'a kept node'}",
+            stage=f"{a.name} -> {b.name}", location={"tensor": te.b_tensor},
+            evidence={"a_tensor": te.a_tensor, "b_tensor": te.b_tensor, "change": te.change, **s.to_dict()})
+
+
+@check("N402")
+def check_worst_isolated(ctx: AuditContext) -> Iterator[Finding]:
+    for i, res in enumerate(ctx.numeric or []):
+        worst = res.worst_regions(3)
+        if not worst:
+            continue
+        a, b = ctx.stages[i], ctx.stages[i + 1]
+        parts = [f"{r.change.pattern} at {', '.join(o[1] for o in r.outputs[:2])} (SQNR {r.stats.sqnr_db:.1f} dB, "
+                 f"cosine {r.stats.cosine:.5f})" for r in worst]
+        yield make_finding(
+            "N402", f"worst changes measured alone in {a.name} -> {b.name}: " + "; ".join(parts),
+            stage=f"{a.name} -> {b.name}", location={"tensor": worst[0].outputs[0][1]},
+            evidence={"regions": [{"pattern": r.change.pattern, "b_nodes": r.change.b_nodes,
+                                   "outputs": [list(o) for o in r.outputs], **r.stats.to_dict()} for r in worst]})

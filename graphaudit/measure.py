@@ -1,0 +1,67 @@
+"""Numeric side of the main job: run the stages on data and attach the comparison to an audit."""
+
+from __future__ import annotations
+
+import os
+
+from .checks import run_checks
+from .checks.base import AuditContext
+from .explain import Audit
+from .findings import severity_rank
+from .numeric.compare import DEFAULT_COSINE_THRESHOLD, TransitionNumeric, compare_stages, transition_dict
+from .numeric.data import input_specs, open_data, random_source
+from .toolchains.contracts import stage_contracts
+
+__all__ = ["measure", "default_data_stage", "NUMERIC_CODES"]
+
+#: Rule codes that need numeric results.
+NUMERIC_CODES = ("N401", "N402")
+
+
+def default_data_stage(au: Audit) -> int:
+    """Index of the stage whose input contract user data follow: the toolchain's first stage
+    (stage 1 when stage 0 is the user's ``--source`` model), else stage 0."""
+    return 1 if au.stages[0].role == "source" and len(au.stages) > 1 else 0
+
+
+def measure(au: Audit, data: str | os.PathLike | None = None, random: int | None = None, seed: int = 0,
+            threshold: float = DEFAULT_COSINE_THRESHOLD, isolated: bool = True, data_stage: int | None = None,
+            raw_dtype: str | None = None, raw_shape: tuple | None = None, progress=None) -> list[TransitionNumeric]:
+    """Run every stage of an audit on the same samples; attach results and numeric findings to ``au.report``.
+
+    Parameters
+    ----------
+    au : Audit
+    data : path-like, optional
+        Samples (see :func:`graphaudit.numeric.data.open_data`), in the input contract of
+        ``stages[data_stage]`` (images: raw pixels, converted per stage).
+    random : int, optional
+        Number of random samples when no data are given (seeded by ``seed``): uniform in the
+        data stage's value domain ([-128, 128) for Horizon ``*_128`` inputs, [-1, 1) otherwise).
+    threshold : float
+        Cosine similarity below which a tensor has diverged.
+    isolated : bool
+        Measure each change on its own too.
+    progress : callable(int total) -> callable(int), optional
+        Factory of a per-sample callback (the CLI passes a rich progress bar).
+
+    Raises
+    ------
+    GraphAuditError (DataError, LoweringError, ...)
+    """
+    idx = default_data_stage(au) if data_stage is None else data_stage
+    specs = input_specs(au.stages[idx])
+    if data is not None:
+        src = open_data(data, specs, raw_dtype=raw_dtype, raw_shape=raw_shape)
+    else:
+        x128 = any(c.domain == "x128" for c in stage_contracts(au.stages[idx]).values())
+        low, high = (-128.0, 128.0) if x128 else (-1.0, 1.0)
+        src = random_source(specs, random or 1, seed=seed, low=low, high=high)
+    tick = progress(len(src)) if progress else None
+    results = compare_stages(au.stages, au.lineage.alignments, au.changes, src, idx, src.domain, threshold,
+                             isolated, tick)
+    au.report.numeric = [transition_dict(r) for r in results]
+    ctx = AuditContext(stages=au.stages, lineage=au.lineage, changes=au.changes, coverage=au.coverage, numeric=results)
+    au.report.findings.extend(run_checks(ctx, NUMERIC_CODES))
+    au.report.findings.sort(key=lambda f: (severity_rank(f.severity), f.code))
+    return results

@@ -1,0 +1,134 @@
+"""Error metrics between a reference tensor and a test tensor, as mergeable accumulators."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["ErrorStats", "top1_agreement"]
+
+
+@dataclass
+class ErrorStats:
+    """Streaming error statistics of test values ``b`` against reference values ``a``.
+
+    Sums are kept in float64 so that results of samples, batches or shards merge exactly
+    (:meth:`merge`). Definitions (ref = a, err = b - a, over all elements of all samples):
+
+    - cosine similarity = sum(a*b) / sqrt(sum(a^2) * sum(b^2)) (1.0 when both are all zero);
+    - SQNR (dB) = 10 * log10(sum(a^2) / sum(err^2)) (+inf when err is zero);
+    - relative L2 = sqrt(sum(err^2) / sum(a^2));
+    - max abs error = max |err|;
+    - error in LSB = |err| / scale for quantized tensors (max and mean), ``scale`` being the
+      quantization step of the test tensor (ONNX QuantizeLinear / Horizon HzCalibration scale).
+
+    Attributes
+    ----------
+    count : int
+        Elements seen.
+    samples : int
+    sum_aa, sum_bb, sum_ab, sum_ee : float
+    max_abs : float
+    lsb_max, lsb_sum : float
+        Only meaningful when a scale was given (``lsb_count`` elements).
+    """
+
+    count: int = 0
+    samples: int = 0
+    sum_aa: float = 0.0
+    sum_bb: float = 0.0
+    sum_ab: float = 0.0
+    sum_ee: float = 0.0
+    max_abs: float = 0.0
+    lsb_max: float = 0.0
+    lsb_sum: float = 0.0
+    lsb_count: int = 0
+    shape_mismatch: str = field(default="")
+
+    def update(self, a: np.ndarray, b: np.ndarray, scale: np.ndarray | float | None = None, axis: int = 1) -> None:
+        """Add one sample. ``a`` and ``b`` must have the same number of elements (compared flat).
+
+        ``scale``: quantization step of ``b`` (scalar, or per-channel along ``axis``) for LSB error.
+        """
+        a64 = np.asarray(a, dtype=np.float64)
+        b64 = np.asarray(b, dtype=np.float64)
+        if a64.size != b64.size:
+            self.shape_mismatch = f"{list(a64.shape)} vs {list(b64.shape)}"
+            return
+        if a64.shape != b64.shape:
+            b64 = b64.reshape(a64.shape)
+        e = b64 - a64
+        self.count += a64.size
+        self.samples += 1
+        self.sum_aa += float(np.dot(a64.ravel(), a64.ravel()))
+        self.sum_bb += float(np.dot(b64.ravel(), b64.ravel()))
+        self.sum_ab += float(np.dot(a64.ravel(), b64.ravel()))
+        self.sum_ee += float(np.dot(e.ravel(), e.ravel()))
+        if e.size:
+            self.max_abs = max(self.max_abs, float(np.max(np.abs(e))))
+        if scale is not None and e.size:
+            s = np.asarray(scale, dtype=np.float64)
+            if s.size > 1 and e.ndim > axis:
+                shape = [1] * e.ndim
+                shape[axis] = s.size
+                s = s.reshape(shape)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                lsb = np.abs(e) / s
+            lsb = lsb[np.isfinite(lsb)]
+            if lsb.size:
+                self.lsb_max = max(self.lsb_max, float(lsb.max()))
+                self.lsb_sum += float(lsb.sum())
+                self.lsb_count += lsb.size
+
+    def merge(self, other: "ErrorStats") -> "ErrorStats":
+        """Combine two accumulators (e.g. of two shards) into a new one."""
+        return ErrorStats(self.count + other.count, self.samples + other.samples, self.sum_aa + other.sum_aa,
+                          self.sum_bb + other.sum_bb, self.sum_ab + other.sum_ab, self.sum_ee + other.sum_ee,
+                          max(self.max_abs, other.max_abs), max(self.lsb_max, other.lsb_max),
+                          self.lsb_sum + other.lsb_sum, self.lsb_count + other.lsb_count,
+                          self.shape_mismatch or other.shape_mismatch)
+
+    @property
+    def cosine(self) -> float:
+        if self.sum_aa == 0.0 and self.sum_bb == 0.0:
+            return 1.0
+        if self.sum_aa == 0.0 or self.sum_bb == 0.0:
+            return 0.0
+        return self.sum_ab / math.sqrt(self.sum_aa * self.sum_bb)
+
+    @property
+    def sqnr_db(self) -> float:
+        if self.sum_ee == 0.0:
+            return math.inf
+        if self.sum_aa == 0.0:
+            return -math.inf
+        return 10.0 * math.log10(self.sum_aa / self.sum_ee)
+
+    @property
+    def rel_l2(self) -> float:
+        if self.sum_aa == 0.0:
+            return 0.0 if self.sum_ee == 0.0 else math.inf
+        return math.sqrt(self.sum_ee / self.sum_aa)
+
+    @property
+    def lsb_mean(self) -> float | None:
+        return self.lsb_sum / self.lsb_count if self.lsb_count else None
+
+    def to_dict(self) -> dict:
+        """JSON-ready figures (inf as the strings "inf"/"-inf")."""
+        def f(x):
+            return x if x is None or math.isfinite(x) else ("inf" if x > 0 else "-inf")
+        return {"cosine": f(round(self.cosine, 8)), "sqnr_db": f(round(self.sqnr_db, 3) if math.isfinite(self.sqnr_db)
+                                                                 else self.sqnr_db),
+                "rel_l2": f(self.rel_l2), "max_abs": self.max_abs,
+                "lsb_max": self.lsb_max if self.lsb_count else None, "lsb_mean": f(self.lsb_mean),
+                "samples": self.samples, "elements": self.count}
+
+
+def top1_agreement(a: np.ndarray, b: np.ndarray) -> tuple[int, int]:
+    """(agreeing rows, rows) of argmax over the last axis of two classifier outputs [N, ..., classes]."""
+    a2 = np.asarray(a).reshape(-1, np.asarray(a).shape[-1])
+    b2 = np.asarray(b).reshape(-1, np.asarray(b).shape[-1])
+    return int(np.sum(a2.argmax(-1) == b2.argmax(-1))), int(a2.shape[0])

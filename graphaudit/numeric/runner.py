@@ -1,0 +1,136 @@
+"""onnxruntime sessions of stage models (custom ops lowered) that expose chosen intermediate tensors."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+import numpy as np
+import onnx
+
+from ..errors import GraphAuditError
+from ..stage import StageGraph
+from .lower import lower_model, needs_lowering
+
+__all__ = ["StageRunner", "session_options", "extract_submodel"]
+
+
+def session_options():
+    """CPU session options with graph optimizations disabled, so fake quantization runs exactly as the file says."""
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    so.log_severity_level = 3
+    so.intra_op_num_threads = 0
+    return so
+
+
+class StageRunner:
+    """A stage in onnxruntime (CPUExecutionProvider, optimizations off) with extra outputs.
+
+    Parameters
+    ----------
+    stage : StageGraph
+    capture : iterable of str
+        Tensor names to expose as outputs (names absent from the model are ignored and listed
+        in :attr:`missing`).
+
+    Raises
+    ------
+    GraphAuditError
+        The model cannot be read with its weights, lowered (LoweringError) or loaded by onnxruntime.
+    """
+
+    def __init__(self, stage: StageGraph, capture: Iterable[str]):
+        import onnxruntime as ort
+
+        self.stage = stage
+        try:
+            model = onnx.load(stage.path)
+        except Exception as e:  # noqa: BLE001 - external data or protobuf problems become one line
+            raise GraphAuditError(f"{stage.path}: cannot load weights for execution ({e})") from e
+        self.lowered: dict[str, int] = {}
+        if needs_lowering(model):
+            res = lower_model(model, stage.path)
+            model, self.lowered = res.model, res.lowered
+        produced = {o for n in model.graph.node for o in n.output if o}
+        produced |= {i.name for i in model.graph.input}
+        have = {o.name for o in model.graph.output}
+        self.missing: list[str] = []
+        for name in dict.fromkeys(capture):
+            if name in have:
+                continue
+            if name not in produced:
+                self.missing.append(name)
+                continue
+            model.graph.output.append(onnx.ValueInfoProto(name=name))
+            have.add(name)
+        self.model = model
+        try:
+            self.session = ort.InferenceSession(model.SerializeToString(), session_options(),
+                                                providers=["CPUExecutionProvider"])
+        except Exception as e:  # noqa: BLE001 - onnxruntime raises several unrelated types
+            raise GraphAuditError(f"{stage.path}: onnxruntime cannot load the stage ({str(e).splitlines()[0]})") from e
+        self.input_names = [i.name for i in self.session.get_inputs()]
+        self.output_names = [o.name for o in self.session.get_outputs()]
+
+    def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Run one sample; returns every exposed tensor by name.
+
+        Raises
+        ------
+        GraphAuditError
+            onnxruntime rejects the inputs (shape, dtype).
+        """
+        try:
+            values = self.session.run(None, {k: feeds[k] for k in self.input_names})
+        except KeyError as e:
+            raise GraphAuditError(f"{self.stage.path}: no data for input {e.args[0]!r}") from e
+        except Exception as e:  # noqa: BLE001
+            raise GraphAuditError(f"{self.stage.path}: onnxruntime failed on the data ({str(e).splitlines()[0]})") from e
+        return dict(zip(self.output_names, values))
+
+
+def extract_submodel(model: onnx.ModelProto, inputs: dict[str, np.ndarray], outputs: list[str]) -> onnx.ModelProto | None:
+    """The part of ``model`` that computes ``outputs`` from ``inputs`` (and weights), as a model.
+
+    Graph inputs are typed from the given arrays. Returns ``None`` when the outputs depend on
+    a tensor that is neither given nor a weight (the cut is not closed).
+    """
+    producers = {}
+    for n in model.graph.node:
+        for o in n.output:
+            if o:
+                producers[o] = n
+    inits = {i.name: i for i in model.graph.initializer}
+    needed_nodes: list[onnx.NodeProto] = []
+    seen_nodes: set[int] = set()
+    used_inits: set[str] = set()
+    stack = list(outputs)
+    visited: set[str] = set()
+    while stack:
+        t = stack.pop()
+        if t in visited or t in inputs:
+            continue
+        visited.add(t)
+        if t in inits:
+            used_inits.add(t)
+            continue
+        n = producers.get(t)
+        if n is None:
+            return None
+        if id(n) not in seen_nodes:
+            seen_nodes.add(id(n))
+            needed_nodes.append(n)
+            stack.extend(x for x in n.input if x)
+    order = {id(n): i for i, n in enumerate(model.graph.node)}
+    needed_nodes.sort(key=lambda n: order[id(n)])
+    g = onnx.helper.make_graph(
+        needed_nodes, "region",
+        [onnx.helper.make_tensor_value_info(k, onnx.helper.np_dtype_to_tensor_dtype(v.dtype), list(v.shape))
+         for k, v in inputs.items()],
+        [onnx.ValueInfoProto(name=o) for o in outputs],
+        [inits[k] for k in sorted(used_inits)])
+    sub = onnx.helper.make_model(g, opset_imports=list(model.opset_import))
+    sub.ir_version = model.ir_version
+    return sub

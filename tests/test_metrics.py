@@ -1,0 +1,62 @@
+"""Error metrics against direct numpy formulas; accumulators merge exactly."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from graphaudit.numeric.metrics import ErrorStats, top1_agreement
+
+
+def test_metrics_match_formulas():
+    rng = np.random.default_rng(1)
+    a = [rng.standard_normal((2, 3, 4)).astype(np.float32) for _ in range(3)]
+    b = [x + rng.standard_normal(x.shape).astype(np.float32) * 0.05 for x in a]
+    s = ErrorStats()
+    for x, y in zip(a, b):
+        s.update(x, y)
+    A = np.concatenate([x.ravel() for x in a]).astype(np.float64)
+    B = np.concatenate([y.ravel() for y in b]).astype(np.float64)
+    assert s.cosine == pytest.approx(A @ B / np.linalg.norm(A) / np.linalg.norm(B), rel=1e-12)
+    assert s.sqnr_db == pytest.approx(10 * np.log10(np.sum(A**2) / np.sum((B - A) ** 2)), rel=1e-12)
+    assert s.rel_l2 == pytest.approx(np.linalg.norm(B - A) / np.linalg.norm(A), rel=1e-12)
+    assert s.max_abs == pytest.approx(np.max(np.abs(B - A)))
+    assert s.samples == 3 and s.count == A.size
+
+
+def test_merge_equals_single_pass():
+    rng = np.random.default_rng(2)
+    xs = [rng.standard_normal(10) for _ in range(6)]
+    ys = [x * 1.01 + 0.01 for x in xs]
+    whole, p, q = ErrorStats(), ErrorStats(), ErrorStats()
+    for i, (x, y) in enumerate(zip(xs, ys)):
+        whole.update(x, y)
+        (p if i < 3 else q).update(x, y)
+    m = p.merge(q)
+    assert (m.cosine, m.sqnr_db, m.max_abs, m.count) == pytest.approx((whole.cosine, whole.sqnr_db, whole.max_abs, whole.count))
+
+
+def test_lsb_error_per_channel():
+    a = np.zeros((1, 2, 2), np.float32)
+    b = np.array([[[0.1, -0.2], [0.5, 1.0]]], np.float32)
+    s = ErrorStats()
+    s.update(a, b, scale=np.array([0.1, 0.5]), axis=1)
+    # channel 0: |0.1|/0.1=1, |0.2|/0.1=2 ; channel 1: 0.5/0.5=1, 1.0/0.5=2
+    assert s.lsb_max == pytest.approx(2.0) and s.lsb_mean == pytest.approx(1.5)
+
+
+def test_identical_and_zero():
+    s = ErrorStats()
+    s.update(np.ones(4), np.ones(4))
+    assert s.cosine == pytest.approx(1.0) and math.isinf(s.sqnr_db) and s.rel_l2 == 0.0
+    z = ErrorStats()
+    z.update(np.zeros(3), np.zeros(3))
+    assert z.cosine == 1.0
+
+
+def test_top1():
+    a = np.array([[0.1, 0.9], [0.8, 0.2], [0.3, 0.7]])
+    b = np.array([[0.2, 0.8], [0.4, 0.6], [0.1, 0.9]])
+    assert top1_agreement(a, b) == (2, 3)
