@@ -281,7 +281,7 @@ def compare_stages(stages: list[StageGraph], alignments: list[Alignment], change
                     if ref is not None:
                         results[i].regions[j].stats.update(ref, bv)
         n_samples += 1
-        del values
+        del values, va, vb  # hold at most one sample's captured tensors
         if progress is not None:
             progress(k)
     if n_samples == 0:

@@ -9,6 +9,8 @@ import numpy as np
 
 __all__ = ["ErrorStats", "top1_agreement"]
 
+_CHUNK = 1 << 18
+
 
 @dataclass
 class ErrorStats:
@@ -52,23 +54,28 @@ class ErrorStats:
 
         ``scale``: quantization step of ``b`` (scalar, or per-channel along ``axis``) for LSB error.
         """
-        a64 = np.asarray(a, dtype=np.float64)
-        b64 = np.asarray(b, dtype=np.float64)
-        if a64.size != b64.size:
-            self.shape_mismatch = f"{list(a64.shape)} vs {list(b64.shape)}"
+        a = np.asarray(a)
+        b = np.asarray(b)
+        if a.size != b.size:
+            self.shape_mismatch = f"{list(a.shape)} vs {list(b.shape)}"
             return
-        if a64.shape != b64.shape:
-            b64 = b64.reshape(a64.shape)
-        e = b64 - a64
-        self.count += a64.size
+        if a.shape != b.shape:
+            b = b.reshape(a.shape)
+        self.count += a.size
         self.samples += 1
-        self.sum_aa += float(np.dot(a64.ravel(), a64.ravel()))
-        self.sum_bb += float(np.dot(b64.ravel(), b64.ravel()))
-        self.sum_ab += float(np.dot(a64.ravel(), b64.ravel()))
-        self.sum_ee += float(np.dot(e.ravel(), e.ravel()))
-        if e.size:
-            self.max_abs = max(self.max_abs, float(np.max(np.abs(e))))
-        if scale is not None and e.size:
+        af, bf = a.reshape(-1), b.reshape(-1)
+        for s in range(0, af.size, _CHUNK):  # float64 sums, chunked so temporaries stay small
+            ac = af[s:s + _CHUNK].astype(np.float64)
+            bc = bf[s:s + _CHUNK].astype(np.float64)
+            ec = bc - ac
+            self.sum_aa += float(ac @ ac)
+            self.sum_bb += float(bc @ bc)
+            self.sum_ab += float(ac @ bc)
+            self.sum_ee += float(ec @ ec)
+            if ec.size:
+                self.max_abs = max(self.max_abs, float(np.max(np.abs(ec))))
+        if scale is not None and a.size:
+            e = b.astype(np.float64) - a.astype(np.float64)
             s = np.asarray(scale, dtype=np.float64)
             if s.size > 1 and e.ndim > axis:
                 shape = [1] * e.ndim
