@@ -204,6 +204,8 @@ def test_compare_bad_data(samples, tmp_path):
     assert_user_error(run("compare", *_pair(samples), "--data", str(tmp_path / "wrong_shape.npy")), "wrong_shape.npy")
     np.save(tmp_path / "pickled.npy", np.array([{"a": 1}], dtype=object), allow_pickle=True)
     assert_user_error(run("compare", *_pair(samples), "--data", str(tmp_path / "pickled.npy")), "pickled.npy")
+    np.save(tmp_path / "complex.npy", np.zeros((1, 3, 224, 224), np.complex64))
+    assert_user_error(run("compare", *_pair(samples), "--data", str(tmp_path / "complex.npy")), "complex.npy")
     (tmp_path / "empty").mkdir()
     assert_user_error(run("compare", *_pair(samples), "--data", str(tmp_path / "empty")), "empty")
 

