@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pickle
-import zipfile
 
 import numpy as np
 import pytest

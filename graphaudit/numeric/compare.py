@@ -12,7 +12,7 @@ from ..classify import Change
 from ..errors import GraphAuditError
 from ..lineage import Alignment
 from ..stage import StageGraph
-from ..toolchains.contracts import InputContract, convert_sample, pipeline_normalization, stage_contracts
+from ..toolchains.contracts import convert_sample, pipeline_normalization, stage_contracts
 from .metrics import ErrorStats, top1_agreement
 from .runner import StageRunner, extract_submodel, session_options
 

@@ -1,0 +1,240 @@
+"""Shared pieces of the lowering: constants, result type, shape tracking, node emission."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+
+__all__ = ["LoweringResult", "needs_lowering", "HZ_DOMAIN", "NAME_PREFIX", "LOWERABLE_OPS"]
+
+#: The ONNX domain of Horizon's custom ops (HORIZON.md section 1: logs print ``horizon v1``).
+HZ_DOMAIN = "horizon"
+
+#: Prefix of every tensor, initializer and helper node name that lowering creates.
+NAME_PREFIX = "ga_lower/"
+
+#: Horizon op types with a lowering (HORIZON.md section 3); every other ``horizon`` op raises LoweringError.
+LOWERABLE_OPS = frozenset({"HzCalibration", "HzQuantize", "HzDequantize", "HzPreprocess", "HzSwish", "HzHardSwish",
+                           "HzGelu", "HzSoftmax", "HzLayerNorm", "HzRsqrt", "HzReluX", "HzPad", "HzSpaceToDepth"})
+
+#: Passes of lowering + shape inference before nodes still waiting for a rank are reported as failures.
+_MAX_PASSES = 16
+
+#: Horizon fixed-point ops (HORIZON.md section 3: no public bit-exact spec).
+_FIXED_POINT = re.compile(r"^Hz(S[A-Z]|Quantized|Lut|Requantize)")
+
+#: Domains that stock onnxruntime implements.
+_STANDARD_DOMAINS = ("", "ai.onnx", "ai.onnx.ml", "com.microsoft")
+
+_FLOAT_TYPES = {TensorProto.FLOAT: np.float32, TensorProto.FLOAT16: np.float16, TensorProto.DOUBLE: np.float64}
+
+#: (signed, bits) of the integer element types QuantizeLinear/DequantizeLinear handle.
+_INT_TYPES = {TensorProto.INT8: (True, 8), TensorProto.UINT8: (False, 8), TensorProto.INT16: (True, 16),
+              TensorProto.UINT16: (False, 16), TensorProto.INT32: (True, 32)}
+
+
+@dataclass
+class LoweringResult:
+    """What :func:`lower_model` produced.
+
+    Attributes
+    ----------
+    model : onnx.ModelProto
+        The lowered model: a new object, same opset versions, no ``horizon`` node left.
+    lowered : dict of str to int
+        Horizon op_type -> number of nodes lowered.
+    notes : list of str
+        One line per lowering strategy used (``"HzCalibration x45: int8 per-tensor -> QuantizeLinear+DequantizeLinear"``),
+        per ignored attribute, and per other remark (opset import removed, other custom domains left).
+    """
+
+    model: onnx.ModelProto
+    lowered: dict[str, int] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+class _Failure(Exception):
+    """This node cannot be lowered (final)."""
+
+
+class _Defer(Exception):
+    """This node needs shape information not known yet; retry after the nodes before it are lowered."""
+
+
+def _text(v: Any) -> Any:
+    if isinstance(v, bytes):
+        return v.decode("utf-8", "replace")
+    if isinstance(v, list):
+        return [_text(x) for x in v]
+    return v
+
+
+def _attrs(node: onnx.NodeProto) -> dict[str, Any]:
+    """Attribute name -> Python value (strings decoded)."""
+    return {a.name: _text(helper.get_attribute_value(a)) for a in node.attribute}
+
+
+def _floats(v: Any) -> list[float]:
+    if v is None:
+        return []
+    return [float(x) for x in v] if isinstance(v, (list, tuple)) else [float(v)]
+
+
+def _ints(v: Any) -> list[int]:
+    if v is None:
+        return []
+    return [int(x) for x in v] if isinstance(v, (list, tuple)) else [int(v)]
+
+
+def _inp(node: onnx.NodeProto, i: int) -> str:
+    return node.input[i] if len(node.input) > i else ""
+
+
+def _ai_onnx_opset(model: onnx.ModelProto) -> int | None:
+    for o in model.opset_import:
+        if o.domain in ("", "ai.onnx"):
+            return int(o.version)
+    return None
+
+
+def _subgraphs(node: onnx.NodeProto):
+    for a in node.attribute:
+        if a.type == onnx.AttributeProto.GRAPH:
+            yield a.g
+        elif a.type == onnx.AttributeProto.GRAPHS:
+            yield from a.graphs
+
+
+def _walk_nodes(graph: onnx.GraphProto):
+    for n in graph.node:
+        yield n
+        for g in _subgraphs(n):
+            yield from _walk_nodes(g)
+
+
+def _local_functions(model: onnx.ModelProto) -> set[tuple[str, str]]:
+    return {(f.domain, f.name) for f in model.functions}
+
+
+def needs_lowering(model: onnx.ModelProto) -> bool:
+    """True when the model (subgraphs included) holds a node of the ``horizon`` domain.
+
+    Calls of a model-local function that happens to live in the ``horizon`` domain do not count:
+    onnxruntime inlines those.
+
+    Parameters
+    ----------
+    model : onnx.ModelProto
+
+    Returns
+    -------
+    bool
+    """
+    local = _local_functions(model)
+    return any(n.domain == HZ_DOMAIN and (n.domain, n.op_type) not in local for n in _walk_nodes(model.graph))
+
+
+class _Shapes:
+    """Element type and shape of every tensor whose type onnx shape inference (or the model) knows."""
+
+    def __init__(self, model: onnx.ModelProto):
+        self.info: dict[str, tuple[int, tuple | None]] = {}
+        self.conflicts: set[str] = set()
+        try:
+            inferred = onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False)
+        except Exception:  # noqa: BLE001 - inference is best effort (>2 GB models, odd graphs)
+            inferred = model
+        self._graph(inferred.graph)
+
+    def _put(self, name: str, elem_type: int, shape: tuple | None) -> None:
+        if not name or name in self.conflicts:
+            return
+        old = self.info.get(name)
+        if old is None:
+            self.info[name] = (elem_type, shape)
+            return
+        type_clash = bool(old[0] and elem_type and old[0] != elem_type)
+        rank_clash = old[1] is not None and shape is not None and len(old[1]) != len(shape)
+        if type_clash or rank_clash:  # sibling subgraphs reusing a name: trust neither
+            del self.info[name]
+            self.conflicts.add(name)
+            return
+        self.info[name] = (old[0] or elem_type, old[1] if shape is None else shape)
+
+    def _graph(self, g: onnx.GraphProto) -> None:
+        for init in g.initializer:
+            self._put(init.name, init.data_type, tuple(int(d) for d in init.dims))
+        for vi in list(g.input) + list(g.value_info) + list(g.output):
+            if not vi.type.HasField("tensor_type"):
+                continue
+            tt = vi.type.tensor_type
+            shape = None
+            if tt.HasField("shape"):
+                shape = tuple(int(d.dim_value) if d.HasField("dim_value") else None for d in tt.shape.dim)
+            self._put(vi.name, tt.elem_type, shape)
+        for n in g.node:
+            if n.op_type == "Constant" and n.domain in ("", "ai.onnx") and n.output:
+                for a in n.attribute:
+                    if a.name == "value" and a.type == onnx.AttributeProto.TENSOR:
+                        self._put(n.output[0], a.t.data_type, tuple(int(d) for d in a.t.dims))
+            for sg in _subgraphs(n):
+                self._graph(sg)
+
+    def dtype(self, name: str) -> int:
+        """ONNX element type, 0 when unknown."""
+        return self.info.get(name, (0, None))[0]
+
+    def shape(self, name: str) -> tuple | None:
+        """Dims (int, or None for an unknown dim), None when the rank is unknown."""
+        return self.info.get(name, (0, None))[1]
+
+    def rank(self, name: str) -> int | None:
+        s = self.shape(name)
+        return None if s is None else len(s)
+
+    def size(self, name: str) -> int | None:
+        s = self.shape(name)
+        if s is None or any(d is None for d in s):
+            return None
+        return int(np.prod(s, dtype=np.int64))
+
+
+class _Emitter:
+    """Collects the standard nodes and constants replacing one Horizon node."""
+
+    def __init__(self, low: Any, node: onnx.NodeProto):  # low: core._Lowerer (fresh names, constants mode)
+        self.low = low
+        self.node = node
+        self.label = node.name or next((o for o in node.output if o), "") or node.op_type
+        self.nodes: list[onnx.NodeProto] = []
+        self.inits: list[onnx.TensorProto] = []
+
+    def fresh(self, suffix: str) -> str:
+        return self.low.fresh(f"{NAME_PREFIX}{self.label}/{suffix}")
+
+    def const(self, suffix: str, value: np.ndarray) -> str:
+        """A constant as an initializer (IR >= 4) or a Constant node (older IR: initializers must be inputs)."""
+        name = self.fresh(suffix)
+        t = numpy_helper.from_array(np.asarray(value), name)
+        if self.low.use_initializers:
+            self.inits.append(t)
+        else:
+            self.nodes.append(helper.make_node("Constant", [], [name], name=name, value=t))
+        return name
+
+    def op(self, op_type: str, inputs: list[str], out: str | None = None, **attrs: Any) -> str:
+        """Append a standard node; ``out`` given = the Horizon node's output (the node keeps the Horizon name)."""
+        if out is None:
+            out = self.fresh(op_type)
+            name = out
+        else:
+            name = self.node.name
+        self.nodes.append(helper.make_node(op_type, inputs, [out], name=name, **attrs))
+        return out
+
