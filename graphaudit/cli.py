@@ -19,18 +19,25 @@ from .explain import audit, load_pipeline
 from .measure import measure
 from .numeric.compare import DEFAULT_COSINE_THRESHOLD
 from .findings import SEVERITIES, severity_rank
-from .render import render_diff, render_explain, render_numeric, render_rules, write_json
+from .render import render_diff, render_explain, render_findings, render_numeric, render_rules, write_json
 from .render.json_out import check_output_path
 from .samples import bundled_pipelines
 
 __all__ = ["main", "build_parser"]
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (``graphaudit: error: ...``, exit 2) instead of the usage block."""
+
+    def error(self, message: str):  # noqa: D102 - argparse API
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog.split()[0]} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argparse parser of the ``graphaudit`` command."""
-    p = argparse.ArgumentParser(prog="graphaudit", description=__doc__.splitlines()[0] if __doc__ else None)
+    p = _Parser(prog="graphaudit", description=__doc__.splitlines()[0] if __doc__ else None)
     p.add_argument("--version", action="version", version=f"graphaudit {__version__}")
-    sub = p.add_subparsers(dest="command", required=True)
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     e = sub.add_parser("explain", help="explain a pipeline: stages, changes per transition, findings",
                        description="Explain a stage pipeline. With no paths, explains the bundled samples.")
@@ -77,6 +84,8 @@ def _numeric_args(p: argparse.ArgumentParser, required: bool) -> None:
     p.add_argument("--threshold", type=float, default=DEFAULT_COSINE_THRESHOLD,
                    help=f"cosine below which a tensor has diverged (default {DEFAULT_COSINE_THRESHOLD})")
     p.add_argument("--no-isolated", action="store_true", help="skip measuring each change on its own")
+    p.add_argument("--input-shape", action="append", metavar="NAME=DIMS", default=[],
+                   help="concrete shape for an input with symbolic dims, e.g. x=1x3x48x192 (repeatable)")
 
 
 def _raw_shape(text: str | None) -> tuple | None:
@@ -88,8 +97,21 @@ def _raw_shape(text: str | None) -> tuple | None:
         raise GraphAuditError(f"--raw-shape {text!r}: expected dims like 1x3x224x224") from e
 
 
+def _input_shapes(items: list[str]) -> dict[str, tuple]:
+    out = {}
+    for item in items:
+        name, sep, dims = item.partition("=")
+        if not sep or not name:
+            raise GraphAuditError(f"--input-shape {item!r}: expected NAME=DIMS, e.g. x=1x3x224x224")
+        out[name] = _raw_shape(dims)
+    return out
+
+
 def _progress_factory():
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    if not Console(stderr=True).is_terminal:
+        return None
 
     def make(total: int):
         prog = Progress(TextColumn("samples"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -113,8 +135,8 @@ def _lower(args: argparse.Namespace, console: Console) -> int:
     if Path(args.output).exists() and Path(args.stage).exists() and Path(args.output).resolve() == Path(args.stage).resolve():
         raise GraphAuditError(f"{args.output}: is the input stage; refusing to overwrite it")
     res = lower_file(args.stage, args.output)
-    done = ", ".join(f"{op} x{c}" for op, c in sorted(res.lowered.items())) or "nothing to lower"
-    console.print(Text(f"{args.output}: lowered {done}"))
+    done = ", ".join(f"{op} x{c}" for op, c in sorted(res.lowered.items()))
+    console.print(Text(f"{args.output}: " + (f"lowered {done}" if done else "no Horizon op to lower; written unchanged")))
     return 0
 
 
@@ -130,11 +152,14 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     if args.command == "explain" and not args.paths:
         if args.source:
             raise GraphAuditError("--source needs stage paths")
+        if args.data is not None:
+            raise GraphAuditError("--data needs stage paths (data fit one pipeline's inputs)")
         pipelines = bundled_pipelines()
     else:
         pipelines = [("", args.paths)]
     if args.json is not None:
-        check_output_path(args.json, _inputs(args, pipelines))
+        protect = _inputs(args, pipelines) + ([Path(args.data)] if getattr(args, "data", None) else [])
+        check_output_path(args.json, protect)
     numeric = args.command == "compare" or getattr(args, "data", None) is not None or getattr(args, "random", None)
     reports = []
     for title, paths in pipelines:
@@ -144,17 +169,18 @@ def _run(args: argparse.Namespace, console: Console) -> int:
                 raise GraphAuditError(f"--random {args.random}: need at least one sample")
             measure(au, data=args.data, random=args.random, seed=args.seed, threshold=args.threshold,
                     isolated=not args.no_isolated, raw_dtype=args.raw_dtype, raw_shape=_raw_shape(args.raw_shape),
-                    progress=_progress_factory())
+                    progress=_progress_factory(), input_shapes=_input_shapes(args.input_shape))
         reports.append(au.report)
     for rep in reports:
         if args.command == "explain":
             render_explain(rep, console, args.verbose)
         elif args.command == "compare":
             render_numeric(rep, console)
+            render_findings(rep, console, codes=("N401", "N402"))
         else:
             render_diff(rep, console, args.verbose)
     if args.json is not None:
-        write_json(reports[0] if len(reports) == 1 else reports, args.json, protect=_inputs(args, pipelines))
+        write_json(reports[0] if len(reports) == 1 else reports, args.json, protect=protect)
         console.print(Text(f"\nJSON report: {args.json}"))
     fail_on = getattr(args, "fail_on", "never")
     if fail_on != "never" and any(severity_rank(f.severity) <= severity_rank(fail_on)
@@ -169,7 +195,7 @@ def _inputs(args: argparse.Namespace, pipelines: list) -> list[Path]:
     for _title, paths in pipelines:
         for p in map(Path, paths):
             try:
-                out.extend(p.iterdir() if p.is_dir() else [p])
+                out.extend([q for q in p.iterdir() if q.is_file()] if p.is_dir() else [p])
             except OSError:
                 out.append(p)
     return out

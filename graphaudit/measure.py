@@ -9,10 +9,14 @@ from .checks.base import AuditContext
 from .explain import Audit
 from .findings import severity_rank
 from .numeric.compare import DEFAULT_COSINE_THRESHOLD, TransitionNumeric, compare_stages, transition_dict
-from .numeric.data import input_specs, open_data, random_source
+from .errors import GraphAuditError
+from .numeric.data import InputSpec, input_specs, open_data, random_source
 from .toolchains.contracts import stage_contracts
 
 __all__ = ["measure", "default_data_stage", "NUMERIC_CODES"]
+
+#: Largest --random sample count (each sample runs every stage).
+MAX_RANDOM_SAMPLES = 100_000
 
 #: Rule codes that need numeric results.
 NUMERIC_CODES = ("N401", "N402")
@@ -26,7 +30,8 @@ def default_data_stage(au: Audit) -> int:
 
 def measure(au: Audit, data: str | os.PathLike | None = None, random: int | None = None, seed: int = 0,
             threshold: float = DEFAULT_COSINE_THRESHOLD, isolated: bool = True, data_stage: int | None = None,
-            raw_dtype: str | None = None, raw_shape: tuple | None = None, progress=None) -> list[TransitionNumeric]:
+            raw_dtype: str | None = None, raw_shape: tuple | None = None, progress=None,
+            input_shapes: dict[str, tuple] | None = None) -> list[TransitionNumeric]:
     """Run every stage of an audit on the same samples; attach results and numeric findings to ``au.report``.
 
     Parameters
@@ -44,13 +49,26 @@ def measure(au: Audit, data: str | os.PathLike | None = None, random: int | None
         Measure each change on its own too.
     progress : callable(int total) -> callable(int), optional
         Factory of a per-sample callback (the CLI passes a rich progress bar).
+    input_shapes : dict, optional
+        Concrete shapes for inputs with symbolic dims (random data, and checks of given data).
 
     Raises
     ------
     GraphAuditError (DataError, LoweringError, ...)
     """
+    if not (-1.0 < threshold <= 1.0):  # also rejects NaN
+        raise GraphAuditError(f"--threshold {threshold}: a cosine similarity threshold must be in (-1, 1]")
+    if random is not None and not 1 <= random <= MAX_RANDOM_SAMPLES:
+        raise GraphAuditError(f"--random {random}: give between 1 and {MAX_RANDOM_SAMPLES} samples")
     idx = default_data_stage(au) if data_stage is None else data_stage
     specs = input_specs(au.stages[idx])
+    if input_shapes:
+        known = {sp.name for sp in specs}
+        for name in input_shapes:
+            if name not in known:
+                raise GraphAuditError(f"--input-shape {name}=...: {au.stages[idx].path} has no input {name!r} "
+                                      f"(inputs: {', '.join(sorted(known))})")
+        specs = [InputSpec(sp.name, sp.dtype, input_shapes.get(sp.name, sp.shape)) for sp in specs]
     if data is not None:
         src = open_data(data, specs, raw_dtype=raw_dtype, raw_shape=raw_shape)
     else:
@@ -58,8 +76,9 @@ def measure(au: Audit, data: str | os.PathLike | None = None, random: int | None
         low, high = (-128.0, 128.0) if x128 else (-1.0, 1.0)
         src = random_source(specs, random or 1, seed=seed, low=low, high=high)
     tick = progress(len(src)) if progress else None
+    names = [str(f) for f in src.files] if len(getattr(src, "files", [])) == len(src) else None
     results = compare_stages(au.stages, au.lineage.alignments, au.changes, src, idx, src.domain, threshold,
-                             isolated, tick)
+                             isolated, tick, names)
     au.report.numeric = [transition_dict(r) for r in results]
     ctx = AuditContext(stages=au.stages, lineage=au.lineage, changes=au.changes, coverage=au.coverage, numeric=results)
     au.report.findings.extend(run_checks(ctx, NUMERIC_CODES))

@@ -220,3 +220,40 @@ def test_compare_and_explain_with_data(samples, tmp_path):
             str(samples / "horizon" / "rapid_orientation" / "calibration_data"), "--no-isolated")
     assert p.returncode == 0, p.stderr
     assert "Numeric comparison" in p.stdout and "optimized -> calibrated" in p.stdout
+
+
+def test_numeric_bad_arguments_and_data(samples, tmp_path):
+    import numpy as np
+
+    pair = _pair(samples)
+    data = tmp_path / "data"
+    data.mkdir()
+    np.save(data / "0.npy", np.zeros((1, 3, 224, 224), np.float32))
+    assert_user_error(run("compare", *pair, "--data", str(data), "--json", str(data / "0.npy")), "refusing")
+    assert (data / "0.npy").stat().st_size < 700_000 and np.load(data / "0.npy").shape == (1, 3, 224, 224)
+    bad = np.zeros((1, 3, 224, 224), np.float32)
+    bad[0, 0, 0, 0] = np.nan
+    np.save(tmp_path / "nan.npy", bad)
+    assert_user_error(run("compare", *pair, "--data", str(tmp_path / "nan.npy")), "NaN")
+    for t in ("2", "nan", "-1"):
+        assert_user_error(run("compare", *pair, "--random", "1", "--threshold", t), "--threshold")
+    assert_user_error(run("compare", *pair, "--random", str(10**9)), "--random")
+    assert_user_error(run("compare", *pair, "--random", "abc"), "invalid int value")
+    assert_user_error(run("compare", *pair), "one of the arguments --data --random is required")
+
+
+def test_images_of_the_wrong_size_are_named(samples, tmp_path):
+    from PIL import Image
+
+    Image.new("RGB", (5, 7)).save(tmp_path / "small.png")
+    assert_user_error(run("compare", str(samples / "horizon" / "rapid_orientation"), "--data", str(tmp_path / "small.png")),
+                      "small.png")
+
+
+def test_random_with_symbolic_spatial_dims_needs_a_shape(samples):
+    d = samples / "ort" / "ppocr_cls"
+    files = [str(d / f"ppocr_cls_{r}.onnx") for r in ("original", "optimized")]
+    p = run("compare", *files, "--random", "1")
+    assert p.returncode == 2 and "--input-shape" in p.stderr
+    p = run("compare", *files, "--random", "1", "--input-shape", "x=1x3x48x192", "--no-isolated")
+    assert p.returncode == 0, p.stderr

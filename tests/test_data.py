@@ -366,7 +366,7 @@ def test_raw_errors(tmp_path):
     np.zeros(48, np.float32).tofile(tmp_path / "a.raw")
     with pytest.raises(DataError) as e:
         open_data(tmp_path / "a.raw", X)
-    assert "raw_dtype and raw_shape" in _err(e, tmp_path / "a.raw")
+    assert "--raw-dtype and --raw-shape" in _err(e, tmp_path / "a.raw")
     with pytest.raises(DataError) as e:
         open_data(tmp_path / "a.raw", X, raw_dtype="uint8", raw_shape=(1, 3, 4, 4))
     msg = _err(e, tmp_path / "a.raw")

@@ -161,10 +161,26 @@ def _region_io(al: Alignment, c: Change) -> tuple[list[tuple[str, str]], list[tu
     return (ins, outs) if outs else None
 
 
+def _label(names: list[str] | None, k: int) -> str:
+    return names[k] if names and k < len(names) else f"sample {k}"
+
+
+def _check_feed(x: np.ndarray, ic, stage: StageGraph, label: str) -> None:
+    """Data must be finite and fit the stage's static dims (raise naming the sample and both shapes)."""
+    if x.dtype.kind == "f" and not np.all(np.isfinite(x)):
+        raise GraphAuditError(f"{label}: input {ic.name!r} holds NaN or infinite values")
+    if ic.shape is not None and (len(ic.shape) != x.ndim or any(
+            isinstance(d, int) and d > 0 and d != n for d, n in zip(ic.shape, x.shape))):
+        hint = " (images are not resized: give them at the model's input size)" if x.ndim == 4 else ""
+        raise GraphAuditError(f"{label}: input {ic.name!r} has shape {list(x.shape)} for {stage.name}, which takes "
+                              f"{list(ic.shape)}{hint}")
+
+
 def compare_stages(stages: list[StageGraph], alignments: list[Alignment], changes: list[list[Change]],
                    samples: Iterable[dict[str, np.ndarray]], data_stage: int, data_domain: str = "tensor",
                    threshold: float = DEFAULT_COSINE_THRESHOLD, isolated: bool = True,
-                   progress: Callable[[int], None] | None = None) -> list[TransitionNumeric]:
+                   progress: Callable[[int], None] | None = None,
+                   sample_names: list[str] | None = None) -> list[TransitionNumeric]:
     """Compare every consecutive stage pair on the same samples.
 
     Parameters
@@ -183,6 +199,8 @@ def compare_stages(stages: list[StageGraph], alignments: list[Alignment], change
         Also measure each change on its own: b's nodes of the change fed with a's values.
     progress : callable, optional
         Called with the sample index after each sample.
+    sample_names : list of str, optional
+        A label per sample (its file) for error messages.
 
     Returns
     -------
@@ -239,6 +257,7 @@ def compare_stages(stages: list[StageGraph], alignments: list[Alignment], change
                     feeds[name] = convert_sample(sample[src_name], src, ic, norm.get(name))
                 except ValueError as e:
                     raise GraphAuditError(f"{s.path}: {e}") from e
+                _check_feed(feeds[name], ic, s, _label(sample_names, k))
             values.append(runners[i].run(feeds))
         for i, res in enumerate(results):
             va, vb = values[i], values[i + 1]
@@ -248,7 +267,7 @@ def compare_stages(stages: list[StageGraph], alignments: list[Alignment], change
                     sc = te.scale
                     te.stats.update(va[te.a_tensor], vb[te.b_tensor], np.asarray(sc[0]) if sc else None,
                                     sc[1] if sc else 1)
-                    if te.is_output and va[te.a_tensor].ndim >= 2 and va[te.a_tensor].shape[-1] > 1:
+                    if te.is_output and va[te.a_tensor].ndim == 2 and va[te.a_tensor].shape[-1] > 1:
                         agree, rows = top1_agreement(va[te.a_tensor], vb[te.b_tensor])
                         te.top1[0] += agree
                         te.top1[1] += rows
@@ -290,7 +309,7 @@ def compare_stages(stages: list[StageGraph], alignments: list[Alignment], change
         res.skipped_regions += sum(1 for v in region_sessions[i].values() if v is False)
         res.regions = [r for r in res.regions if r.stats.samples]
         for te in res.tensors:
-            if te.stats.samples and te.stats.cosine < threshold and not math.isnan(te.stats.cosine):
+            if te.stats.samples and (math.isnan(te.stats.cosine) or te.stats.cosine < threshold):
                 res.first_divergence = te
                 break
     return results
@@ -306,11 +325,13 @@ def _te_dict(te: TensorError) -> dict:
 
 def transition_dict(res: TransitionNumeric, worst: int = 10) -> dict:
     """JSON-ready dict of one transition's numeric comparison (schema 1.1 ``numeric`` entries)."""
-    cos = [t.stats.cosine for t in res.tensors if t.stats.samples]
+    compared = [t for t in res.tensors if t.stats.samples]
+    worst_t = min(compared, key=lambda t: (not math.isnan(t.stats.cosine), t.stats.cosine), default=None)
     return {
         "a": res.a, "b": res.b, "threshold": res.threshold,
-        "tensors_compared": sum(1 for t in res.tensors if t.stats.samples),
-        "min_cosine": min(cos) if cos else None,
+        "tensors_compared": len(compared),
+        "min_cosine": worst_t.stats.to_dict()["cosine"] if worst_t else None,
+        "worst_tensor": _te_dict(worst_t) if worst_t else None,
         "first_divergence": _te_dict(res.first_divergence) if res.first_divergence else None,
         "outputs": [_te_dict(t) for t in res.outputs()],
         "worst_regions": [{"kind": r.change.kind, "pattern": r.change.pattern, "a_nodes": r.change.a_nodes,

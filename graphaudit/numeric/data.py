@@ -265,7 +265,7 @@ def _npz_refs(path: Path) -> dict[str, _ArrayRef]:
 def _raw_ref(path: Path, raw_dtype: str | None, raw_shape: tuple | None) -> _ArrayRef:
     label = str(path)
     if raw_dtype is None or raw_shape is None:
-        raise _msg(label, "raw file: give raw_dtype and raw_shape to read it")
+        raise _msg(label, "raw file: give --raw-dtype and --raw-shape to read it")
     try:
         dtype = np.dtype(raw_dtype)
     except TypeError:
@@ -401,6 +401,9 @@ def _pil(label: Any) -> Any:
     return Image, ImageOps
 
 
+#: Largest image decoded (width x height): a bigger one is refused from its header (decompression bombs).
+MAX_IMAGE_PIXELS = 50_000_000
+
 # Pillow raises many exception types on bad files (OSError, SyntaxError, ValueError, struct.error,
 # DecompressionBombError, EOFError, IndexError...): every one of them means "cannot decode".
 _PIL_ERRORS = (Exception,)
@@ -412,10 +415,13 @@ def _check_image(path: Path) -> None:
     try:
         with Image.open(path) as img:
             mode = img.mode
+            width, height = img.size
     except FileNotFoundError:
         raise _msg(path, "no such file") from None
     except _PIL_ERRORS as e:
         raise _msg(path, f"Pillow cannot decode this image ({_one_line(e)})") from None
+    if width * height > MAX_IMAGE_PIXELS:
+        raise _msg(path, f"image of {width}x{height} pixels is larger than {MAX_IMAGE_PIXELS} pixels; refusing to decode")
     if mode in ("I", "F") or mode.startswith("I;"):
         raise _msg(path, f"image mode {mode} (16-bit or float) cannot be decoded to uint8 RGB without loss")
 
@@ -763,7 +769,7 @@ def random_source(inputs: list[InputSpec], n: int, seed: int = 0, low: float | N
                 shape.append(1)
             else:
                 raise _msg(where, f"symbolic dim {i} ({d!r}) of shape {_fmt_shape(spec.shape)} needs a value: "
-                                  f"pass dims={{{str(d)!r}: ...}}")
+                                  f"give the input's shape (command line: --input-shape {spec.name}=1x3x...)")
         k = _kind(dt)
         if k == "f":
             lo = -1.0 if low is None else float(low)

@@ -64,6 +64,13 @@ class ErrorStats:
         self.count += a.size
         self.samples += 1
         af, bf = a.reshape(-1), b.reshape(-1)
+        with np.errstate(all="ignore"):  # inf/nan in a stage's values show up in the figures, not as warnings
+            self._sums(af, bf)
+        if scale is not None and a.size:
+            with np.errstate(all="ignore"):
+                self._lsb(a, b, scale, axis)
+
+    def _sums(self, af: np.ndarray, bf: np.ndarray) -> None:
         for s in range(0, af.size, _CHUNK):  # float64 sums, chunked so temporaries stay small
             ac = af[s:s + _CHUNK].astype(np.float64)
             bc = bf[s:s + _CHUNK].astype(np.float64)
@@ -73,21 +80,22 @@ class ErrorStats:
             self.sum_ab += float(ac @ bc)
             self.sum_ee += float(ec @ ec)
             if ec.size:
-                self.max_abs = max(self.max_abs, float(np.max(np.abs(ec))))
-        if scale is not None and a.size:
-            e = b.astype(np.float64) - a.astype(np.float64)
-            s = np.asarray(scale, dtype=np.float64)
-            if s.size > 1 and e.ndim > axis:
-                shape = [1] * e.ndim
-                shape[axis] = s.size
-                s = s.reshape(shape)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                lsb = np.abs(e) / s
-            lsb = lsb[np.isfinite(lsb)]
-            if lsb.size:
-                self.lsb_max = max(self.lsb_max, float(lsb.max()))
-                self.lsb_sum += float(lsb.sum())
-                self.lsb_count += lsb.size
+                m = float(np.max(np.abs(ec)))
+                self.max_abs = m if math.isnan(m) else max(self.max_abs, m)
+
+    def _lsb(self, a: np.ndarray, b: np.ndarray, scale, axis: int) -> None:
+        e = b.astype(np.float64) - a.astype(np.float64)
+        s = np.asarray(scale, dtype=np.float64)
+        if s.size > 1 and e.ndim > axis:
+            shape = [1] * e.ndim
+            shape[axis] = s.size
+            s = s.reshape(shape)
+        lsb = np.abs(e) / s
+        lsb = lsb[np.isfinite(lsb)]
+        if lsb.size:
+            self.lsb_max = max(self.lsb_max, float(lsb.max()))
+            self.lsb_sum += float(lsb.sum())
+            self.lsb_count += lsb.size
 
     def merge(self, other: "ErrorStats") -> "ErrorStats":
         """Combine two accumulators (e.g. of two shards) into a new one."""
@@ -126,7 +134,9 @@ class ErrorStats:
     def to_dict(self) -> dict:
         """JSON-ready figures (inf as the strings "inf"/"-inf")."""
         def f(x):
-            return x if x is None or math.isfinite(x) else ("inf" if x > 0 else "-inf")
+            if x is None or math.isfinite(x):
+                return x
+            return "nan" if math.isnan(x) else ("inf" if x > 0 else "-inf")
         return {"cosine": f(round(self.cosine, 8)), "sqnr_db": f(round(self.sqnr_db, 3) if math.isfinite(self.sqnr_db)
                                                                  else self.sqnr_db),
                 "rel_l2": f(self.rel_l2), "max_abs": self.max_abs,

@@ -20,7 +20,8 @@ def session_options():
 
     so = ort.SessionOptions()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    so.log_severity_level = 3
+    so.log_severity_level = 4  # errors reach the user as one GraphAuditError line, not as ORT log lines
+    ort.set_default_logger_severity(4)
     so.intra_op_num_threads = 0
     return so
 

@@ -12,7 +12,7 @@ from rich.text import Text
 from ..catalogue import Rule
 from ..report import AuditReport, Transition
 
-__all__ = ["render_explain", "render_diff", "render_rules", "render_numeric"]
+__all__ = ["render_explain", "render_diff", "render_rules", "render_numeric", "render_findings"]
 
 _SEV_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 _KIND_STYLE = {"fused": "magenta", "replaced": "blue", "modified": "yellow", "inserted": "green",
@@ -72,13 +72,16 @@ def _transition(console: Console, tr: Transition, verbose: bool) -> None:
             console.print(Text.assemble(("  unmatched ", "bold red"), f"{c['pattern'][:120]}: {c['evidence']}"))
 
 
-def _findings(console: Console, report: AuditReport, verbose: bool) -> None:
-    if not report.findings:
+def render_findings(report: AuditReport, console: Console, verbose: bool = False,
+                    codes: tuple[str, ...] | None = None) -> None:
+    """Print the findings (all, or those with the given codes), most serious first, with one fix per code."""
+    findings = [f for f in report.findings if codes is None or f.code in codes]
+    if not findings:
         console.print("\n[green]No findings.[/]")
         return
     console.print(Text("\nFindings (most serious first)", style="bold"))
     fixed: set[str] = set()
-    for f in report.findings:
+    for f in findings:
         where = f" [{f.stage}]" if f.stage else ""
         console.print(Text.assemble((f"{f.severity.upper():8}", _SEV_STYLE[f.severity]), (f"{f.code} ", "bold"),
                                     (where + " ", "dim"), f.message))
@@ -95,7 +98,7 @@ def render_explain(report: AuditReport, console: Console, verbose: bool = False)
     for tr in report.transitions:
         _transition(console, tr, verbose)
     render_numeric(report, console)
-    _findings(console, report, verbose)
+    render_findings(report, console, verbose)
 
 
 def render_diff(report: AuditReport, console: Console, verbose: bool = False) -> None:
@@ -139,9 +142,11 @@ def render_numeric(report: AuditReport, console: Console) -> None:
         return
     console.print(Text("\nNumeric comparison (same samples through every stage's input contract)", style="bold"))
     for tr in report.numeric:
+        wt = tr.get("worst_tensor") or {}
         console.print(Text.assemble(("\n", ""), (f"{tr['a']} -> {tr['b']}", "bold"),
-                                    f"   {tr['tensors_compared']} aligned tensors compared, min cosine "
-                                    f"{_fmt(tr['min_cosine'], '.6f')}"))
+                                    f"   {tr['tensors_compared']} aligned tensors compared; lowest cosine "
+                                    f"{_fmt(tr['min_cosine'], '.6f')} at {wt.get('b_tensor', '-')}"
+                                    + (f" ({_fmt(wt.get('lsb_max'), '.1f')} LSB max)" if wt.get("lsb_max") else "")))
         t = Table(box=None, pad_edge=False, title_justify="left")
         for col in ("output", "cosine", "SQNR dB", "rel L2", "max abs", "top-1"):
             t.add_column(col, overflow="fold")
@@ -153,7 +158,8 @@ def render_numeric(report: AuditReport, console: Console) -> None:
         fd = tr["first_divergence"]
         if fd:
             console.print(Text.assemble(("  first divergence ", "bold red"),
-                                        f"(cosine < {tr['threshold']}): {fd['b_tensor']} <- {fd['a_tensor']}: cosine "
+                                        f"(cosine < {tr['threshold']}): {fd['b_tensor']} in {tr['b']} (from "
+                                        f"{fd['a_tensor']} in {tr['a']}): cosine "
                                         f"{_fmt(fd['cosine'], '.6f')}, SQNR {_fmt(fd['sqnr_db'], '.1f')} dB; "
                                         f"{fd['change'] or 'kept node'}"))
         else:

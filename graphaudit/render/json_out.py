@@ -25,7 +25,10 @@ def check_output_path(path: str | os.PathLike, protect: list[Path] | None = None
     p = Path(path)
     for q in protect or []:
         try:
-            if p.exists() and q.exists() and os.path.samefile(p, q):
+            if q.is_dir():
+                if q.resolve() in p.resolve().parents:
+                    raise GraphAuditError(f"{p}: is inside the input directory {q}; refusing to write there")
+            elif p.exists() and q.exists() and os.path.samefile(p, q):
                 raise GraphAuditError(f"{p}: is one of the input files; refusing to overwrite it")
         except OSError:
             continue
@@ -53,6 +56,9 @@ def write_atomic(path: str | os.PathLike, text: str, protect: list[Path] | None 
         fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(tmp, 0o666 & ~mask)
         os.replace(tmp, p)
         tmp = None
     except OSError as e:

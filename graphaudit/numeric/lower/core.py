@@ -368,15 +368,23 @@ def lower_file(path: str | os.PathLike, out_path: str | os.PathLike) -> Lowering
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise LoweringError(f"{p}: the lowered model fails onnx.checker: {first}") from e
     data = result.model.SerializeToString()
-    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
+    tmp = None
     try:
+        fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, out)
-    except BaseException:
-        try:
+        tmp = None
+    except OSError as e:
+        raise LoweringError(f"{out}: cannot write ({e.strerror or e})") from e
+    finally:
+        if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
     return result
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
