@@ -15,6 +15,7 @@ _FLOAT_TRANSITIONS = {("source", "original"), ("original", "optimized"), ("sourc
 
 @check("N401")
 def check_float_divergence(ctx: AuditContext) -> Iterator[Finding]:
+    """Rule N401 (rules/numeric.yaml): yields its findings over ``ctx``."""
     for i, res in enumerate(ctx.numeric or []):
         a, b = ctx.stages[i], ctx.stages[i + 1]
         if (a.role, b.role) not in _FLOAT_TRANSITIONS or res.first_divergence is None:
@@ -31,6 +32,7 @@ def check_float_divergence(ctx: AuditContext) -> Iterator[Finding]:
 
 @check("N402")
 def check_worst_isolated(ctx: AuditContext) -> Iterator[Finding]:
+    """Rule N402 (rules/numeric.yaml): yields its findings over ``ctx``."""
     for i, res in enumerate(ctx.numeric or []):
         worst = res.worst_regions(3)
         if not worst:

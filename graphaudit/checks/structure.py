@@ -31,6 +31,7 @@ def custom_ops(stage: StageGraph) -> Counter:
 
 @check("S101")
 def check_custom_ops(ctx: AuditContext) -> Iterator[Finding]:
+    """Rule S101 (rules/structure.yaml): yields its findings over ``ctx``."""
     seen: dict[tuple[str, str], str] = {}
     for st in ctx.stages:
         ops = custom_ops(st)
@@ -49,6 +50,7 @@ def check_custom_ops(ctx: AuditContext) -> Iterator[Finding]:
 
 @check("S102")
 def check_hzpreprocess(ctx: AuditContext) -> Iterator[Finding]:
+    """Rule S102 (rules/structure.yaml): yields its findings over ``ctx``."""
     for st in ctx.stages:
         for n in st.nodes.values():
             if n.op_type != "HzPreprocess":
@@ -80,6 +82,7 @@ def hzcalibration_nodes(stage: StageGraph, view: StageView | None = None):
 
 @check("S103")
 def check_hzcalibration_census(ctx: AuditContext) -> Iterator[Finding]:
+    """Rule S103 (rules/structure.yaml): yields its findings over ``ctx``."""
     for st in ctx.stages:
         cals = hzcalibration_nodes(st)
         if not cals:
@@ -99,6 +102,7 @@ def check_hzcalibration_census(ctx: AuditContext) -> Iterator[Finding]:
 
 @check("S104")
 def check_calibration_skipped(ctx: AuditContext) -> Iterator[Finding]:
+    """Rule S104 (rules/structure.yaml): yields its findings over ``ctx``."""
     for st in ctx.stages:
         view = StageView.build(st)
         act = [c for c in hzcalibration_nodes(st, view) if not c.is_weight and c.enabled and c.thresholds]
@@ -138,6 +142,7 @@ def qdq_nodes(stage: StageGraph, view: StageView | None = None) -> list[dict]:
 
 @check("S105")
 def check_qdq_census(ctx: AuditContext) -> Iterator[Finding]:
+    """Rule S105 (rules/structure.yaml): yields its findings over ``ctx``."""
     for st in ctx.stages:
         q = qdq_nodes(st)
         if not q:
@@ -160,6 +165,7 @@ def _signature(st: StageGraph) -> list[tuple[str, list]]:
 
 @check("S106")
 def check_output_signature(ctx: AuditContext) -> Iterator[Finding]:
+    """Rule S106 (rules/structure.yaml): yields its findings over ``ctx``."""
     for a, b in zip(ctx.stages, ctx.stages[1:]):
         sa, sb = _signature(a), _signature(b)
         if [n for n, _ in sa] == [n for n, _ in sb] and all(
@@ -176,6 +182,7 @@ def check_output_signature(ctx: AuditContext) -> Iterator[Finding]:
 
 @check("S107")
 def check_per_channel_opset(ctx: AuditContext) -> Iterator[Finding]:
+    """Rule S107 (rules/structure.yaml): yields its findings over ``ctx``."""
     for st in ctx.stages:
         opset = st.opsets.get("", 0)
         if opset >= 13:
@@ -190,6 +197,7 @@ def check_per_channel_opset(ctx: AuditContext) -> Iterator[Finding]:
 
 @check("S108")
 def check_initializers_as_inputs(ctx: AuditContext) -> Iterator[Finding]:
+    """Rule S108 (rules/structure.yaml): yields its findings over ``ctx``."""
     for st in ctx.stages:
         names = [n for n, t in st.tensors.items() if t.also_graph_input]
         if names:
@@ -200,6 +208,7 @@ def check_initializers_as_inputs(ctx: AuditContext) -> Iterator[Finding]:
 
 @check("S109")
 def check_unfused_batchnorm(ctx: AuditContext) -> Iterator[Finding]:
+    """Rule S109 (rules/structure.yaml): yields its findings over ``ctx``."""
     for i, st in enumerate(ctx.stages):
         if st.role != "optimized":
             continue
@@ -232,6 +241,7 @@ def check_unfused_batchnorm(ctx: AuditContext) -> Iterator[Finding]:
 
 @check("S110")
 def check_unaligned(ctx: AuditContext) -> Iterator[Finding]:
+    """Rule S110 (rules/structure.yaml): yields its findings over ``ctx``."""
     for i, cov in enumerate(ctx.coverage):
         if not cov.unmatched:
             continue
@@ -253,6 +263,7 @@ _WEIGHTED_OPS = {"Conv", "ConvTranspose", "Gemm", "MatMul"}
 
 @check("S111")
 def check_float_ops_left(ctx: AuditContext) -> Iterator[Finding]:
+    """Rule S111 (rules/structure.yaml): yields its findings over ``ctx``."""
     for st in ctx.stages:
         view = StageView.build(st)
         quantize_nodes = [n for n in view.wrappers if view.wrappers[n] == "quantize"]

@@ -107,6 +107,7 @@ class ErrorStats:
 
     @property
     def cosine(self) -> float:
+        """Cosine similarity of all elements seen (1.0 when both are all zero)."""
         if self.sum_aa == 0.0 and self.sum_bb == 0.0:
             return 1.0
         if self.sum_aa == 0.0 or self.sum_bb == 0.0:
@@ -115,6 +116,7 @@ class ErrorStats:
 
     @property
     def sqnr_db(self) -> float:
+        """Signal-to-quantization-noise ratio in dB (+inf when equal)."""
         if self.sum_ee == 0.0:
             return math.inf
         if self.sum_aa == 0.0:
@@ -123,12 +125,14 @@ class ErrorStats:
 
     @property
     def rel_l2(self) -> float:
+        """||b - a|| / ||a||."""
         if self.sum_aa == 0.0:
             return 0.0 if self.sum_ee == 0.0 else math.inf
         return math.sqrt(self.sum_ee / self.sum_aa)
 
     @property
     def lsb_mean(self) -> float | None:
+        """Mean error in LSB of the test tensor's quantization step, or None."""
         return self.lsb_sum / self.lsb_count if self.lsb_count else None
 
     def to_dict(self) -> dict:
