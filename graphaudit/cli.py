@@ -21,7 +21,7 @@ from .numeric.compare import DEFAULT_COSINE_THRESHOLD
 from .findings import SEVERITIES, severity_rank
 from .render import render_diff, render_explain, render_findings, render_numeric, render_rules, write_json
 from .render.json_out import check_output_path
-from .samples import bundled_pipelines
+from .samples import bundled_data, bundled_pipelines
 
 __all__ = ["main", "build_parser"]
 
@@ -73,12 +73,17 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+#: Samples run per bundled pipeline by a bare `graphaudit explain` (keeps the demo quick).
+DEFAULT_SAMPLE_RUN = 4
+
+
 def _numeric_args(p: argparse.ArgumentParser, required: bool) -> None:
     g = p.add_mutually_exclusive_group(required=required)
     g.add_argument("--data", metavar="PATH", help=".npy/.npz file or directory, Horizon calibration_data/, raw "
                                                   ".bin files (with --raw-dtype/--raw-shape) or images")
     g.add_argument("--random", metavar="N", type=int, help="N random samples (seeded) instead of data")
     p.add_argument("--seed", type=int, default=0, help="seed for --random (default 0)")
+    p.add_argument("--max-samples", type=int, metavar="N", help="use only the first N samples of --data")
     p.add_argument("--raw-dtype", help="dtype of raw .bin/.rgb files, e.g. uint8 or float32")
     p.add_argument("--raw-shape", help="shape of raw files, e.g. 1x3x224x224")
     p.add_argument("--threshold", type=float, default=DEFAULT_COSINE_THRESHOLD,
@@ -155,8 +160,10 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         if args.data is not None:
             raise GraphAuditError("--data needs stage paths (data fit one pipeline's inputs)")
         pipelines = bundled_pipelines()
+        default_run = True
     else:
         pipelines = [("", args.paths)]
+        default_run = False
     if args.json is not None:
         protect = _inputs(args, pipelines) + ([Path(args.data)] if getattr(args, "data", None) else [])
         check_output_path(args.json, protect)
@@ -164,12 +171,16 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     reports = []
     for title, paths in pipelines:
         au = audit(load_pipeline(paths, source=args.source), title=title)
-        if numeric:
+        if default_run and args.random is None and bundled_data(title) is not None:
+            measure(au, data=bundled_data(title), threshold=args.threshold, isolated=not args.no_isolated,
+                    progress=_progress_factory(), max_samples=args.max_samples or DEFAULT_SAMPLE_RUN)
+        elif numeric:
             if args.random is not None and args.random < 1:
                 raise GraphAuditError(f"--random {args.random}: need at least one sample")
             measure(au, data=args.data, random=args.random, seed=args.seed, threshold=args.threshold,
                     isolated=not args.no_isolated, raw_dtype=args.raw_dtype, raw_shape=_raw_shape(args.raw_shape),
-                    progress=_progress_factory(), input_shapes=_input_shapes(args.input_shape))
+                    progress=_progress_factory(), input_shapes=_input_shapes(args.input_shape),
+                    max_samples=args.max_samples)
         reports.append(au.report)
     for rep in reports:
         if args.command == "explain":

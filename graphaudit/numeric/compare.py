@@ -180,7 +180,7 @@ def compare_stages(stages: list[StageGraph], alignments: list[Alignment], change
                    samples: Iterable[dict[str, np.ndarray]], data_stage: int, data_domain: str = "tensor",
                    threshold: float = DEFAULT_COSINE_THRESHOLD, isolated: bool = True,
                    progress: Callable[[int], None] | None = None,
-                   sample_names: list[str] | None = None) -> list[TransitionNumeric]:
+                   sample_names: list[str] | None = None, max_samples: int | None = None) -> list[TransitionNumeric]:
     """Compare every consecutive stage pair on the same samples.
 
     Parameters
@@ -201,6 +201,8 @@ def compare_stages(stages: list[StageGraph], alignments: list[Alignment], change
         Called with the sample index after each sample.
     sample_names : list of str, optional
         A label per sample (its file) for error messages.
+    max_samples : int, optional
+        Stop after this many samples.
 
     Returns
     -------
@@ -244,6 +246,8 @@ def compare_stages(stages: list[StageGraph], alignments: list[Alignment], change
     home = contracts[data_stage]
     n_samples = 0
     for k, sample in enumerate(samples):
+        if max_samples is not None and k >= max_samples:
+            break
         values = []
         for i, s in enumerate(stages):
             feeds = {}
@@ -284,7 +288,7 @@ def compare_stages(stages: list[StageGraph], alignments: list[Alignment], change
                     import onnxruntime as ort
 
                     try:
-                        sess = ort.InferenceSession(sub.SerializeToString(), session_options(),
+                        sess = ort.InferenceSession(sub.SerializeToString(), session_options(threads=1),
                                                     providers=["CPUExecutionProvider"])
                     except Exception:  # noqa: BLE001 - a region that cannot run alone is skipped, counted below
                         sess = False

@@ -14,15 +14,23 @@ from .lower import lower_model, needs_lowering
 __all__ = ["StageRunner", "session_options", "extract_submodel"]
 
 
-def session_options():
-    """CPU session options with graph optimizations disabled, so fake quantization runs exactly as the file says."""
+def session_options(threads: int = 0):
+    """CPU session options with graph optimizations disabled, so fake quantization runs exactly as the file says.
+
+    ``threads``: intra-op threads (0 = onnxruntime's default, one per core). Thread spinning is
+    off: graphaudit keeps many sessions alive (one per measured region), and spinning pools of idle
+    sessions would starve the busy one.
+    """
     import onnxruntime as ort
 
     so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    so.add_session_config_entry("session.inter_op.allow_spinning", "0")
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     so.log_severity_level = 4  # errors reach the user as one GraphAuditError line, not as ORT log lines
     ort.set_default_logger_severity(4)
-    so.intra_op_num_threads = 0
     return so
 
 
