@@ -167,20 +167,16 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     if args.json is not None:
         protect = _inputs(args, pipelines) + ([Path(args.data)] if getattr(args, "data", None) else [])
         check_output_path(args.json, protect)
-    numeric = args.command == "compare" or getattr(args, "data", None) is not None or getattr(args, "random", None)
     reports = []
     for title, paths in pipelines:
         au = audit(load_pipeline(paths, source=args.source), title=title)
-        if default_run and args.random is None and bundled_data(title) is not None:
-            measure(au, data=bundled_data(title), threshold=args.threshold, isolated=not args.no_isolated,
-                    progress=_progress_factory(), max_samples=args.max_samples or DEFAULT_SAMPLE_RUN)
-        elif numeric:
-            if args.random is not None and args.random < 1:
-                raise GraphAuditError(f"--random {args.random}: need at least one sample")
-            measure(au, data=args.data, random=args.random, seed=args.seed, threshold=args.threshold,
+        data = bundled_data(title) if default_run and args.random is None else getattr(args, "data", None)
+        if data is not None or getattr(args, "random", None) is not None:
+            measure(au, data=data, random=args.random, seed=args.seed, threshold=args.threshold,
                     isolated=not args.no_isolated, raw_dtype=args.raw_dtype, raw_shape=_raw_shape(args.raw_shape),
                     progress=_progress_factory(), input_shapes=_input_shapes(args.input_shape),
-                    max_samples=args.max_samples)
+                    max_samples=args.max_samples if args.max_samples is not None or not default_run
+                    else DEFAULT_SAMPLE_RUN)
         reports.append(au.report)
     for rep in reports:
         if args.command == "explain":
