@@ -6,6 +6,7 @@ Exit codes: 0 clean, 1 findings at or above ``--fail-on``, 2 bad input.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -16,10 +17,17 @@ from . import __version__
 from .catalogue import load_catalogue
 from .errors import GraphAuditError
 from .explain import audit, load_pipeline
-from .measure import measure
+from .load import load_stage
+from .numeric.datastats import stats_dict
+from .report import AuditReport
+from .toolchains.discovery import role_of
+from .inputcheck import attach_input_findings
+from .measure import default_data_stage, measure
 from .numeric.compare import DEFAULT_COSINE_THRESHOLD
 from .findings import SEVERITIES, severity_rank
-from .render import render_diff, render_explain, render_findings, render_numeric, render_rules, write_json
+from .render import (render_diff, render_explain, render_findings, render_input_stats, render_numeric, render_rules,
+                     write_json)
+from .render.json_out import write_atomic
 from .render.json_out import check_output_path
 from .samples import bundled_data, bundled_pipelines
 
@@ -63,6 +71,18 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--json", metavar="FILE", help="write the report as JSON")
     c.add_argument("--fail-on", choices=[*SEVERITIES, "never"], default="error")
     _numeric_args(c, required=True)
+
+    ci = sub.add_parser("check-inputs", help="check data against a stage's input contract (layout, dtype, range, "
+                                             "normalization done once)")
+    ci.add_argument("paths", nargs="+", help="a stage file, a stage directory or stage files (the data follow the "
+                                             "first toolchain stage)")
+    ci.add_argument("--data", required=True, metavar="PATH", help="the data, as for compare")
+    ci.add_argument("--source", help="the pre-toolchain float model, added as stage 0")
+    ci.add_argument("--raw-dtype", help="dtype of raw .bin/.rgb files")
+    ci.add_argument("--raw-shape", help="shape of raw files, e.g. 1x3x224x224")
+    ci.add_argument("--max-samples", type=int, metavar="N", help="use only the first N samples")
+    ci.add_argument("--json", metavar="FILE", help="write the findings and statistics as JSON")
+    ci.add_argument("--fail-on", choices=[*SEVERITIES, "never"], default="error")
 
     lo = sub.add_parser("lower", help="rewrite custom (Horizon) ops as standard ONNX so stock onnxruntime runs the stage")
     lo.add_argument("stage", help="the stage .onnx file")
@@ -145,6 +165,31 @@ def _lower(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def _check_inputs(args: argparse.Namespace, console: Console) -> int:
+    from .inputcheck import check_inputs
+
+    paths = args.paths
+    stage_paths = paths if len(paths) > 1 or Path(paths[0]).is_dir() or args.source else paths
+    if len(stage_paths) == 1 and not Path(stage_paths[0]).is_dir():
+        stages = [load_stage(stage_paths[0], role=role_of(Path(stage_paths[0]))[0])]
+    else:
+        stages = load_pipeline(stage_paths, source=args.source)
+    if args.json is not None:
+        check_output_path(args.json, [Path(p) for p in paths] + [Path(args.data)])
+    idx = 1 if stages[0].role == "source" and len(stages) > 1 else 0
+    stats, findings = check_inputs(stages, args.data, idx, args.raw_dtype, _raw_shape(args.raw_shape), args.max_samples)
+    render_input_stats(stats, stages[idx], console)
+    report = AuditReport(stages=[], transitions=[], findings=findings, title="check-inputs", tool_version=__version__)
+    render_findings(report, console)
+    if args.json is not None:
+        write_atomic(args.json, json.dumps({"stage": stages[idx].path, "inputs": {k: stats_dict(v) for k, v in
+                                                                                  stats.items()},
+                                            "findings": [f.to_dict() for f in findings]}, indent=1) + "\n")
+    if args.fail_on != "never" and any(severity_rank(f.severity) <= severity_rank(args.fail_on) for f in findings):
+        return 1
+    return 0
+
+
 def _run(args: argparse.Namespace, console: Console) -> int:
     if args.command == "rules":
         rules = load_catalogue()
@@ -154,6 +199,8 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         return 0
     if args.command == "lower":
         return _lower(args, console)
+    if args.command == "check-inputs":
+        return _check_inputs(args, console)
     if args.command == "explain" and not args.paths:
         if args.source:
             raise GraphAuditError("--source needs stage paths")
@@ -171,6 +218,9 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     for title, paths in pipelines:
         au = audit(load_pipeline(paths, source=args.source), title=title)
         data = bundled_data(title) if default_run and args.random is None else getattr(args, "data", None)
+        if data is not None:
+            attach_input_findings(au, data, default_data_stage(au), args.raw_dtype, _raw_shape(args.raw_shape),
+                                  args.max_samples)
         if data is not None or getattr(args, "random", None) is not None:
             measure(au, data=data, random=args.random, seed=args.seed, threshold=args.threshold,
                     isolated=not args.no_isolated, raw_dtype=args.raw_dtype, raw_shape=_raw_shape(args.raw_shape),

@@ -28,6 +28,16 @@ def _run_example(tmp_path, case):
     for i, s in enumerate(case["stages"]):
         p = save_text(tmp_path, f"s{i}.onnx", s["model"])
         stages.append(load_stage(p, role=s["role"], name=f"{s['role']}{i}"))
+    if case.get("data"):
+        import numpy as np
+
+        from graphaudit.inputcheck import check_inputs
+
+        d = case["data"]
+        rng = np.random.default_rng(0)
+        arr = rng.uniform(d["low"], d["high"], size=d["shape"]).astype(d["dtype"])
+        np.save(tmp_path / "data.npy", arr)
+        return check_inputs(stages, tmp_path / "data.npy")[1]
     if len(stages) == 1:
         return run_checks(AuditContext(stages=stages))
     au = audit(stages)

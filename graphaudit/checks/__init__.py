@@ -3,6 +3,6 @@
 from __future__ import annotations
 
 from .base import CHECKS, AuditContext, check, run_checks
-from . import numeric, structure  # noqa: F401  (register the S1xx and N4xx checks)
+from . import inputs, numeric, structure  # noqa: F401  (register the S1xx, P2xx and N4xx checks)
 
 __all__ = ["CHECKS", "AuditContext", "check", "run_checks"]

@@ -26,6 +26,8 @@ class AuditContext:
     changes: list[list[Change]] = field(default_factory=list)
     coverage: list[Coverage] = field(default_factory=list)
     numeric: list | None = None  # list of graphaudit.numeric.compare.TransitionNumeric when data were run
+    input_stats: dict | None = None  # input name -> graphaudit.numeric.datastats.InputStats of the user's data
+    data_stage: int = 0  # index of the stage whose input contract the data follow
 
 
 #: Rule code -> check function ``(AuditContext) -> Iterable[Finding]``.

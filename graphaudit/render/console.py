@@ -12,7 +12,7 @@ from rich.text import Text
 from ..catalogue import Rule
 from ..report import AuditReport, Transition
 
-__all__ = ["render_explain", "render_diff", "render_rules", "render_numeric", "render_findings"]
+__all__ = ["render_explain", "render_diff", "render_rules", "render_numeric", "render_findings", "render_input_stats"]
 
 _SEV_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 _KIND_STYLE = {"fused": "magenta", "replaced": "blue", "modified": "yellow", "inserted": "green",
@@ -172,3 +172,15 @@ def render_numeric(report: AuditReport, console: Console) -> None:
                 console.print(Text(f"    {r['kind']}: {r['pattern']} -> {outs}: SQNR {_fmt(r['sqnr_db'], '.1f')} dB, "
                                    f"cosine {_fmt(r['cosine'], '.6f')}"
                                    + (f", max {_fmt(r['lsb_max'], '.1f')} LSB" if r.get("lsb_max") else "")))
+
+
+def render_input_stats(stats: dict, stage, console: Console) -> None:
+    """Print per-input data statistics next to what the stage takes."""
+    t = Table(title=f"Data for {stage.name}", title_justify="left")
+    for col in ("input", "dtype", "shape", "layout", "samples", "range", "mean per channel", "std per channel"):
+        t.add_column(col, overflow="fold")
+    for name, st in stats.items():
+        t.add_row(escape(name), st.dtype, str(list(st.shape)), st.layout or "-", str(st.samples),
+                  f"[{st.minimum:.4g}, {st.maximum:.4g}]", ", ".join(f"{x:.4g}" for x in st.channel_mean),
+                  ", ".join(f"{x:.4g}" for x in st.channel_std))
+    console.print(t)

@@ -8,7 +8,7 @@ normalized value itself; onnxruntime QDQ stages take what their float model take
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -45,6 +45,12 @@ class InputContract:
     mean: list[float] | None = None
     scale: list[float] | None = None
     color: str = ""
+    in_model: list[str] = field(default_factory=list)
+
+    @property
+    def normalizes(self) -> bool:
+        """True when the model itself normalizes this input (HzPreprocess, or leading Sub/Div/Mul/Add by constants)."""
+        return self.domain == "x128" or any(s.split()[0] in ("Sub", "Div", "Mul", "Add") for s in self.in_model)
 
     @property
     def channel_axis(self) -> int | None:
@@ -61,6 +67,41 @@ def _guess_layout(shape: tuple | None) -> str:
     return "NCHW" if isinstance(shape[1], int) and shape[1] in (1, 3, 4) else ""
 
 
+_ELEMENTWISE = ("Sub", "Div", "Mul", "Add")
+
+
+def _leading_ops(stage: StageGraph, name: str) -> list[str]:
+    """Preprocessing a model performs right after a graph input: a chain of single consumers that are
+    Cast, a layout Transpose, or Sub/Div/Mul/Add with a constant operand (values shown rounded)."""
+    out: list[str] = []
+    cur = name
+    for _ in range(8):
+        cons = stage.tensors[cur].consumers if cur in stage.tensors else []
+        if len(cons) != 1:
+            break
+        n = stage.nodes[cons[0][0]]
+        if n.op_type == "Cast":
+            out.append(f"Cast from {stage.tensors[cur].dtype or '?'}")
+        elif n.op_type == "Transpose":
+            out.append(f"Transpose perm={n.attributes.get('perm')}")
+        elif n.op_type in _ELEMENTWISE and len(n.inputs) == 2:
+            other = n.inputs[1 - cons[0][1]]
+            t = stage.tensors.get(other)
+            if t is None or not t.is_param:
+                break
+            v = t.value()
+            shown = ", ".join(f"{x:.4g}" for x in np.asarray(v, np.float64).ravel()[:4]) if v is not None else "?"
+            out.append(f"{n.op_type} [{shown}]")
+        elif n.op_type == "HzPreprocess":
+            break
+        else:
+            break
+        if not n.outputs or not n.outputs[0]:
+            break
+        cur = n.outputs[0]
+    return out
+
+
 def stage_contracts(stage: StageGraph) -> dict[str, InputContract]:
     """Contract of every graph input of a stage (graph input name -> :class:`InputContract`)."""
     pre = {}
@@ -75,10 +116,13 @@ def stage_contracts(stage: StageGraph) -> dict[str, InputContract]:
         info = pre.get(name)
         if info is not None:
             color = "BGR" if info.input_type.upper().startswith("BGR") else ("RGB" if info.input_type else "")
+            mean = ", ".join(f"{x:.4g}" for x in info.mean)
+            scale = ", ".join(f"{x:.4g}" for x in info.scale)
             out[name] = InputContract(stage.name, name, t.dtype, t.shape, "x128", info.data_format.upper(), info.mean,
-                                      info.scale, color)
+                                      info.scale, color, [f"HzPreprocess mean [{mean}] scale [{scale}]"])
         else:
-            out[name] = InputContract(stage.name, name, t.dtype, t.shape, "float", _guess_layout(t.shape))
+            out[name] = InputContract(stage.name, name, t.dtype, t.shape, "float", _guess_layout(t.shape),
+                                      in_model=_leading_ops(stage, name))
     return out
 
 

@@ -1,0 +1,55 @@
+"""Check the user's data against the input contract of the stage they are meant for (P2xx rules)."""
+
+from __future__ import annotations
+
+import os
+
+from .checks import run_checks
+from .checks.base import AuditContext
+from .errors import DataError
+from .findings import Finding
+from .numeric.data import InputSpec, input_specs, open_data
+from .numeric.datastats import InputStats, data_stats
+from .stage import StageGraph
+
+__all__ = ["check_inputs", "attach_input_findings", "INPUT_CODES"]
+
+#: Rule codes of the input-contract checks.
+INPUT_CODES = ("P201", "P202", "P203", "P204", "P205", "P206", "P208")
+
+
+def check_inputs(stages: list[StageGraph], data: str | os.PathLike, data_stage: int = 0,
+                 raw_dtype: str | None = None, raw_shape: tuple | None = None,
+                 max_samples: int | None = None) -> tuple[dict[str, InputStats], list[Finding]]:
+    """Statistics of ``data`` and the P2xx findings against ``stages[data_stage]``'s input contract.
+
+    The data are read without checking their shape against the model (a wrong layout or shape is
+    reported as a finding, P201/P208, not refused).
+
+    Raises
+    ------
+    DataError
+        Unreadable data (missing, pickled, truncated, empty directory...).
+    """
+    specs = input_specs(stages[data_stage])
+    try:  # with the model's shapes, stacks split into samples as they would for the comparison
+        src = open_data(data, specs, raw_dtype=raw_dtype, raw_shape=raw_shape)
+    except DataError:  # data that do not fit: read them as they are, the rules say what is wrong
+        src = open_data(data, [InputSpec(s.name, s.dtype, None) for s in specs], raw_dtype=raw_dtype,
+                        raw_shape=raw_shape)
+    stats = data_stats(src, max_samples=max_samples)
+    ctx = AuditContext(stages=stages, input_stats=stats, data_stage=data_stage)
+    return stats, run_checks(ctx, INPUT_CODES)
+
+
+def attach_input_findings(au, data: str | os.PathLike, data_stage: int, raw_dtype: str | None = None,
+                          raw_shape: tuple | None = None, max_samples: int | None = None) -> dict[str, InputStats]:
+    """Run :func:`check_inputs` for an audit and merge its findings into ``au.report``: input findings come
+    first among findings of the same severity (a harness feeding the wrong data explains a drop before
+    anything the toolchain did)."""
+    from .findings import severity_rank
+
+    stats, findings = check_inputs(au.stages, data, data_stage, raw_dtype, raw_shape, max_samples)
+    au.report.findings.extend(findings)
+    au.report.findings.sort(key=lambda f: (severity_rank(f.severity), not f.code.startswith("P"), f.code))
+    return stats

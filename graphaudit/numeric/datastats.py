@@ -1,0 +1,94 @@
+"""Streaming statistics of the user's input data, per input and channel (for the input-contract rules)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable
+
+import numpy as np
+
+__all__ = ["InputStats", "data_stats", "guess_layout", "stats_dict"]
+
+
+def guess_layout(shape: tuple) -> str:
+    """``"NCHW"``/``"NHWC"`` for rank-4 image-like data from the position of a dim of size 1, 3 or 4, else ``""``."""
+    if len(shape) != 4:
+        return ""
+    c1, c3 = shape[1] in (1, 3, 4), shape[3] in (1, 3, 4)
+    if c1 and not c3:
+        return "NCHW"
+    if c3 and not c1:
+        return "NHWC"
+    return ""
+
+
+@dataclass
+class InputStats:
+    """Statistics of one input over all samples.
+
+    ``channel_*`` are per channel along the guessed channel axis (rank-4 data), else one entry.
+    ``constant_samples`` counts samples whose values are all equal.
+    """
+
+    name: str
+    dtype: str
+    shape: tuple
+    layout: str
+    samples: int = 0
+    minimum: float = float("inf")
+    maximum: float = float("-inf")
+    channel_mean: list[float] = field(default_factory=list)
+    channel_std: list[float] = field(default_factory=list)
+    constant_samples: int = 0
+    _n: int = 0
+    _s: np.ndarray | None = None
+    _ss: np.ndarray | None = None
+
+    @property
+    def mean(self) -> float:
+        return float(np.mean(self.channel_mean)) if self.channel_mean else float("nan")
+
+
+def data_stats(samples: Iterable[dict[str, np.ndarray]], max_samples: int | None = None) -> dict[str, InputStats]:
+    """Per-input statistics of streamed samples (one sample in memory at a time; sums in float64).
+
+    Returns input name -> :class:`InputStats`.
+    """
+    out: dict[str, InputStats] = {}
+    for k, sample in enumerate(samples):
+        if max_samples is not None and k >= max_samples:
+            break
+        for name, arr in sample.items():
+            a = np.asarray(arr)
+            st = out.get(name)
+            if st is None:
+                st = out[name] = InputStats(name, a.dtype.name, tuple(a.shape), guess_layout(tuple(a.shape)))
+            axis = {"NCHW": 1, "NHWC": 3}.get(st.layout)
+            v = a.astype(np.float64)
+            if axis is None:
+                flat = v.reshape(1, -1)
+            else:
+                flat = np.moveaxis(v, axis, 0).reshape(v.shape[axis], -1)
+            if st._s is None or st._s.shape[0] != flat.shape[0]:
+                st._s, st._ss, st._n = np.zeros(flat.shape[0]), np.zeros(flat.shape[0]), 0
+            st._s += flat.sum(axis=1)
+            st._ss += (flat * flat).sum(axis=1)
+            st._n += flat.shape[1]
+            st.samples += 1
+            if v.size:
+                st.minimum = min(st.minimum, float(v.min()))
+                st.maximum = max(st.maximum, float(v.max()))
+                st.constant_samples += int(v.min() == v.max())
+    for st in out.values():
+        if st._n:
+            m = st._s / st._n
+            st.channel_mean = [float(x) for x in m]
+            st.channel_std = [float(x) for x in np.sqrt(np.maximum(st._ss / st._n - m * m, 0.0))]
+    return out
+
+
+def stats_dict(st: InputStats) -> dict:
+    """JSON-ready statistics of one input."""
+    return {"dtype": st.dtype, "shape": list(st.shape), "layout": st.layout, "samples": st.samples,
+            "min": st.minimum, "max": st.maximum, "channel_mean": st.channel_mean, "channel_std": st.channel_std,
+            "constant_samples": st.constant_samples}
