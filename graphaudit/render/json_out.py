@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 
 from ..errors import GraphAuditError
+from ..fileio import atomic_write
 from ..report import AuditReport
 
 __all__ = ["write_json", "write_atomic", "check_output_path"]
@@ -51,21 +51,10 @@ def write_atomic(path: str | os.PathLike, text: str, protect: list[Path] | None 
         unwritable location. No temporary file is left behind.
     """
     p = check_output_path(path, protect)
-    tmp = None
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        mask = os.umask(0)
-        os.umask(mask)
-        os.chmod(tmp, 0o666 & ~mask)
-        os.replace(tmp, p)
-        tmp = None
+        atomic_write(p, text)
     except OSError as e:
         raise GraphAuditError(f"{p}: cannot write ({e.strerror})") from e
-    finally:
-        if tmp is not None and os.path.exists(tmp):
-            os.unlink(tmp)
     return p
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import tempfile
 from collections import Counter
 from pathlib import Path
 from typing import Callable
@@ -13,6 +12,7 @@ import onnx
 from google.protobuf.message import DecodeError
 from onnx import TensorProto, external_data_helper, numpy_helper
 
+from ...fileio import atomic_write
 from ...errors import LoweringError, ModelLoadError
 from .common import (HZ_DOMAIN, LOWERABLE_OPS, LoweringResult, needs_lowering, _MAX_PASSES, _FIXED_POINT, _STANDARD_DOMAINS, _FLOAT_TYPES, _Defer, _Emitter, _Failure, _Shapes,
                      _ai_onnx_opset, _attrs, _inp, _local_functions, _subgraphs, _walk_nodes)
@@ -367,24 +367,9 @@ def lower_file(path: str | os.PathLike, out_path: str | os.PathLike) -> Lowering
     except onnx.checker.ValidationError as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise LoweringError(f"{p}: the lowered model fails onnx.checker: {first}") from e
-    data = result.model.SerializeToString()
-    tmp = None
     try:
-        fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, out)
-        tmp = None
+        atomic_write(out, result.model.SerializeToString())
     except OSError as e:
         raise LoweringError(f"{out}: cannot write ({e.strerror or e})") from e
-    finally:
-        if tmp is not None and os.path.exists(tmp):
-            os.unlink(tmp)
     return result
 
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
