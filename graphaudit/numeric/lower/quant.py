@@ -128,6 +128,14 @@ class QuantLowerings:
         shape = self._channel_shape(x, axis, c)
         return e.op("Reshape", [name, e.const("param_shape", np.asarray(shape, np.int64))])
 
+    def _formula_params(self, e: _Emitter, x: str, s: str, z: str, per_axis: bool, axis: int, c: int,
+                        ft: type) -> tuple[str, str | None]:
+        """Scale and float zero point of the Q/DQ formula, broadcast along ``axis`` when per-channel."""
+        if per_axis:
+            return (self._broadcast_param(e, x, s, axis, c, None),
+                    self._broadcast_param(e, x, z, axis, c, ft) if z else None)
+        return s, (e.op("Cast", [z], to=helper.np_dtype_to_tensor_dtype(np.dtype(ft))) if z else None)
+
     def _quantize(self, e: _Emitter, n: onnx.NodeProto, a: dict) -> str:
         """HzQuantize(data, scale, zero_point?; bits=8, axis) = QuantizeLinear (HORIZON.md section 3).
 
@@ -161,12 +169,7 @@ class QuantLowerings:
             return f"{'int' if signed else 'uint'}{bits} {'per-axis' if per_axis else 'per-tensor'} -> QuantizeLinear"
         self._need(11, "the quantize formula (Round)")
         qmin, qmax = (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1) if signed else (0, 2 ** bits - 1)
-        if per_axis:
-            s_b = self._broadcast_param(e, x, s, axis, c, None)
-            z_b = self._broadcast_param(e, x, z, axis, c, ft) if z else None
-        else:
-            s_b = s
-            z_b = e.op("Cast", [z], to=helper.np_dtype_to_tensor_dtype(np.dtype(ft))) if z else None
+        s_b, z_b = self._formula_params(e, x, s, z, per_axis, axis, c, ft)
         t = e.op("Round", [e.op("Div", [x, s_b])])
         if z_b is not None:
             t = e.op("Add", [t, z_b])
@@ -195,12 +198,7 @@ class QuantLowerings:
                 e.op("DequantizeLinear", ins, out=y, **({"axis": axis} if per_axis else {}))
                 return f"{'per-axis' if per_axis else 'per-tensor'} -> DequantizeLinear"
         t = e.op("Cast", [x], to=helper.np_dtype_to_tensor_dtype(np.dtype(ft)))
-        if per_axis:
-            s_b = self._broadcast_param(e, x, s, axis, c, None)
-            z_b = self._broadcast_param(e, x, z, axis, c, ft) if z else None
-        else:
-            s_b = s
-            z_b = e.op("Cast", [z], to=helper.np_dtype_to_tensor_dtype(np.dtype(ft))) if z else None
+        s_b, z_b = self._formula_params(e, x, s, z, per_axis, axis, c, ft)
         if z_b is not None:
             t = e.op("Sub", [t, z_b])
         e.op("Mul", [t, s_b], out=y)
