@@ -208,10 +208,7 @@ def _removed(al: Alignment, r: Region, a_core: list[str], tensors: list[str]) ->
                   f"no counterpart found in b for {len(a_core)} node(s); outputs {outs[:3]} have no matching tensor")
 
 
-_WRAPPER_PATTERNS = {"QuantizeLinear": "QuantizeLinear/DequantizeLinear pair", "DequantizeLinear": "DequantizeLinear"}
-
-
-def _wrapper_pattern(al: Alignment, stage, ids: list[str], root: str | None, view) -> str:
+def _wrapper_pattern(stage, ids: list[str], root: str | None) -> str:
     ops = [stage.nodes[i].op_type for i in ids]
     weight = root is not None and stage.tensors[root].is_param
     counts = Counter(ops)
@@ -260,7 +257,7 @@ def _classify_wrappers(al: Alignment, w: WrapperDiff) -> list[Change]:
         out.append(Change(kind, [xa], [xb], tensor, na.op_type if not diffs else f"{na.op_type} modified",
                           0.95, "; ".join(diffs) or "same wrapper on the same value"))
     for unit in _wrapper_units(al.b, w.inserted):
-        pattern = _wrapper_pattern(al, al.b, unit, w.b_root, al.view_b)
+        pattern = _wrapper_pattern(al.b, unit, w.b_root)
         where = f"on {w.a_root!r}" if w.a_root else f"on {w.b_root!r} (no counterpart in a)"
         out.append(Change("inserted", [], unit, tensor, pattern, 1.0 if w.a_root else 0.8,
                           f"{'/'.join(al.b.nodes[n].op_type for n in unit)} {where}"))

@@ -105,7 +105,7 @@ class QuantLowerings:
         e.op("Mul", [t, s_c], out=y)
         return " -> Div/Round/Add/Clip/Sub/Mul formula" if z_c is not None else " -> Div/Round/Clip/Mul formula"
 
-    def _scale_layout(self, n: onnx.NodeProto, s: str) -> tuple[bool, int]:
+    def _scale_layout(self, s: str) -> tuple[bool, int]:
         """(per_axis, count) of a scale input of HzQuantize/HzDequantize."""
         shape = self.shapes.shape(s)
         if shape is None or any(d is None for d in shape):
@@ -155,7 +155,7 @@ class QuantLowerings:
             if bits not in (8, 16):
                 raise _Failure(f"bits={bits} without a zero_point input: no output type")
             zt = TensorProto.INT8 if bits == 8 else TensorProto.INT16
-        per_axis, c = self._scale_layout(n, s)
+        per_axis, c = self._scale_layout(s)
         axis = int(a.get("axis", 1))
         ft = self._float_type(x)
         need = 21 if bits == 16 else (13 if per_axis else 10)
@@ -183,7 +183,7 @@ class QuantLowerings:
         x, s, z, y = n.input[0], _inp(n, 1), _inp(n, 2), n.output[0]
         if not s:
             raise _Failure("no scale input")
-        per_axis, c = self._scale_layout(n, s)
+        per_axis, c = self._scale_layout(s)
         axis = int(a.get("axis", 1))
         sb = _INT_TYPES.get(self.shapes.dtype(x))
         st = self.shapes.dtype(s)
