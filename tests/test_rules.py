@@ -23,20 +23,37 @@ def test_every_rule_has_why_fix_examples_and_a_check():
     assert set(CHECKS) <= set(RULES), "check registered without a rule entry"
 
 
+def _example_data(d):
+    """Data of an input-rule example: uniform noise in [low, high] (seeded), or with ``pattern: smooth`` one
+    sinusoidal grating per sample (frequency and phase differ by sample; spatially correlated like images);
+    ``channel_offsets`` are added per channel (axis 1)."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    shape = tuple(d["shape"])
+    if d.get("pattern") == "smooth":
+        h, w = np.meshgrid(np.arange(shape[-2]), np.arange(shape[-1]), indexing="ij")
+        arr = np.empty(shape)
+        for k in range(shape[0]):
+            f, phase = 1 + k, rng.uniform(0, 2 * np.pi)
+            wave = 0.5 + 0.5 * np.sin(2 * np.pi * f * (h + 0.5 * w) / (2 * shape[-1]) + phase)
+            arr[k] = d["low"] + (d["high"] - d["low"]) * wave
+    else:
+        arr = rng.uniform(d["low"], d["high"], size=shape)
+    if d.get("channel_offsets"):
+        arr = arr + np.asarray(d["channel_offsets"], dtype=np.float64).reshape(1, -1, *([1] * (len(shape) - 2)))
+    return arr.astype(d["dtype"])
+
+
 def _run_example(tmp_path, case):
     stages = []
     for i, s in enumerate(case["stages"]):
         p = save_text(tmp_path, f"s{i}.onnx", s["model"])
         stages.append(load_stage(p, role=s["role"], name=f"{s['role']}{i}"))
     if case.get("data"):
-        import numpy as np
-
         from graphaudit.inputcheck import check_inputs
 
-        d = case["data"]
-        rng = np.random.default_rng(0)
-        arr = rng.uniform(d["low"], d["high"], size=d["shape"]).astype(d["dtype"])
-        np.save(tmp_path / "data.npy", arr)
+        np.save(tmp_path / "data.npy", _example_data(case["data"]))
         return check_inputs(stages, tmp_path / "data.npy")[1]
     if len(stages) == 1:
         return run_checks(AuditContext(stages=stages))

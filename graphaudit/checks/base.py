@@ -28,6 +28,7 @@ class AuditContext:
     numeric: list | None = None  # list of graphaudit.numeric.compare.TransitionNumeric when data were run
     input_stats: dict | None = None  # input name -> graphaudit.numeric.datastats.InputStats of the user's data
     data_stage: int = 0  # index of the stage whose input contract the data follow
+    config: object | None = None  # graphaudit.config.ConversionConfig: the conversion YAML, when given
 
 
 #: Rule code -> check function ``(AuditContext) -> Iterable[Finding]``.

@@ -19,7 +19,7 @@ def _pairs(ctx: AuditContext):
     if not ctx.input_stats or not ctx.stages:
         return
     stage = ctx.stages[ctx.data_stage]
-    contracts = stage_contracts(stage)
+    contracts = stage_contracts(stage, ctx.config)
     for name, st in ctx.input_stats.items():
         ic = contracts.get(name) or (next(iter(contracts.values())) if len(contracts) == 1 else None)
         if ic is not None:
@@ -140,3 +140,126 @@ def check_static_shape(ctx: AuditContext) -> Iterator[Finding]:
                 "P208", f"data for input {ic.name!r} have shape {list(st.shape)} but {stage.name} takes "
                 f"{list(ic.shape)}", stage=stage.name, location={"tensor": ic.name},
                 evidence={"data_shape": list(st.shape), "input_shape": list(ic.shape)})
+
+
+#: Colour-order heuristic: natural-image channel means fall R > G > B (ImageNet mean 123.675, 116.28, 103.53,
+#: torchvision docs); the spread between the first and last channel must exceed this share of 255 ...
+CHANNEL_ORDER_MARGIN = 0.03
+#: ... and hold in at least this share of the samples.
+CHANNEL_ORDER_AGREEMENT = 0.6
+
+
+def _order(means: list[float], margin: float) -> str:
+    """``"RGB"`` when channel means fall like R > G > B by more than ``margin`` end to end, ``"BGR"`` when they
+    rise, ``""`` otherwise."""
+    if len(means) != 3:
+        return ""
+    if means[0] > means[1] > means[2] and means[0] - means[2] >= margin:
+        return "RGB"
+    if means[2] > means[1] > means[0] and means[2] - means[0] >= margin:
+        return "BGR"
+    return ""
+
+
+@check("P207")
+def check_channel_order(ctx: AuditContext) -> Iterator[Finding]:
+    """Rule P207 (rules/inputs.yaml): yields its findings over ``ctx``."""
+    for stage, ic, st in _pairs(ctx):
+        if ic.color not in ("RGB", "BGR") or len(st.channel_mean) != 3 or _looks_normalized(st):
+            continue
+        margin = CHANNEL_ORDER_MARGIN * 255.0
+        seen = _order(st.channel_mean, margin)
+        if not seen or seen == ic.color:
+            continue
+        per = st.per_sample.channel_means
+        agree = sum(1 for m in per if _order(m, 0.0) == seen)
+        if not per or agree < CHANNEL_ORDER_AGREEMENT * len(per):
+            continue
+        trend = "falling" if seen == "RGB" else "rising"
+        source = f" ({ic.color_source})" if ic.color_source else ""
+        yield make_finding(
+            "P207", f"data for input {ic.name!r} have channel means {_ch(st.channel_mean)}, {trend} from channel 0 to 2 "
+            f"in {agree} of {len(per)} samples, like {seen}-ordered natural images (red brightest, blue darkest: "
+            f"ImageNet R 123.7 > G 116.3 > B 103.5), but {stage.name} takes {ic.color}{source}: channels swapped?",
+            stage=stage.name, location={"tensor": ic.name},
+            evidence={"data_channel_mean": st.channel_mean, "data_order": seen, "stage_order": ic.color,
+                      "samples_agreeing": agree, "samples": len(per)})
+
+
+#: P209 thresholds: noise-like below this median lag-1 spatial correlation (photographs ~0.9, rendered text
+#: >= 0.5, independent noise ~0) ...
+NOISE_CORRELATION = 0.2
+#: ... near-duplicates when at least this share of the searched samples repeats an earlier one.
+DUPLICATE_SHARE = 0.25
+
+
+@check("P209")
+def check_sample_quality(ctx: AuditContext) -> Iterator[Finding]:
+    """Rule P209 (rules/inputs.yaml): yields its findings over ``ctx``."""
+    for stage, ic, st in _pairs(ctx):
+        ps = st.per_sample
+        where = dict(stage=stage.name, location={"tensor": ic.name})
+        if ps.constant:
+            shown = ", ".join(f"#{i} = {v:.4g}" for i, v in zip(ps.constant[:5], ps.constant_values[:5]))
+            yield make_finding("P209", f"{len(ps.constant)} of {ps.samples} samples for input {ic.name!r} are "
+                               f"constant ({shown}{', ...' if len(ps.constant) > 5 else ''}): they carry no "
+                               "image content", evidence={"constant_samples": ps.constant,
+                                                          "values": ps.constant_values, "samples": ps.samples},
+                               **where)
+        if ps.searched >= 2 and len(ps.duplicates) >= max(1, DUPLICATE_SHARE * ps.searched):
+            shown = ", ".join(f"#{j} ~ #{i}" for i, j in ps.duplicates[:5])
+            yield make_finding("P209", f"{len(ps.duplicates)} of {ps.searched} samples for input {ic.name!r} are "
+                               f"near-duplicates of an earlier sample ({shown}{', ...' if len(ps.duplicates) > 5 else ''}"
+                               f"): the calibration set covers fewer distinct inputs than it seems",
+                               evidence={"near_duplicates": [list(p) for p in ps.duplicates],
+                                         "searched": ps.searched}, **where)
+        rho = ps.median_correlation
+        if rho is not None and rho < NOISE_CORRELATION:
+            spread = ps.channel_mean_spread()
+            rng = max(st.maximum - st.minimum, 1e-12)
+            rel = ", ".join(f"{100 * s / rng:.2g}%" for s in spread)
+            yield make_finding(
+                "P209", f"samples for input {ic.name!r} look like noise: median lag-1 spatial correlation {rho:.3f} "
+                f"over {len(ps.correlations)} samples (photographs and text are above 0.5, independent noise is 0)"
+                + (f"; per-channel means vary across samples by only {rel} of the value range" if spread else ""),
+                evidence={"median_spatial_correlation": rho, "correlations": ps.correlations[:100],
+                          "channel_mean_spread": spread, "value_range": [st.minimum, st.maximum]}, **where)
+
+
+def _unit_range(ic) -> tuple[list[float], list[float]] | None:
+    """(mean, std) of an input's in-model normalization when it takes 0..255 pixels (an HzPreprocess, or a
+    uint8 input) and the constants look like [0, 1]-domain values: every mean below 1 (not all zero), or every
+    std below 1. A float input normalized by small constants may well take [0, 1] values: not judged."""
+    if ic.domain != "x128" and ic.dtype != "UINT8":
+        return None
+    norm = ic.normalization()
+    if norm is None:
+        return None
+    mean, std = norm
+    if (all(abs(m) < 1.0 for m in mean) and any(m != 0 for m in mean)) or all(0 < s < 1.0 for s in std):
+        return mean, std
+    return None
+
+
+@check("P210")
+def check_unit_range_preprocess(ctx: AuditContext) -> Iterator[Finding]:
+    """Rule P210 (rules/inputs.yaml): yields its findings over ``ctx`` (the stages' own preprocessing; no data)."""
+    seen: set[str] = set()
+    for stage in ctx.stages:
+        for name, ic in stage_contracts(stage).items():
+            bad = None if name in seen else _unit_range(ic)
+            if bad is None:
+                continue
+            seen.add(name)
+            mean, std = bad
+            how = (f"the HzPreprocess of input {name!r} subtracts mean [{_ch(mean)}] and multiplies by "
+                   f"[{_ch(ic.scale)}] (std [{_ch(std)}])" if ic.domain == "x128" else
+                   f"the uint8 input {name!r} is normalized in the model with mean [{_ch(mean)}] and std [{_ch(std)}] "
+                   f"({'; '.join(ic.in_model)})")
+            yield make_finding(
+                "P210", f"{stage.name}: {how} on 0..255 pixels: these are values of a [0, 1] pipeline; use mean "
+                f"{_ch([255 * m for m in mean])} and scale {_ch([1 / (255 * s) if s else float('inf') for s in std])} "
+                "(255*mean, 1/(255*std))",
+                stage=stage.name, location={"tensor": name, **({"node": ic.node} if ic.node else {})},
+                evidence={"mean": mean, "std": std, "suggested_mean": [255 * m for m in mean],
+                          "suggested_scale": [1 / (255 * s) if s else None for s in std]})

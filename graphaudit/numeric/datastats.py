@@ -7,6 +7,8 @@ from typing import Iterable
 
 import numpy as np
 
+from .samplestats import SampleSet
+
 __all__ = ["InputStats", "data_stats", "guess_layout", "stats_dict"]
 
 
@@ -27,7 +29,8 @@ class InputStats:
     """Statistics of one input over all samples.
 
     ``channel_*`` are per channel along the guessed channel axis (rank-4 data), else one entry.
-    ``constant_samples`` counts samples whose values are all equal.
+    ``per_sample`` holds per-image statistics (a batched sample counts once per image): constant images,
+    spatial correlation, near-duplicates (:mod:`graphaudit.numeric.samplestats`).
     """
 
     name: str
@@ -39,10 +42,15 @@ class InputStats:
     maximum: float = float("-inf")
     channel_mean: list[float] = field(default_factory=list)
     channel_std: list[float] = field(default_factory=list)
-    constant_samples: int = 0
+    per_sample: SampleSet = field(default_factory=SampleSet)
     _n: int = 0
     _s: np.ndarray | None = None
     _ss: np.ndarray | None = None
+
+    @property
+    def constant_samples(self) -> int:
+        """Number of images whose values are all equal."""
+        return len(self.per_sample.constant)
 
     @property
     def mean(self) -> float:
@@ -78,7 +86,8 @@ def data_stats(samples: Iterable[dict[str, np.ndarray]], max_samples: int | None
             if v.size:
                 st.minimum = min(st.minimum, float(v.min()))
                 st.maximum = max(st.maximum, float(v.max()))
-                st.constant_samples += int(v.min() == v.max())
+            for image in (v if v.ndim == 4 and axis is not None else [None]):  # per image of a batch
+                st.per_sample.add(v if image is None else image[None], axis)
     for st in out.values():
         if st._n:
             m = st._s / st._n
@@ -91,4 +100,4 @@ def stats_dict(st: InputStats) -> dict:
     """JSON-ready statistics of one input."""
     return {"dtype": st.dtype, "shape": list(st.shape), "layout": st.layout, "samples": st.samples,
             "min": st.minimum, "max": st.maximum, "channel_mean": st.channel_mean, "channel_std": st.channel_std,
-            "constant_samples": st.constant_samples}
+            "constant_samples": st.constant_samples, "per_sample": st.per_sample.to_dict()}

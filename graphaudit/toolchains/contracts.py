@@ -32,8 +32,10 @@ class InputContract:
 
     ``mean``/``scale`` (per channel, 0..255 domain) and ``color`` ("RGB"/"BGR"/"") come from the
     stage's decoded HzPreprocess when ``domain == "x128"``; ``layout`` is ``"NCHW"`` or ``"NHWC"``
-    for rank-4 inputs (from HzPreprocess ``data_format``, else from the position of a dim of size
-    1, 3 or 4), ``""`` otherwise.
+    for rank-4 inputs (from HzPreprocess ``data_format``, else declared by the conversion config's
+    ``input_layout_train``, else from the position of a dim of size 1, 3 or 4), ``""`` otherwise.
+    ``layout_source``/``color_source`` say where each came from; ``node`` is the HzPreprocess node id;
+    ``in_model`` describes the preprocessing the model performs itself (one string per op).
     """
 
     stage: str
@@ -46,6 +48,28 @@ class InputContract:
     scale: list[float] | None = None
     color: str = ""
     in_model: list[str] = field(default_factory=list)
+    layout_source: str = ""
+    color_source: str = ""
+    node: str = ""
+    ops: list[tuple[str, list[float] | None]] = field(default_factory=list)
+
+    def normalization(self) -> tuple[list[float], list[float]] | None:
+        """The model's own ``(mean, std)`` per channel, in the units of the input: from HzPreprocess
+        (0..255 domain, std = 1/scale), or from the first leading Sub/Add and Div/Mul by constants
+        (``(x - mean) / std``; Add by c is mean -c, Mul by c is std 1/c); ``None`` when it does neither."""
+        if self.domain == "x128" and self.mean and self.scale:
+            return list(self.mean), [1.0 / s if s else float("inf") for s in self.scale]
+        mean = std = None
+        for op, vals in self.ops:
+            if vals is None or not op:
+                continue
+            if op in ("Sub", "Add") and mean is None and std is None:
+                mean = vals if op == "Sub" else [-v for v in vals]
+            elif op in ("Div", "Mul") and std is None:
+                std = vals if op == "Div" else [1.0 / v if v else float("inf") for v in vals]
+        if mean is None and std is None:
+            return None
+        return mean or [0.0], std or [1.0]
 
     @property
     def normalizes(self) -> bool:
@@ -70,10 +94,13 @@ def _guess_layout(shape: tuple | None) -> str:
 _ELEMENTWISE = ("Sub", "Div", "Mul", "Add")
 
 
-def _leading_ops(stage: StageGraph, name: str) -> list[str]:
+def _leading_ops(stage: StageGraph, name: str) -> list[tuple[str, str, list[float] | None]]:
     """Preprocessing a model performs right after a graph input: a chain of single consumers that are
-    Cast, a layout Transpose, or Sub/Div/Mul/Add with a constant operand (values shown rounded)."""
-    out: list[str] = []
+    Cast, a layout Transpose, or Sub/Div/Mul/Add with a constant operand.
+
+    Returns ``(description, op_type, constant values or None)`` per op (descriptions show values rounded).
+    """
+    out: list[tuple[str, str, list[float] | None]] = []
     cur = name
     for _ in range(8):
         cons = stage.tensors[cur].consumers if cur in stage.tensors else []
@@ -81,17 +108,20 @@ def _leading_ops(stage: StageGraph, name: str) -> list[str]:
             break
         n = stage.nodes[cons[0][0]]
         if n.op_type == "Cast":
-            out.append(f"Cast from {stage.tensors[cur].dtype or '?'}")
+            out.append((f"Cast from {stage.tensors[cur].dtype or '?'}", "Cast", None))
         elif n.op_type == "Transpose":
-            out.append(f"Transpose perm={n.attributes.get('perm')}")
+            out.append((f"Transpose perm={n.attributes.get('perm')}", "Transpose", None))
         elif n.op_type in _ELEMENTWISE and len(n.inputs) == 2:
             other = n.inputs[1 - cons[0][1]]
             t = stage.tensors.get(other)
             if t is None or not t.is_param:
                 break
             v = t.value()
-            shown = ", ".join(f"{x:.4g}" for x in np.asarray(v, np.float64).ravel()[:4]) if v is not None else "?"
-            out.append(f"{n.op_type} [{shown}]")
+            vals = [float(x) for x in np.asarray(v, np.float64).ravel()[:64]] if v is not None else None
+            shown = ", ".join(f"{x:.4g}" for x in vals[:4]) if vals is not None else "?"
+            # Sub/Div by a constant first operand (c - x, c / x) is not a normalization step
+            first = cons[0][1] == 0
+            out.append((f"{n.op_type} [{shown}]", n.op_type if first or n.op_type in ("Add", "Mul") else "", vals))
         elif n.op_type == "HzPreprocess":
             break
         else:
@@ -102,8 +132,40 @@ def _leading_ops(stage: StageGraph, name: str) -> list[str]:
     return out
 
 
-def stage_contracts(stage: StageGraph) -> dict[str, InputContract]:
-    """Contract of every graph input of a stage (graph input name -> :class:`InputContract`)."""
+def _config_inputs(stage: StageGraph, config) -> dict[str, object]:
+    """Graph input name -> the conversion config's entry for it (by name; a single input matches a single one)."""
+    if config is None or not getattr(config, "inputs", None):
+        return {}
+    by_name = {ci.name: ci for ci in config.inputs if ci.name}
+    out = {n: by_name[n] for n in stage.inputs if n in by_name}
+    if not out and len(config.inputs) == 1 and len(stage.inputs) == 1:
+        out[stage.inputs[0]] = config.inputs[0]
+    return out
+
+
+def _declare(ic: InputContract, ci, role: str, config) -> None:
+    """Apply what the conversion config declares (HORIZON.md section 2): the train layout holds for every ONNX
+    stage but the 1.x quantized one (int8 NHWC); rgb/bgr train types give the colour order."""
+    where = getattr(config, "path", "") or "config"
+    layout = (getattr(ci, "layout_train", None) or "").upper()
+    if layout in ("NCHW", "NHWC") and role != "quantized" and ic.layout_source != "HzPreprocess data_format" \
+            and ic.shape is not None and len(ic.shape) == 4:
+        ic.layout, ic.layout_source = layout, f"input_layout_train {layout} in {where}"
+    train = (getattr(ci, "type_train", None) or "").lower()
+    if train in ("rgb", "bgr") and not ic.color:
+        ic.color, ic.color_source = train.upper(), f"input_type_train {train} in {where}"
+
+
+def stage_contracts(stage: StageGraph, config=None) -> dict[str, InputContract]:
+    """Contract of every graph input of a stage (graph input name -> :class:`InputContract`).
+
+    Parameters
+    ----------
+    stage : StageGraph
+    config : graphaudit.config.ConversionConfig, optional
+        The conversion YAML: its ``input_layout_train`` and ``input_type_train`` declare layout and
+        colour order where the model itself (HzPreprocess) does not say.
+    """
     pre = {}
     for n in stage.nodes.values():
         if n.op_type == "HzPreprocess":
@@ -119,10 +181,18 @@ def stage_contracts(stage: StageGraph) -> dict[str, InputContract]:
             mean = ", ".join(f"{x:.4g}" for x in info.mean)
             scale = ", ".join(f"{x:.4g}" for x in info.scale)
             out[name] = InputContract(stage.name, name, t.dtype, t.shape, "x128", info.data_format.upper(), info.mean,
-                                      info.scale, color, [f"HzPreprocess mean [{mean}] scale [{scale}]"])
+                                      info.scale, color, [f"HzPreprocess mean [{mean}] scale [{scale}]"],
+                                      layout_source="HzPreprocess data_format",
+                                      color_source=f"HzPreprocess input_type {info.input_type}" if color else "",
+                                      node=info.node)
         else:
-            out[name] = InputContract(stage.name, name, t.dtype, t.shape, "float", _guess_layout(t.shape),
-                                      in_model=_leading_ops(stage, name))
+            layout = _guess_layout(t.shape)
+            ops = _leading_ops(stage, name)
+            out[name] = InputContract(stage.name, name, t.dtype, t.shape, "float", layout,
+                                      in_model=[d for d, _, _ in ops], layout_source="shape" if layout else "",
+                                      ops=[(op, v) for _, op, v in ops])
+    for name, ci in _config_inputs(stage, config).items():
+        _declare(out[name], ci, stage.role, config)
     return out
 
 
