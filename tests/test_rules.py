@@ -51,6 +51,8 @@ def _run_example(tmp_path, case):
         p = save_text(tmp_path, f"s{i}.onnx", s["model"])
         stages.append(load_stage(p, role=s["role"], name=f"{s['role']}{i}"))
     if case.get("data"):
+        import numpy as np
+
         from graphaudit.inputcheck import check_inputs
 
         np.save(tmp_path / "data.npy", _example_data(case["data"]))
