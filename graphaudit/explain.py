@@ -10,6 +10,7 @@ from .checks import AuditContext, run_checks
 from .checks.structure import custom_ops
 from .classify import Change, Coverage, classify, coverage
 from .errors import StagesUnrelatedError
+from .findings import severity_rank
 from .lineage import Lineage, align_chain
 from .load import load_stage
 from .report import AuditReport, make_transition, summarize_stage
@@ -31,6 +32,7 @@ class Audit:
     changes: list[list[Change]]
     coverage: list[Coverage]
     report: AuditReport
+    config: object | None = None  # graphaudit.config.ConversionConfig when a conversion YAML was given
 
 
 def load_pipeline(paths: list[str | os.PathLike], source: str | os.PathLike | None = None) -> list[StageGraph]:
@@ -44,8 +46,12 @@ def load_pipeline(paths: list[str | os.PathLike], source: str | os.PathLike | No
     return [load_stage(f.path, role=f.role, name=f.name) for f in files]
 
 
-def audit(stages: list[StageGraph], title: str = "") -> Audit:
+def audit(stages: list[StageGraph], title: str = "", config=None) -> Audit:
     """Align, classify and check already-loaded stages (pipeline order).
+
+    With ``config`` (a :class:`graphaudit.config.ConversionConfig`), the conversion YAML is linted
+    against the stages (C3xx findings join the report) and declares layout and colour order of the
+    stages' inputs for the input and numeric checks.
 
     Raises
     ------
@@ -61,13 +67,18 @@ def audit(stages: list[StageGraph], title: str = "") -> Audit:
             raise StagesUnrelatedError(
                 f"{al.a.path} and {al.b.path}: the stages share almost no structure ({cov.a_ratio:.0%} and "
                 f"{cov.b_ratio:.0%} of their nodes align); are they stages of the same model, in pipeline order?")
-    ctx = AuditContext(stages=stages, lineage=lineage, changes=changes, coverage=covs)
-    findings = run_checks(ctx)
+    ctx = AuditContext(stages=stages, lineage=lineage, changes=changes, coverage=covs, config=config)
+    findings = [f for f in run_checks(ctx) if not f.code.startswith("C")]
+    if config is not None:
+        from .config import lint_config
+
+        findings.extend(lint_config(config, stages=stages))
+        findings.sort(key=lambda f: (severity_rank(f.severity), f.code))
     report = AuditReport(
         stages=[summarize_stage(s, custom_ops(s)) for s in stages],
         transitions=[make_transition(a, b, ch, cv) for a, b, ch, cv in zip(stages, stages[1:], changes, covs)],
         findings=findings, title=title, tool_version=__version__)
-    return Audit(stages, lineage, changes, covs, report)
+    return Audit(stages, lineage, changes, covs, report, config)
 
 
 def explain(paths: list[str | os.PathLike], source: str | os.PathLike | None = None, title: str = "") -> AuditReport:

@@ -53,7 +53,8 @@ def attach_input_findings(au, data: str | os.PathLike, data_stage: int, raw_dtyp
     anything the toolchain did)."""
     from .findings import severity_rank
 
-    stats, findings = check_inputs(au.stages, data, data_stage, raw_dtype, raw_shape, max_samples, config)
+    stats, findings = check_inputs(au.stages, data, data_stage, raw_dtype, raw_shape, max_samples,
+                                   config if config is not None else au.config)
     known = {(f.code, f.stage, f.message) for f in au.report.findings}  # data-free rules (P210) ran in the audit
     au.report.findings.extend(f for f in findings if (f.code, f.stage, f.message) not in known)
     au.report.findings.sort(key=lambda f: (severity_rank(f.severity), not f.code.startswith("P"), f.code))

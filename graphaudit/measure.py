@@ -83,9 +83,10 @@ def measure(au: Audit, data: str | os.PathLike | None = None, random: int | None
     tick = progress(total) if progress else None
     names = [str(f) for f in src.files] if len(getattr(src, "files", [])) == len(src) else None
     results = compare_stages(au.stages, au.lineage.alignments, au.changes, src, idx, src.domain, threshold,
-                             isolated, tick, names, max_samples)
+                             isolated, tick, names, max_samples, config=au.config)
     au.report.numeric = [transition_dict(r) for r in results]
-    ctx = AuditContext(stages=au.stages, lineage=au.lineage, changes=au.changes, coverage=au.coverage, numeric=results)
+    ctx = AuditContext(stages=au.stages, lineage=au.lineage, changes=au.changes, coverage=au.coverage, numeric=results,
+                       config=au.config)
     au.report.findings.extend(run_checks(ctx, NUMERIC_CODES))
     au.report.findings.sort(key=lambda f: (severity_rank(f.severity), f.code))
     return results

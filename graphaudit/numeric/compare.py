@@ -180,7 +180,8 @@ def compare_stages(stages: list[StageGraph], alignments: list[Alignment], change
                    samples: Iterable[dict[str, np.ndarray]], data_stage: int, data_domain: str = "tensor",
                    threshold: float = DEFAULT_COSINE_THRESHOLD, isolated: bool = True,
                    progress: Callable[[int], None] | None = None,
-                   sample_names: list[str] | None = None, max_samples: int | None = None) -> list[TransitionNumeric]:
+                   sample_names: list[str] | None = None, max_samples: int | None = None,
+                   config=None) -> list[TransitionNumeric]:
     """Compare every consecutive stage pair on the same samples.
 
     Parameters
@@ -203,6 +204,8 @@ def compare_stages(stages: list[StageGraph], alignments: list[Alignment], change
         A label per sample (its file) for error messages.
     max_samples : int, optional
         Stop after this many samples.
+    config : graphaudit.config.ConversionConfig, optional
+        Declares layout and colour order where a stage does not (see :func:`stage_contracts`).
 
     Returns
     -------
@@ -213,7 +216,7 @@ def compare_stages(stages: list[StageGraph], alignments: list[Alignment], change
     GraphAuditError
         A stage cannot be lowered/loaded, or the data do not fit a stage's inputs.
     """
-    contracts = [stage_contracts(s) for s in stages]
+    contracts = [stage_contracts(s, config) for s in stages]
     norm = pipeline_normalization(contracts)
     pairs = [_pairs(al, ch) for al, ch in zip(alignments, changes)]
     capture: list[set[str]] = [set() for _ in stages]
