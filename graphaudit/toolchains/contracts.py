@@ -32,8 +32,9 @@ class InputContract:
 
     ``mean``/``scale`` (per channel, 0..255 domain) and ``color`` ("RGB"/"BGR"/"") come from the
     stage's decoded HzPreprocess when ``domain == "x128"``; ``layout`` is ``"NCHW"`` or ``"NHWC"``
-    for rank-4 inputs (from HzPreprocess ``data_format``, else declared by the conversion config's
-    ``input_layout_train``, else from the position of a dim of size 1, 3 or 4), ``""`` otherwise.
+    for rank-4 inputs (from HzPreprocess ``data_format``; else from the ops that read the input: a
+    channel-first op such as Conv, or a Transpose to NCHW; else declared by the conversion config's
+    ``input_layout_train``; else from the position of a dim of size 1, 3 or 4), ``""`` otherwise.
     ``layout_source``/``color_source`` say where each came from; ``node`` is the HzPreprocess node id;
     ``in_model`` describes the preprocessing the model performs itself (one string per op).
     """
@@ -132,6 +133,45 @@ def _leading_ops(stage: StageGraph, name: str) -> list[tuple[str, str, list[floa
     return out
 
 
+#: Ops whose rank-4 data input is channel-first by the ONNX operator spec (X: N x C x H x W).
+_CHANNEL_FIRST = {"Conv", "ConvTranspose", "ConvInteger", "QLinearConv", "BatchNormalization", "InstanceNormalization",
+                  "MaxPool", "AveragePool", "LpPool", "GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool",
+                  "SpaceToDepth", "DepthToSpace"}
+#: Ops looked through on the way from a graph input to the op that tells its layout.
+_PASS_THROUGH = {"Cast", "Sub", "Div", "Mul", "Add", "Identity", "QuantizeLinear", "DequantizeLinear", "HzCalibration"}
+
+
+def _consumer_layout(stage: StageGraph, name: str) -> tuple[str, str]:
+    """Layout of a rank-4 graph input told by the ops that read it: ``("NCHW", "Conv consumer")`` when every
+    path (through Cast, elementwise constants, Q/DQ and HzCalibration) reaches a channel-first op, ``("NHWC",
+    ...)`` when it reaches a Transpose with perm [0, 3, 1, 2] (and NCHW for perm [0, 2, 3, 1]); ``("", "")``
+    when the consumers do not say or disagree."""
+    verdicts: set[tuple[str, str]] = set()
+    frontier, seen = [name], {name}
+    for _ in range(8):
+        nxt = []
+        for cur in frontier:
+            for node_id, _slot in (stage.tensors[cur].consumers if cur in stage.tensors else []):
+                n = stage.nodes[node_id]
+                if n.op_type in _PASS_THROUGH and n.outputs and n.outputs[0] and n.outputs[0] not in seen:
+                    seen.add(n.outputs[0])
+                    nxt.append(n.outputs[0])
+                elif n.op_type in _CHANNEL_FIRST:
+                    verdicts.add(("NCHW", f"{n.op_type} consumer"))
+                elif n.op_type == "Transpose" and list(n.attributes.get("perm") or []) in ([0, 3, 1, 2], [0, 2, 3, 1]):
+                    perm = list(n.attributes["perm"])
+                    verdicts.add(("NHWC" if perm == [0, 3, 1, 2] else "NCHW", f"Transpose perm={perm} consumer"))
+                else:
+                    verdicts.add(("", ""))
+        frontier = nxt
+        if not frontier:
+            break
+    layouts = {v[0] for v in verdicts}
+    if len(layouts) == 1 and "" not in layouts:
+        return sorted(verdicts)[0]
+    return "", ""
+
+
 def _config_inputs(stage: StageGraph, config) -> dict[str, object]:
     """Graph input name -> the conversion config's entry for it (by name; a single input matches a single one)."""
     if config is None or not getattr(config, "inputs", None):
@@ -148,7 +188,7 @@ def _declare(ic: InputContract, ci, role: str, config) -> None:
     stage but the 1.x quantized one (int8 NHWC); rgb/bgr train types give the colour order."""
     where = getattr(config, "path", "") or "config"
     layout = (getattr(ci, "layout_train", None) or "").upper()
-    if layout in ("NCHW", "NHWC") and role != "quantized" and ic.layout_source != "HzPreprocess data_format" \
+    if layout in ("NCHW", "NHWC") and role != "quantized" and ic.layout_source in ("", "shape") \
             and ic.shape is not None and len(ic.shape) == 4:
         ic.layout, ic.layout_source = layout, f"input_layout_train {layout} in {where}"
     train = (getattr(ci, "type_train", None) or "").lower()
@@ -186,10 +226,13 @@ def stage_contracts(stage: StageGraph, config=None) -> dict[str, InputContract]:
                                       color_source=f"HzPreprocess input_type {info.input_type}" if color else "",
                                       node=info.node)
         else:
-            layout = _guess_layout(t.shape)
+            layout, source = _consumer_layout(stage, name) if t.shape is not None and len(t.shape) == 4 else ("", "")
+            if not layout:
+                layout = _guess_layout(t.shape)
+                source = "shape" if layout else ""
             ops = _leading_ops(stage, name)
             out[name] = InputContract(stage.name, name, t.dtype, t.shape, "float", layout,
-                                      in_model=[d for d, _, _ in ops], layout_source="shape" if layout else "",
+                                      in_model=[d for d, _, _ in ops], layout_source=source,
                                       ops=[(op, v) for _, op, v in ops])
     for name, ci in _config_inputs(stage, config).items():
         _declare(out[name], ci, stage.role, config)
