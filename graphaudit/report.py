@@ -13,7 +13,7 @@ from .stage import StageGraph
 __all__ = ["SCHEMA_VERSION", "AuditReport", "StageSummary", "Transition", "summarize_stage", "make_transition"]
 
 #: Version of the JSON layout written by :meth:`AuditReport.to_dict` (documented in README.md).
-SCHEMA_VERSION = "1.1"
+SCHEMA_VERSION = "1.2"
 
 
 @dataclass
@@ -102,6 +102,9 @@ class AuditReport:
     title: str = ""
     tool_version: str = ""
     numeric: list[dict[str, Any]] | None = None
+    #: 1.2: the toolchain's own per-node similarity (hb_mapper/hb_compile log or quant_info.json) mapped
+    #: onto the stages, see :func:`graphaudit.toolchain_log.toolchain_section`; None when no log was read.
+    toolchain: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict: ``{"schema_version", "tool", "title", "stages", "transitions", "findings"}``."""
@@ -110,7 +113,7 @@ class AuditReport:
                 "stages": [vars(s) for s in self.stages],
                 "transitions": [vars(t) for t in self.transitions],
                 "findings": [f.to_dict() for f in self.findings],
-                "numeric": self.numeric}
+                "numeric": self.numeric, "toolchain": self.toolchain}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "AuditReport":
@@ -121,4 +124,4 @@ class AuditReport:
                    transitions=[Transition(**t) for t in d["transitions"]],
                    findings=[Finding.from_dict(f) for f in d["findings"]],
                    title=d.get("title", ""), tool_version=d.get("tool", {}).get("version", ""),
-                   numeric=d.get("numeric"))
+                   numeric=d.get("numeric"), toolchain=d.get("toolchain"))

@@ -12,7 +12,8 @@ from rich.text import Text
 from ..catalogue import Rule
 from ..report import AuditReport, Transition
 
-__all__ = ["render_explain", "render_diff", "render_rules", "render_numeric", "render_findings", "render_input_stats"]
+__all__ = ["render_explain", "render_diff", "render_rules", "render_numeric", "render_findings", "render_input_stats",
+           "render_toolchain"]
 
 _SEV_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 _KIND_STYLE = {"fused": "magenta", "replaced": "blue", "modified": "yellow", "inserted": "green",
@@ -98,6 +99,7 @@ def render_explain(report: AuditReport, console: Console, verbose: bool = False)
     for tr in report.transitions:
         _transition(console, tr, verbose)
     render_numeric(report, console)
+    render_toolchain(report, console, verbose)
     render_findings(report, console, verbose)
 
 
@@ -184,3 +186,45 @@ def render_input_stats(stats: dict, stage, console: Console) -> None:
                   f"[{st.minimum:.4g}, {st.maximum:.4g}]", ", ".join(f"{x:.4g}" for x in st.channel_mean),
                   ", ".join(f"{x:.4g}" for x in st.channel_std))
     console.print(t)
+
+
+def _cos_key(x) -> float:
+    """Sort key of a cosine: nan first (the toolchain could not compare), missing last."""
+    if x is None:
+        return 2.0
+    if isinstance(x, str):
+        return -2.0 if x == "nan" else 2.0
+    return x
+
+
+def render_toolchain(report: AuditReport, console: Console, verbose: bool = False, top: int = 10) -> None:
+    """Print the toolchain's own per-node similarity beside graphaudit's: worst rows first, ``top`` unless verbose."""
+    tc = report.toolchain
+    if not tc:
+        return
+    tool = " ".join(x for x in (tc["tool"], tc["toolchain_version"]) if x)
+    console.print(Text("\nToolchain similarity vs graphaudit", style="bold"))
+    console.print(Text(f"  {tool}, {tc['source'].rsplit('/', 1)[-1]}: {tc['nodes_total']} node rows, "
+                       f"{tc['nodes_mapped']} found in {tc['stage'] or 'no stage'}"))
+    rows = [n for n in tc["nodes"] if n["cosine"] is not None]
+    if not rows:
+        console.print("  the file has no per-node cosine similarity (checker log, aborted run or skip mode)")
+    else:
+        console.print(Text("  toolchain: its own model vs float on its calibration data; graphaudit: "
+                           + (tc["compared"] + " on this run's samples" if tc["compared"]
+                              else "no numeric run (--data / --random)"), style="dim"))
+        rows.sort(key=lambda n: _cos_key(n["cosine"]))
+        shown = rows if verbose else rows[:top]
+        t = Table(box=None, pad_edge=False)
+        for col in ("node", "type", "ON", "toolchain cosine", "graphaudit cosine", f"node in {tc['stage'] or '-'}"):
+            t.add_column(col, overflow="fold")
+        for n in shown:
+            t.add_row(escape(("..." if n["truncated"] else "") + n["node"]), escape(n["type"] or "-"), n["on"] or "-",
+                      _fmt(n["cosine"], ".6f"), _fmt(n["graphaudit_cosine"], ".6f"), escape(n["node_id"] or "-"))
+        console.print(t)
+        if len(rows) > len(shown):
+            console.print(Text(f"  ... {len(rows) - len(shown)} more rows (--verbose)", style="dim"))
+    for o in tc["outputs"]:
+        console.print(f"  output {escape(o['output'])}: toolchain cosine {_fmt(o['cosine'], '.6f')}, L1 "
+                      f"{_fmt(o['l1'], '.6g')}, L2 {_fmt(o['l2'], '.6g')}, Chebyshev {_fmt(o['chebyshev'], '.6g')}; "
+                      f"graphaudit cosine {_fmt(o['graphaudit_cosine'], '.6f')}")

@@ -1,0 +1,194 @@
+"""Put a Horizon log's per-node similarity into a report, mapped onto the stages, beside graphaudit's cosine."""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+from .stage import StageGraph
+from .toolchains.hblog import NodeRow, ToolchainLog, find_toolchain_files, parse_log, parse_quant_info
+
+__all__ = ["load_toolchain_file", "toolchain_section", "attach_toolchain_log", "pick_toolchain_file"]
+
+#: Stage roles whose node names the toolchain's table uses, in order of preference (the table lists
+#: calibrated/quantized nodes, which keep the optimized_float names; HORIZON.md sections 1 and 5).
+_MAP_ROLES = ("calibrated", "optimized", "ptq", "quantized")
+#: Single-input wrappers whose output carries the node's fake-quantized value in the calibrated stage.
+_WRAPPERS = ("HzCalibration", "QuantizeLinear", "DequantizeLinear", "HzQuantize", "HzDequantize")
+
+
+def load_toolchain_file(path: str | os.PathLike) -> ToolchainLog:
+    """Parse a log (:func:`parse_log`) or, for a ``.json`` file, a quant_info file (:func:`parse_quant_info`).
+
+    Raises
+    ------
+    GraphAuditError
+    """
+    p = Path(path)
+    return parse_quant_info(p) if p.suffix.lower() == ".json" else parse_log(p)
+
+
+def pick_toolchain_file(paths: list[str | os.PathLike]) -> Path | None:
+    """The best toolchain side file for the stage paths the user gave (see :func:`find_toolchain_files`):
+    a makertbin / hb_compile log, else a quant_info file, else another hb_mapper log (a checker log has
+    no similarity), else None. Nothing is parsed."""
+    if not paths:
+        return None
+    found = find_toolchain_files(Path(paths[0]))
+    converting = [p for p in found.logs if p.name.startswith(("hb_mapper_makertbin", "hb_compile"))]
+    return (converting or found.quant_info or found.logs or [None])[0]
+
+
+def _json_float(x: float | None) -> float | str | None:
+    if x is None or math.isfinite(x):
+        return x
+    return "nan" if math.isnan(x) else ("inf" if x > 0 else "-inf")
+
+
+def _map_stage(stages: list[StageGraph]) -> StageGraph | None:
+    for role in _MAP_ROLES:
+        for st in stages:
+            if st.role == role:
+                return st
+    return None
+
+
+def _node_id(row: NodeRow, by_name: dict[str, str], names: list[str], st: StageGraph) -> str | None:
+    """Stage node id of a table row: by name; a cut name (``...`` + end) by unique suffix; a 3.x display
+    name ``Conv+Relu`` by its last part; a quant_info row by the producer of its first output."""
+    if row.node in by_name:
+        return by_name[row.node]
+    if row.truncated:
+        hits = [n for n in names if n.endswith(row.node)]
+        return by_name[hits[0]] if len(hits) == 1 else None
+    if "+" in row.node and row.node.rsplit("+", 1)[1] in by_name:
+        return by_name[row.node.rsplit("+", 1)[1]]
+    if row.outputs and row.outputs[0] in st.tensors:
+        return st.tensors[row.outputs[0]].producer
+    return None
+
+
+def _wrapped(st: StageGraph, tensor: str) -> list[str]:
+    """``tensor`` and the outputs of the single-consumer wrapper chain on it (HzCalibration, Q/DQ)."""
+    chain = [tensor]
+    while len(chain) < 8:
+        cons = st.tensors[chain[-1]].consumers if chain[-1] in st.tensors else []
+        nxt = [st.nodes[c].outputs[0] for c, _slot in cons if st.nodes[c].op_type in _WRAPPERS and st.nodes[c].outputs]
+        if len(nxt) != 1:
+            break
+        chain.append(nxt[0])
+    return chain
+
+
+def _numeric_for(numeric: list[dict] | None, stage: str) -> dict | None:
+    """The numeric transition that ends at ``stage`` (optimized -> calibrated when mapping to calibrated)."""
+    for tr in numeric or []:
+        if tr.get("b") == stage:
+            return tr
+    return None
+
+
+def _graphaudit_cosine(tr: dict | None, by_a: dict, by_b: dict, st: StageGraph, node_id: str | None,
+                       name: str) -> tuple[Any, str | None]:
+    """(cosine, b tensor) of graphaudit's numeric entry for a node's first output, preferring the wrapped
+    (fake-quantized) value, which is what the toolchain compares."""
+    if tr is None:
+        return None, None
+    outs = list(st.nodes[node_id].outputs) if node_id else []
+    if not outs and name in st.tensors:  # output tables of hb_mapper 1.18 name graph outputs
+        outs = [name]
+    if not outs:
+        return None, None
+    for t in reversed(_wrapped(st, outs[0])):
+        if t in by_b:
+            return by_b[t]["cosine"], t
+    if outs[0] in by_a:
+        return by_a[outs[0]]["cosine"], by_a[outs[0]]["b_tensor"]
+    return None, None
+
+
+def toolchain_section(log: ToolchainLog, stages: list[StageGraph],
+                      numeric: list[dict] | None = None) -> dict[str, Any]:
+    """The report's ``toolchain`` section: the log's rows mapped onto a stage, with graphaudit's cosine.
+
+    Parameters
+    ----------
+    log : ToolchainLog
+    stages : list of StageGraph
+        The pipeline; rows are mapped onto the calibrated stage (else optimized, ptq, quantized) by
+        node name (``node_id`` None when no node of that name exists there).
+    numeric : list of dict, optional
+        ``report.numeric`` (:func:`graphaudit.numeric.compare.transition_dict` entries). The entry
+        ending at the mapped stage (optimized -> calibrated) gives ``graphaudit_cosine`` of the node's
+        first output (after its HzCalibration when it has one), on graphaudit's samples.
+
+    Returns
+    -------
+    dict
+        ``{"source", "tool", "toolchain_version", "horizon_nn_version", "hbdk_version", "config_line",
+        "stage", "compared", "nodes_total", "nodes_mapped", "nodes": [...], "outputs": [...],
+        "warnings"}``; cosines are floats, ``"nan"`` or None.
+    """
+    st = _map_stage(stages)
+    by_name = {n.name: n.id for n in st.nodes.values() if n.name} if st else {}
+    names = sorted(by_name)
+    tr = _numeric_for(numeric, st.name) if st else None
+    by_a = {t["a_tensor"]: t for t in (tr or {}).get("tensors", [])}
+    by_b = {t["b_tensor"]: t for t in (tr or {}).get("tensors", [])}
+    nodes = []
+    for row in log.nodes:
+        nid = _node_id(row, by_name, names, st) if st else None
+        gcos, gt = _graphaudit_cosine(tr, by_a, by_b, st, nid, row.node) if st else (None, None)
+        nodes.append({"node": row.node, "truncated": row.truncated, "line": row.line, "node_id": nid,
+                      "on": row.on, "subgraph": row.subgraph, "type": row.type, "cosine": _json_float(row.cosine),
+                      "threshold": _json_float(row.threshold), "dtype": row.dtype, "extra": dict(row.extra),
+                      "graphaudit_cosine": gcos, "graphaudit_tensor": gt})
+    outputs = []
+    for o in log.outputs:
+        tensor = o.output if st and o.output in st.tensors else None
+        if st and tensor is None and o.output in by_name:  # hb_mapper 1.18 names the output's node
+            outs = st.nodes[by_name[o.output]].outputs
+            tensor = outs[0] if outs else None
+        gcos = None
+        if tr is not None and tensor is not None:
+            hit = next((t for t in tr.get("outputs", []) if tensor in (t["b_tensor"], t["a_tensor"])), None)
+            gcos = hit["cosine"] if hit else None
+        outputs.append({"output": o.output, "line": o.line, "tensor": tensor, "cosine": _json_float(o.cosine),
+                        "l1": _json_float(o.l1), "l2": _json_float(o.l2), "chebyshev": _json_float(o.chebyshev),
+                        "extra": dict(o.extra), "graphaudit_cosine": gcos})
+    return {"source": log.path, "tool": log.tool, "toolchain_version": log.toolchain_version,
+            "horizon_nn_version": log.horizon_nn_version, "hbdk_version": log.hbdk_version,
+            "config_line": log.config_line, "stage": st.name if st else None,
+            "compared": f"{tr['a']} -> {tr['b']}" if tr else None,
+            "nodes_total": len(nodes), "nodes_mapped": sum(n["node_id"] is not None for n in nodes),
+            "nodes": nodes, "outputs": outputs, "warnings": list(log.warnings)}
+
+
+def attach_toolchain_log(au, log_path: str | os.PathLike | ToolchainLog) -> ToolchainLog:
+    """Parse a toolchain log or quant_info file and put :func:`toolchain_section` into ``au.report.toolchain``.
+
+    Call it after :func:`graphaudit.measure.measure` so that graphaudit's cosine stands beside the
+    toolchain's (without numeric results ``graphaudit_cosine`` is None).
+
+    Parameters
+    ----------
+    au : graphaudit.explain.Audit
+    log_path : path-like or ToolchainLog
+        ``hb_mapper_makertbin.log`` / ``hb_compile.log`` (any hb_mapper/hb_compile log) or
+        ``*_quant_info.json``, or an already parsed file.
+
+    Returns
+    -------
+    ToolchainLog
+        The parsed file (its ``config_text`` for config checks).
+
+    Raises
+    ------
+    GraphAuditError
+        The file cannot be read or is not a toolchain log / quant_info file.
+    """
+    log = log_path if isinstance(log_path, ToolchainLog) else load_toolchain_file(log_path)
+    au.report.toolchain = toolchain_section(log, au.stages, au.report.numeric)
+    return log

@@ -1,0 +1,347 @@
+"""Parse Horizon toolchain side files: hb_mapper / hb_compile logs and ``*_quant_info.json``."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import GraphAuditError
+from .hbtable import NodeRow, OutputRow, TableReader, cell_float, column_titles, is_rule, is_table_header
+
+__all__ = ["NodeRow", "OutputRow", "ToolchainLog", "ToolchainFiles", "parse_log", "parse_quant_info",
+           "find_toolchain_files", "MAX_LINE_BYTES"]
+
+#: Longest log line read (bytes); a longer line means the file is not a toolchain log.
+MAX_LINE_BYTES = 1 << 20
+#: Most lines kept of the echoed YAML config (a real echo has a few dozen).
+MAX_CONFIG_LINES = 10_000
+#: Largest ``*_quant_info.json`` read whole (bytes).
+MAX_QUANT_INFO_BYTES = 256 << 20
+
+# "2024-06-21 11:26:37,456 file: x.py func: x line No: 73 msg" (hb_mapper >= 1.6) or
+# "2021-04-20 17:06:20,339 INFO msg" (older hb_mapper, as quoted in rdk_doc ptq_process.md).
+_PREFIX = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[,.]\d{3} "
+                     r"(?:file: \S+ func: \S+ line No: \d+ ?|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) )")
+_VERSION = re.compile(r"\b(hb_mapper|hb_compile|horizon_nn|HorizonNN|hmct|HMCT|hbdk|HBDK)[ \t]+version[ \t]*:?[ \t]*"
+                      r"([0-9][\w.+-]*)")
+_NAME_LIST = re.compile(r"(?:Model input names|input names)\s*:?\s*(\[.*\])")
+_IO_LINE = re.compile(r"^(Input|Output) name:\s+([^,\s]+)")
+
+
+@dataclass
+class ToolchainLog:
+    """What a Horizon log (or quant_info.json) says.
+
+    ``config_text`` is the YAML config echoed after "Dump config:"; its first line starts at
+    ``config_line`` (1-based) and character ``config_column`` (0-based) of the log, later lines at
+    column 0: see :meth:`config_position`. ``warnings`` lists rows that could not be split cleanly.
+    """
+
+    path: str
+    tool: str = "unknown"  # "hb_mapper makertbin" | "hb_mapper checker" | "hb_compile" | "quant_info.json"
+    hb_mapper_version: str | None = None
+    hb_compile_version: str | None = None
+    horizon_nn_version: str | None = None  # horizon_nn (1.x) or hmct (3.x)
+    hbdk_version: str | None = None
+    config_text: str | None = None
+    config_line: int | None = None
+    config_column: int = 0
+    input_names: list[str] = field(default_factory=list)
+    output_names: list[str] = field(default_factory=list)
+    nodes: list[NodeRow] = field(default_factory=list)
+    outputs: list[OutputRow] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def toolchain_version(self) -> str | None:
+        """Version of the conversion tool (hb_compile for 3.x, else hb_mapper)."""
+        return self.hb_compile_version or self.hb_mapper_version
+
+    def config_position(self, yaml_line: int, yaml_column: int = 0) -> tuple[int, int]:
+        """(log line, log column) of a 1-based line / 0-based column of :attr:`config_text`."""
+        if self.config_line is None:
+            raise ValueError(f"{self.path}: the log echoes no config")
+        return self.config_line + yaml_line - 1, yaml_column + (self.config_column if yaml_line == 1 else 0)
+
+
+def _open_text(path: Path):
+    try:
+        fh = open(path, "rb")
+    except FileNotFoundError as e:
+        raise GraphAuditError(f"{path}: no such file") from e
+    except IsADirectoryError as e:
+        raise GraphAuditError(f"{path}: is a directory, expected a toolchain log file") from e
+    except OSError as e:
+        raise GraphAuditError(f"{path}: cannot read ({e.strerror})") from e
+    return fh
+
+
+def _lines(path: Path):
+    """Yield (1-based number, text) of each line, streaming; GraphAuditError on binary data or a huge line."""
+    with _open_text(path) as fh:
+        n = 0
+        while True:
+            try:
+                raw = fh.readline(MAX_LINE_BYTES + 1)
+            except OSError as e:
+                raise GraphAuditError(f"{path}: cannot read ({e.strerror})") from e
+            if not raw:
+                if n == 0:
+                    raise GraphAuditError(f"{path}: empty file, expected an hb_mapper/hb_compile log")
+                return
+            n += 1
+            if len(raw) > MAX_LINE_BYTES:
+                raise GraphAuditError(f"{path}: line {n} is longer than {MAX_LINE_BYTES} bytes; "
+                                      "not an hb_mapper/hb_compile log")
+            if b"\x00" in raw:
+                raise GraphAuditError(f"{path}: binary data (NUL byte) on line {n}; not an hb_mapper/hb_compile log")
+            yield n, raw.decode("utf-8", errors="replace").rstrip("\r\n")
+
+
+def parse_log(path: str | Path) -> ToolchainLog:
+    """Parse an hb_mapper (1.x) or hb_compile (3.x) log, reading it line by line.
+
+    Space-aligned tables (hb_mapper 1.x, every layout in ``corpus/horizon/logs``: with or without
+    Cosine Similarity / Threshold / DataType / In/Out DataType columns, names cut to ``...`` + end,
+    a last row without padding) are split at the header's column offsets. Pipe-separated tables
+    (``| Node | NodeType | ON | Threshold | Calibrated Cosine | Quantized Cosine | Output Data Type |``
+    and ``| TensorName | Calibrated Cosine | Quantized Cosine |``) follow the column titles of the
+    OE 3.x ``horizon_tc_ui`` NodeInfo source (node_info.py); no real hb_compile 3.x log was available,
+    so that layout (a '|' between cells, '+---+' borders) is an assumption. When a log holds several
+    tables of a kind (several runs appended), the last one is kept and a warning says so. The YAML
+    config is read after a "Dump config:" line (the hb_mapper 1.x echo: its first line on the next log
+    line, the rest unprefixed); a log that echoes it otherwise leaves ``config_text`` None.
+
+    Returns
+    -------
+    ToolchainLog
+
+    Raises
+    ------
+    GraphAuditError
+        Missing or unreadable file, empty file, binary data, a line over :data:`MAX_LINE_BYTES`, or a
+        text file with nothing of a Horizon toolchain log (no version line, config echo or table).
+    """
+    p = Path(path)
+    log = ToolchainLog(path=str(p))
+    table: TableReader | None = None
+    pending_header: tuple[str, int] | None = None  # a space-aligned header waiting for its '----' rule
+    config_next = False
+    config_lines: list[str] | None = None
+    io_block: str | None = None  # "inputs" / "outputs" while reading "Graph input:" / "Graph output:"
+    tables = {"nodes": 0, "outputs": 0}
+
+    def close_table() -> None:
+        nonlocal table
+        if table is not None and table.rows:
+            tables[table.kind] += 1
+            if tables[table.kind] > 1:
+                log.warnings.append(f"{p}:{table.line}: another {table.kind} table; the last one is kept")
+            if table.kind == "nodes":
+                log.nodes = table.rows
+            else:
+                log.outputs = table.rows
+        table = None
+
+    for n, line in _lines(p):
+        m = _PREFIX.match(line)
+        msg = line[m.end():] if m else line
+        if m:
+            close_table()
+            pending_header = None
+            io_block = None
+            if config_lines is not None:
+                log.config_text = "\n".join(config_lines).rstrip() + "\n"
+                config_lines = None
+            if config_next:
+                config_next = False
+                config_lines, log.config_line, log.config_column = [msg], n, m.end()
+                continue
+            if msg.strip() == "Dump config:":
+                config_next = True
+            for name, ver in _VERSION.findall(msg):
+                key = {"HorizonNN": "horizon_nn", "hmct": "horizon_nn", "HMCT": "horizon_nn",
+                       "HBDK": "hbdk"}.get(name, name) + "_version"
+                if getattr(log, key) is None:
+                    setattr(log, key, ver)
+            if log.tool == "unknown":
+                for marker, tool in (("hb_mapper_makertbin", "hb_mapper makertbin"),
+                                     ("hb_mapper_checker", "hb_mapper checker"), ("hb_compile", "hb_compile")):
+                    if marker in line:
+                        log.tool = tool
+                        break
+            nm = _NAME_LIST.search(msg)
+            if nm and not log.input_names:
+                try:
+                    names = ast.literal_eval(nm.group(1))
+                    log.input_names = [str(x) for x in names] if isinstance(names, list) else []
+                except (ValueError, SyntaxError):
+                    pass
+            continue
+        if config_lines is not None:
+            if len(config_lines) < MAX_CONFIG_LINES:
+                config_lines.append(line)
+            elif len(config_lines) == MAX_CONFIG_LINES:
+                config_lines.append("")
+                log.warnings.append(f"{p}:{n}: config echo longer than {MAX_CONFIG_LINES} lines; the rest is ignored")
+            continue
+        stripped = line.strip()
+        if table is not None:
+            if not stripped:
+                close_table()
+                continue
+            if is_rule(stripped):
+                continue
+            if table.starts is None and "|" not in stripped:
+                close_table()
+            elif table.starts is None and is_table_header([c.strip() for c in stripped.strip("|").split("|")]):
+                close_table()  # the next table follows without a gap
+            else:
+                table.add(line, n, str(p), log.warnings)
+                continue
+        if stripped.startswith("|"):
+            titles = [c.strip() for c in stripped.strip("|").split("|")]
+            if is_table_header(titles):
+                table = TableReader(titles, None, n)
+                continue
+        cols = column_titles(line)
+        if cols and is_table_header([t for t, _ in cols]):
+            pending_header = (line, n)
+            continue
+        if pending_header is not None and is_rule(stripped):
+            cols = column_titles(pending_header[0])
+            table = TableReader([t for t, _ in cols], [s for _, s in cols], pending_header[1])
+            pending_header = None
+            continue
+        pending_header = None
+        io = _IO_LINE.match(stripped)
+        if io:
+            (log.input_names if io.group(1) == "Input" else log.output_names).append(io.group(2))
+            if io.group(1) == "Input" and len(log.input_names) != len(set(log.input_names)):
+                log.input_names = list(dict.fromkeys(log.input_names))
+            continue
+        if stripped in ("Graph input:", "Graph output:"):
+            io_block = "inputs" if stripped == "Graph input:" else "outputs"
+            if io_block == "outputs":
+                log.output_names = []
+            continue
+        if io_block and line.startswith(" ") and ":" in stripped:
+            name = stripped.split(":", 1)[0].strip()
+            target = log.input_names if io_block == "inputs" else log.output_names
+            if name not in target:
+                target.append(name)
+            continue
+        io_block = None
+    close_table()
+    if config_lines is not None:
+        log.config_text = "\n".join(config_lines).rstrip() + "\n"
+    if not log.output_names and log.outputs:
+        log.output_names = [o.output for o in log.outputs]
+    if not (log.nodes or log.outputs or log.config_text or log.toolchain_version or log.horizon_nn_version):
+        raise GraphAuditError(f"{p}: no hb_mapper/hb_compile log content (no version line, config echo or node "
+                              "table)")
+    return log
+
+
+def _threshold(entry: dict) -> float | None:
+    th = entry.get("thresholds")
+    if isinstance(th, list) and th and isinstance(th[0], list) and th[0]:
+        try:
+            return float(th[0][0])
+        except (TypeError, ValueError):
+            return None
+    return None
+
+
+def parse_quant_info(path: str | Path) -> ToolchainLog:
+    """Parse a ``{prefix}_quant_info.json`` into a :class:`ToolchainLog` (tool ``"quant_info.json"``).
+
+    Layout as the OE 3.x ``horizon_tc_ui`` NodeInfo source reads it (node_info.py; no real file was
+    available to check against): an object keyed by node name, each ``{"type", "inputs", "outputs",
+    "thresholds": [[t, ...], ...], "cosine_similarity"}``, plus ``"model_output_tensor":
+    {tensor: {"cosine_similarity"}}``. Entries without these keys are kept with None fields.
+
+    Raises
+    ------
+    GraphAuditError
+        Missing, unreadable, too large (> 256 MiB), not JSON, or not a JSON object.
+    """
+    p = Path(path)
+    with _open_text(p) as fh:
+        try:
+            data = fh.read(MAX_QUANT_INFO_BYTES + 1)
+        except OSError as e:
+            raise GraphAuditError(f"{p}: cannot read ({e.strerror})") from e
+    if not data:
+        raise GraphAuditError(f"{p}: empty file, expected a quant_info JSON object")
+    if len(data) > MAX_QUANT_INFO_BYTES:
+        raise GraphAuditError(f"{p}: larger than {MAX_QUANT_INFO_BYTES >> 20} MiB; not a quant_info.json")
+    try:
+        obj = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as e:
+        raise GraphAuditError(f"{p}: not JSON ({str(e).splitlines()[0][:120]})") from e
+    if not isinstance(obj, dict):
+        raise GraphAuditError(f"{p}: expected a JSON object keyed by node name, got {type(obj).__name__}")
+    log = ToolchainLog(path=str(p), tool="quant_info.json")
+    for name, entry in obj.items():
+        if name == "model_output_tensor" and isinstance(entry, dict):
+            for out, info in entry.items():
+                cos = info.get("cosine_similarity") if isinstance(info, dict) else None
+                log.outputs.append(OutputRow(output=str(out), cosine=cell_float(str(cos)) if cos is not None else None))
+            continue
+        if not isinstance(entry, dict):
+            log.warnings.append(f"{p}: entry {name!r} is not an object; skipped")
+            continue
+        cos = entry.get("cosine_similarity")
+        outs = entry.get("outputs") if isinstance(entry.get("outputs"), list) else []
+        log.nodes.append(NodeRow(node=str(name), type=str(entry["type"]) if "type" in entry else None,
+                                 cosine=cell_float(str(cos)) if cos is not None else None, threshold=_threshold(entry),
+                                 outputs=tuple(str(o) for o in outs)))
+    log.output_names = [o.output for o in log.outputs]
+    return log
+
+
+@dataclass
+class ToolchainFiles:
+    """Toolchain side files next to a stage directory: logs (best first) and quant_info files."""
+
+    logs: list[Path] = field(default_factory=list)
+    quant_info: list[Path] = field(default_factory=list)
+
+
+_LOG_RANK = ("hb_mapper_makertbin", "hb_compile", "hb_mapper")
+
+
+def find_toolchain_files(stage_dir: str | Path) -> ToolchainFiles:
+    """Logs (``hb_mapper*.log``, ``hb_compile*.log``) and ``*_quant_info.json`` in ``stage_dir`` or its parent.
+
+    hb_mapper/hb_compile write the stage models to ``working_dir`` (default ``model_output``) and the
+    log to the directory they ran in, usually ``working_dir``'s parent (HORIZON.md section 1). Logs
+    are ranked makertbin / hb_compile before checker, then newest first; files in ``stage_dir``
+    before its parent's. A stage *file* stands for its directory. Nothing is read.
+    """
+    d = Path(stage_dir)
+    if d.is_file():
+        d = d.parent
+    found = ToolchainFiles()
+    for where in (d, d.resolve().parent):
+        try:
+            entries = sorted((e for e in where.iterdir() if e.is_file()), key=lambda e: e.name)
+        except OSError:
+            continue
+        logs = [e for e in entries if e.suffix == ".log" and e.name.startswith(("hb_mapper", "hb_compile"))]
+
+        def rank(e: Path) -> tuple:
+            r = next((i for i, k in enumerate(_LOG_RANK) if e.name.startswith(k)), len(_LOG_RANK))
+            try:
+                mtime = e.stat().st_mtime
+            except OSError:
+                mtime = 0.0
+            return (r, -mtime, e.name)
+
+        found.logs += [e for e in sorted(logs, key=rank) if e not in found.logs]
+        found.quant_info += [e for e in entries if e.name.endswith("_quant_info.json") and e not in found.quant_info]
+    return found
