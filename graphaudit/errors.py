@@ -10,6 +10,8 @@ __all__ = [
     "RuleCatalogueError",
     "DataError",
     "LoweringError",
+    "GraphvizMissingError",
+    "ConfigError",
 ]
 
 
@@ -51,3 +53,12 @@ class LoweringError(GraphAuditError):
     def __init__(self, message: str, failures: list[dict] | tuple = ()):
         super().__init__(message)
         self.failures = list(failures)
+
+
+class GraphvizMissingError(GraphAuditError):
+    """The Graphviz ``dot`` program is not on ``PATH``: SVG/PNG cannot be laid out (DOT can still be written)."""
+
+
+class ConfigError(GraphAuditError):
+    """A conversion config (hb_mapper / hb_compile YAML) that cannot be read: missing, binary, empty, not YAML,
+    not a mapping, too large, or too deeply aliased (a "YAML bomb")."""

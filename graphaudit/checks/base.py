@@ -29,6 +29,8 @@ class AuditContext:
     input_stats: dict | None = None  # input name -> graphaudit.numeric.datastats.InputStats of the user's data
     data_stage: int = 0  # index of the stage whose input contract the data follow
     config: object | None = None  # graphaudit.config.ConversionConfig: the conversion YAML, when given
+    config_model: StageGraph | None = None  # the ONNX model the config converts (lint cross-checks)
+    config_data: object | None = None  # calibration data directory overriding the config's cal_data_dir
 
 
 #: Rule code -> check function ``(AuditContext) -> Iterable[Finding]``.

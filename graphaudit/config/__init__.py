@@ -1,0 +1,20 @@
+"""Horizon conversion configs (hb_mapper 1.x / hb_compile 3.x YAML): safe loading with positions, and linting.
+
+Public interface::
+
+    from graphaudit.config import load_config, lint_config
+    cfg = load_config(path)                 # ConversionConfig; ConfigError (a GraphAuditError) on bad input
+    cfg.family                              # "1.x" | "3.x"
+    cfg.inputs                              # list[ConfigInput], one per input in ';' order
+    cfg.position(("input_parameters", "mean_value"))   # (line, col), 1-based
+    findings = lint_config(path_or_cfg, model=None, stages=None, data=None)   # list[Finding], most serious first
+"""
+
+from __future__ import annotations
+
+from ..errors import ConfigError
+from .lint import config_model_path, lint_config
+from .parse import ConfigInput, ConversionConfig, load_config, parse_config_text
+
+__all__ = ["load_config", "lint_config", "parse_config_text", "config_model_path", "ConversionConfig", "ConfigInput",
+           "ConfigError"]

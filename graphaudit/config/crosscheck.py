@@ -1,0 +1,346 @@
+"""Cross-checks C320-C326: the config against the ONNX model, the toolchain's stage models and the calibration data."""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+
+from ..findings import Finding
+from ..lineage import Lineage
+from ..numeric.data import IMAGE_EXTS, NPY_EXTS, natural_key
+from ..stage import StageGraph
+from ..toolchains.horizon import decode_hzpreprocess
+from .common import (effective_normalization, effective_shape, finding, fmt, is_image, model_input, nontrivial,
+                     static_shape)
+from .parse import ConfigInput, ConversionConfig, is_unset, split_per_input
+from .rules_schema import n_inputs
+
+__all__ = ["input_names", "input_layout", "input_shape", "node_names", "preprocess_mismatch", "cal_data_dtype",
+           "cal_data_normalized", "cal_dirs", "MAX_DTYPE_FILES", "MAX_VALUE_FILES"]
+
+#: Calibration files whose dtype is checked, and files whose values are read, per input (bounds time and memory).
+MAX_DTYPE_FILES = 64
+MAX_VALUE_FILES = 8
+
+
+def input_names(cfg: ConversionConfig, model: StageGraph | None) -> Iterator[Finding]:
+    """C320: input_name entries that are not inputs of the ONNX model."""
+    if model is None:
+        return
+    for inp in cfg.inputs:
+        if inp.name and inp.name not in model.inputs:
+            close = difflib.get_close_matches(inp.name, model.inputs, n=1, cutoff=0.6)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            path = ("input_parameters", "input_name", inp.index) if ("input_parameters", "input_name", inp.index) \
+                in cfg.positions else ("input_parameters", "input_name")
+            yield finding(cfg, "C320", path, f"input_name {inp.name!r} is not an input of {Path(model.path).name} "
+                          f"(inputs: {', '.join(model.inputs)}){hint}", {"name": inp.name, "model_inputs": model.inputs})
+
+
+def input_layout(cfg: ConversionConfig, model: StageGraph | None) -> Iterator[Finding]:
+    """C321: input_layout_train contradicting the model input (channels of the image type sit at the other position)."""
+    n = n_inputs(cfg, model)
+    for inp in cfg.inputs:
+        mi = model_input(model, inp, n)
+        if mi is None or mi[1] is None or len(mi[1]) != 4 or not is_image(inp) or inp.layout_train not in ("NCHW", "NHWC"):
+            continue
+        want = 1 if inp.type_train == "gray" else 3
+        shape = mi[1]
+        here, there = (shape[1], shape[3]) if inp.layout_train == "NCHW" else (shape[3], shape[1])
+        if isinstance(here, int) and here != want and there == want:
+            other = "NHWC" if inp.layout_train == "NCHW" else "NCHW"
+            yield finding(cfg, "C321", ("input_parameters", "input_layout_train"),
+                          f"input {inp.index}: input_layout_train is {inp.layout_train} but model input {mi[0]!r} has "
+                          f"shape {list(shape)}: {want} channel(s) at the {other} position",
+                          {"input": mi[0], "model_shape": list(shape), "layout_train": inp.layout_train})
+
+
+def input_shape(cfg: ConversionConfig, model: StageGraph | None) -> Iterator[Finding]:
+    """C322: input_shape differing from the model input's static dims (symbolic dims are not compared)."""
+    n = n_inputs(cfg, model)
+    for inp in cfg.inputs:
+        mi = model_input(model, inp, n)
+        if inp.shape is None or mi is None or mi[1] is None:
+            continue
+        ms = mi[1]
+        differ = len(ms) != len(inp.shape) or any(isinstance(m, int) and m > 0 and m != c for m, c in zip(ms, inp.shape))
+        if differ:
+            path = ("input_parameters", "input_shape", inp.index) if ("input_parameters", "input_shape", inp.index) \
+                in cfg.positions else ("input_parameters", "input_shape")
+            yield finding(cfg, "C322", path, f"input {inp.index}: input_shape {'x'.join(map(str, inp.shape))} differs "
+                          f"from model input {mi[0]!r} {list(ms)}", {"input_shape": list(inp.shape),
+                                                                      "model_shape": [d if isinstance(d, int) else str(d)
+                                                                                      for d in ms]})
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Stage cross-checks
+
+
+def _config_node_names(cfg: ConversionConfig) -> list[tuple[tuple, str, str]]:
+    """(key path, field label, node name) for every node named in node_info, run_on_cpu/bpu and quant_config."""
+    out = []
+    ni = cfg.get("model_parameters", "node_info")
+    if isinstance(ni, dict):
+        out += [(("model_parameters", "node_info", k), "node_info", str(k)) for k in ni]
+    elif isinstance(ni, str):
+        out += [(("model_parameters", "node_info"), "node_info", it.split(":")[0].strip())
+                for it in ni.split(";") if it.strip()]
+    for key in ("run_on_cpu", "run_on_bpu"):
+        for it in split_per_input(cfg.get("calibration_parameters", key)):
+            if not is_unset(it):
+                out.append((("calibration_parameters", key), key, str(it).strip()))
+    qc = cfg.get("calibration_parameters", "quant_config")
+    if isinstance(qc, str) and qc.strip().endswith(".json"):
+        p = Path(qc.strip()) if Path(qc.strip()).is_absolute() else cfg.base_dir / qc.strip()
+        try:
+            if p.is_file() and p.stat().st_size < (8 << 20):
+                qc = json.loads(p.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            qc = None
+    if isinstance(qc, dict) and isinstance(qc.get("node_config"), dict):
+        out += [(("calibration_parameters", "quant_config"), "quant_config.node_config", str(k))
+                for k in qc["node_config"]]
+    return out
+
+
+def _forward(lineage: Lineage, k: int, node_id: str, target: int) -> list[str]:
+    """Node ids of stage ``target`` that node ``node_id`` of stage ``k`` became (regions and kept wrappers)."""
+    current = {node_id}
+    for i in range(k, target):
+        al = lineage.alignments[i]
+        nxt: set[str] = set()
+        for r in al.regions:
+            if current & set(r.a_nodes):
+                nxt |= set(r.b_nodes)
+        for w in al.wrappers:
+            for xa, xb in w.kept:
+                if xa in current:
+                    nxt.add(xb)
+        current = nxt
+    return sorted(current)
+
+
+def node_names(cfg: ConversionConfig, stages: list[StageGraph], lineage: Lineage | None) -> Iterator[Finding]:
+    """C323 (CASES.md case 12): node names in the config that the optimized_float stage does not have.
+
+    When the name belongs to an earlier stage (the source model or original_float) and the lineage is known, the
+    message gives the optimized node(s) it became.
+    """
+    opt_idx = next((i for i, s in enumerate(stages) if s.role == "optimized"), None)
+    if opt_idx is None:
+        return
+    opt = stages[opt_idx]
+    opt_file = Path(opt.path).name
+    opt_names = set(opt.nodes) | {n.name for n in opt.nodes.values() if n.name}
+    for path, label, name in _config_node_names(cfg):
+        if not name or name in opt_names:
+            continue
+        mapped, where = [], None
+        for k in range(opt_idx):
+            st = stages[k]
+            ids = [nid for nid, n in st.nodes.items() if nid == name or n.name == name]
+            if ids:
+                where = Path(st.path).name
+                if lineage is not None and len(lineage.alignments) >= opt_idx:
+                    mapped = sorted({m for nid in ids for m in _forward(lineage, k, nid, opt_idx)})
+                break
+        if mapped:
+            ops = ", ".join(f"{m} ({opt.nodes[m].op_type})" for m in mapped if m in opt.nodes)
+            msg = (f"{label} names {name!r}, which is in {where} but not in {opt_file} (the toolchain matches "
+                   f"nothing silently); it became {ops}: use that name")
+        elif where:
+            msg = f"{label} names {name!r}, which is in {where} but not in {opt_file}: it was removed or renamed"
+        else:
+            close = difflib.get_close_matches(name, sorted(opt_names), n=1, cutoff=0.7)
+            msg = f"{label} names {name!r}, which is not a node of {opt_file}" + (
+                f"; did you mean {close[0]!r}?" if close else "")
+        yield finding(cfg, "C323", path, msg, {"name": name, "field": label, "found_in": where, "became": mapped})
+
+
+def preprocess_mismatch(cfg: ConversionConfig, stages: list[StageGraph]) -> Iterator[Finding]:
+    """C324: HzPreprocess mean/scale decoded from the stage models differ from what the YAML asks for.
+
+    Decoding: HORIZON.md section 3 (``scale = w``, ``mean = 128 - b / w``). The YAML side is the normalization the
+    family applies (:func:`graphaudit.config.common.effective_normalization`); an absent mean is 0, an absent scale 1.
+    """
+    stage = next((s for s in stages if any(n.op_type == "HzPreprocess" for n in s.nodes.values())), None)
+    if stage is None:
+        return
+    by_name = {inp.name: inp for inp in cfg.inputs if inp.name}
+    for node in stage.nodes.values():
+        if node.op_type != "HzPreprocess":
+            continue
+        pp = decode_hzpreprocess(stage, node)
+        if pp is None:
+            continue
+        inp = by_name.get(pp.input) or (cfg.inputs[0] if len(cfg.inputs) == 1 else None)
+        if inp is None or not is_image(inp):
+            continue
+        mean, scale = effective_normalization(cfg, inp)
+        c = len(pp.scale)
+        want_mean = [0.0] * c if mean is None else (mean * c if len(mean) == 1 else mean)
+        want_scale = [1.0] * c if scale is None else (scale * c if len(scale) == 1 else scale)
+        if len(want_mean) != c or len(want_scale) != c:
+            continue
+        bad_mean = any(not math.isclose(a, b, rel_tol=1e-3, abs_tol=0.05) for a, b in zip(pp.mean, want_mean))
+        bad_scale = any(not math.isclose(a, b, rel_tol=1e-3, abs_tol=1e-7) for a, b in zip(pp.scale, want_scale))
+        if bad_mean or bad_scale:
+            key = "mean_value" if bad_mean else ("std_value" if inp.std is not None else "scale_value")
+            yield finding(cfg, "C324", ("input_parameters", key),
+                          f"{stage.name} {pp.node} normalizes input {pp.input!r} with mean {fmt(pp.mean)} and scale "
+                          f"{fmt(pp.scale)}, but the config asks for mean {fmt(want_mean)} and scale {fmt(want_scale)}:"
+                          " the stage models were built from another config, or the YAML was edited since",
+                          {"node": pp.node, "stage_mean": pp.mean, "stage_scale": pp.scale, "config_mean": want_mean,
+                           "config_scale": want_scale})
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Calibration data
+
+
+def cal_dirs(cfg: ConversionConfig, data: str | Path | None) -> list[tuple[ConfigInput, Path]]:
+    """(input, directory) of every input whose calibration directory exists.
+
+    ``data`` overrides ``cal_data_dir``: the directory itself for a single input, ``data/<input name>`` per input
+    otherwise (Horizon's ``calibration_data/<input>/`` layout). Relative ``cal_data_dir`` resolve against the
+    config's directory.
+    """
+    out = []
+    for inp in cfg.inputs:
+        if data is not None:
+            d = Path(data) if len(cfg.inputs) == 1 else Path(data) / (inp.name or "")
+        elif inp.cal_data_dir:
+            d = Path(inp.cal_data_dir)
+            d = d if d.is_absolute() else cfg.base_dir / d
+        else:
+            continue
+        if d.is_dir():
+            out.append((inp, d))
+    return out
+
+
+def _files(d: Path) -> list[Path]:
+    try:
+        files = [p for p in d.iterdir() if not p.name.startswith(".") and p.is_file()]
+    except OSError:
+        return []
+    return sorted(files, key=lambda p: natural_key(p.name))
+
+
+def _npy_header(p: Path) -> tuple[np.dtype, tuple] | None:
+    """dtype and shape from a .npy header (no data read, never unpickles); None when not a readable .npy."""
+    try:
+        with open(p, "rb") as fh:
+            version = np.lib.format.read_magic(fh)
+            reader = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+            shape, _fortran, dtype = reader(fh, max_header_size=10000)
+    except (OSError, ValueError, SyntaxError, TypeError):
+        return None
+    return (None if dtype.hasobject else dtype, shape)
+
+
+def _expected_cal_dtype(cfg: ConversionConfig, inp: ConfigInput, d: Path) -> tuple[str | None, str]:
+    """1.x calibration dtype: explicit cal_data_type, else float32 when the directory ends ``_f32``, else uint8."""
+    if cfg.family != "1.x":
+        return None, ""
+    if inp.cal_data_type and inp.cal_data_type.lower() in ("uint8", "float32"):
+        return inp.cal_data_type.lower(), f"cal_data_type is {inp.cal_data_type}"
+    name = (inp.cal_data_dir or d.name).rstrip("/\\")
+    if name.endswith("_f32"):
+        return "float32", f"cal_data_type is not given and {name!r} ends with _f32"
+    return "uint8", f"cal_data_type is not given and {name!r} does not end with _f32"
+
+
+def _file_dtype(p: Path, shape: tuple | None) -> str | None:
+    """dtype name of a calibration file: from a .npy header, or a raw file's byte size / element count."""
+    if p.suffix.lower() in NPY_EXTS:
+        h = _npy_header(p) if p.suffix.lower() == ".npy" else None
+        return h[0].name if h and h[0] is not None else None
+    if p.suffix.lower() in IMAGE_EXTS or not shape:
+        return None
+    n = math.prod(shape)
+    try:
+        size = p.stat().st_size
+    except OSError:
+        return None
+    return {4 * n: "float32", n: "uint8"}.get(size)
+
+
+def cal_data_dtype(cfg: ConversionConfig, model: StageGraph | None, data) -> Iterator[Finding]:
+    """C325 (1.x): calibration files whose dtype differs from cal_data_type (or the ``_f32`` suffix rule)."""
+    n = n_inputs(cfg, model)
+    for inp, d in cal_dirs(cfg, data):
+        want, why = _expected_cal_dtype(cfg, inp, d)
+        if want is None:
+            continue
+        shape = static_shape(effective_shape(inp, model, n))
+        counts: dict[str, int] = {}
+        for p in _files(d)[:MAX_DTYPE_FILES]:
+            dt = _file_dtype(p, shape)
+            if dt is not None:
+                counts[dt] = counts.get(dt, 0) + 1
+        wrong = {k: v for k, v in counts.items() if k != want}
+        if wrong:
+            got = ", ".join(f"{v} {k}" for k, v in sorted(wrong.items()))
+            key = ("calibration_parameters", "cal_data_type") if inp.cal_data_type else ("calibration_parameters",
+                                                                                        "cal_data_dir")
+            yield finding(cfg, "C325", key, f"input {inp.index}: {d} holds {got} file(s) (of {sum(counts.values())} "
+                          f"checked) but hb_mapper reads them as {want} ({why})",
+                          {"dir": str(d), "expected": want, "found": counts})
+
+
+def _values(p: Path, dtype: str | None, shape: tuple | None) -> np.ndarray | None:
+    if p.suffix.lower() == ".npy":
+        try:
+            a = np.load(p, mmap_mode="r", allow_pickle=False)
+        except (OSError, ValueError):
+            return None
+        return np.asarray(a, dtype=np.float64) if a.dtype.kind in "fiu" else None
+    if p.suffix.lower() in NPY_EXTS or p.suffix.lower() in IMAGE_EXTS or dtype is None or not shape:
+        return None
+    try:
+        a = np.fromfile(p, dtype=dtype)
+    except (OSError, ValueError):
+        return None
+    return a.astype(np.float64) if a.size == math.prod(shape) else None
+
+
+def cal_data_normalized(cfg: ConversionConfig, model: StageGraph | None, data) -> Iterator[Finding]:
+    """C326 (CASES.md case 3 for the config): calibration data already normalized while the config normalizes too.
+
+    Already normalized = values in [0, 1] (divided by 255), or small values around 0 with negatives (mean/std
+    normalized: max |x| < 10, |mean| < 3). The toolchain applies the YAML's mean/scale to calibration data as well.
+    """
+    n = n_inputs(cfg, model)
+    for inp, d in cal_dirs(cfg, data):
+        mean, scale = effective_normalization(cfg, inp)
+        if not is_image(inp) or not (nontrivial(mean, 0.0) or nontrivial(scale, 1.0)):
+            continue
+        shape = static_shape(effective_shape(inp, model, n))
+        want, _ = _expected_cal_dtype(cfg, inp, d)
+        lo, hi, total, count, used = math.inf, -math.inf, 0.0, 0, 0
+        for p in _files(d)[:MAX_VALUE_FILES]:
+            a = _values(p, _file_dtype(p, shape) or want, shape)
+            if a is None or a.size == 0 or not np.isfinite(a).all():
+                continue
+            lo, hi = min(lo, float(a.min())), max(hi, float(a.max()))
+            total, count, used = total + float(a.sum()), count + a.size, used + 1
+        if not used:
+            continue
+        avg = total / count
+        unit = lo >= 0.0 and 0.0 < hi <= 1.0
+        standardized = lo < 0.0 and max(abs(lo), abs(hi)) < 10.0 and abs(avg) < 3.0
+        if unit or standardized:
+            what = "in [0, 1] (already divided by 255)" if unit else "already mean/std normalized"
+            key = "scale_value" if nontrivial(scale, 1.0) and not nontrivial(mean, 0.0) else "mean_value"
+            yield finding(cfg, "C326", ("input_parameters", key),
+                          f"input {inp.index}: calibration data in {d} are {what} (range [{lo:.3g}, {hi:.3g}], mean "
+                          f"{avg:.3g} over {used} file(s)) while the config normalizes again with mean {fmt(mean)} "
+                          f"and scale {fmt(scale)}: duplicated normalization", {"dir": str(d), "min": lo, "max": hi,
+                                                                               "mean": avg, "files": used})
