@@ -6,6 +6,7 @@ Exit codes: 0 clean, 1 findings at or above ``--fail-on``, 2 bad input.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import sys
 from pathlib import Path
@@ -29,7 +30,8 @@ from .render import (render_diff, render_explain, render_findings, render_input_
                      write_json)
 from .render.json_out import write_atomic
 from .render.json_out import check_output_path
-from .samples import bundled_data, bundled_pipelines
+from .samples import bundled_config, bundled_data, bundled_pipelines
+from .toolchain_log import attach_toolchain_log, load_toolchain_file, pick_toolchain_file
 
 __all__ = ["main", "build_parser"]
 
@@ -56,6 +58,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="exit 1 when a finding at or above this severity exists (default: error)")
     e.add_argument("-v", "--verbose", action="store_true", help="list every change and info fix")
     _numeric_args(e, required=False)
+    _config_arg(e)
+    _report_args(e)
+    e.add_argument("--log", metavar="FILE", help="hb_mapper/hb_compile log or *_quant_info.json: show the toolchain's "
+                                              "per-node similarity (default: found next to the stages)")
+    e.add_argument("--no-log", action="store_true", help="do not look for a toolchain log next to the stages")
 
     d = sub.add_parser("diff", help="changes between consecutive stages")
     d.add_argument("paths", nargs="+", help="two or more stage files in pipeline order, or a stage directory")
@@ -71,6 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--json", metavar="FILE", help="write the report as JSON")
     c.add_argument("--fail-on", choices=[*SEVERITIES, "never"], default="error")
     _numeric_args(c, required=True)
+    _config_arg(c)
 
     ci = sub.add_parser("check-inputs", help="check data against a stage's input contract (layout, dtype, range, "
                                              "normalization done once)")
@@ -83,10 +91,39 @@ def build_parser() -> argparse.ArgumentParser:
     ci.add_argument("--max-samples", type=int, metavar="N", help="use only the first N samples")
     ci.add_argument("--json", metavar="FILE", help="write the findings and statistics as JSON")
     ci.add_argument("--fail-on", choices=[*SEVERITIES, "never"], default="error")
+    _config_arg(ci)
 
     lo = sub.add_parser("lower", help="rewrite custom (Horizon) ops as standard ONNX so stock onnxruntime runs the stage")
     lo.add_argument("stage", help="the stage .onnx file")
     lo.add_argument("-o", "--output", required=True, help="where to write the lowered model")
+
+    rd = sub.add_parser("render", help="draw the annotated diff graph (SVG, PNG or DOT) of a stage pair or of the "
+                                       "whole lineage", description="Draw the stages' diff graph: nodes filled by "
+                                       "change kind, wrappers as badges, error shading with --data/--random.")
+    rd.add_argument("paths", nargs="+", help="a stage directory, or stage files in pipeline order")
+    rd.add_argument("--source", help="the pre-toolchain float model, added as stage 0")
+    rd.add_argument("-o", "--output", required=True, metavar="FILE", help="out.svg, out.png or out.dot (by suffix)")
+    rd.add_argument("--pair", type=int, metavar="I", help="draw stages[I] -> stages[I+1] (default: every stage pair "
+                                                          "in one lineage view, drawn on the last stage)")
+    rd.add_argument("--focus", metavar="NODE|TENSOR", help="draw only the neighbourhood of this node or tensor")
+    rd.add_argument("--radius", type=int, default=2, metavar="K", help="edges around --focus (default 2)")
+    rd.add_argument("--expand", action="store_true", help="draw Q/DQ, HzCalibration and other wrappers as nodes")
+    rd.add_argument("--max-nodes", type=int, default=300, metavar="N",
+                    help="above N nodes, collapse kept chains and focus on the findings (default 300)")
+    _numeric_args(rd, required=False)
+
+    li = sub.add_parser("lint", help="lint an hb_mapper/hb_compile conversion YAML (C3xx rules)",
+                        description="Lint a Horizon conversion config: schema of its toolchain family, values, and "
+                                    "cross-checks against the ONNX model, the stage models and the calibration data.")
+    li.add_argument("config", help="the conversion YAML")
+    li.add_argument("--model", metavar="ONNX", help="the model it converts (default: its onnx_model, when present)")
+    li.add_argument("--stages", metavar="DIR", help="the working_dir with the stage models (node names, HzPreprocess)")
+    li.add_argument("--data", metavar="DIR", help="calibration data directory (default: its cal_data_dir, when present)")
+    li.add_argument("--toolchain", choices=["1.x", "3.x"], help="force the family (default: from march and keys)")
+    li.add_argument("--format", choices=["text", "json", "sarif"], default="text", help="output format (default text)")
+    li.add_argument("-o", "--output", metavar="FILE", help="write the output to FILE instead of the terminal")
+    li.add_argument("--fail-on", choices=[*SEVERITIES, "never"], default="error",
+                    help="exit 1 when a finding at or above this severity exists (default: error)")
 
     r = sub.add_parser("rules", help="list the rule catalogue")
     r.add_argument("--explain", metavar="CODE", help="print one rule in full")
@@ -95,6 +132,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 #: Samples run per bundled pipeline by a bare `graphaudit explain` (keeps the demo quick).
 DEFAULT_SAMPLE_RUN = 4
+
+
+def _config_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", metavar="YAML", help="the hb_mapper/hb_compile conversion config: linted against the "
+                                                   "stages; declares input layout and colour order")
+
+
+def _config(args: argparse.Namespace):
+    """The parsed ``--config`` (None without one)."""
+    if not getattr(args, "config", None):
+        return None
+    from .config import load_config
+
+    return load_config(args.config)
 
 
 def _numeric_args(p: argparse.ArgumentParser, required: bool) -> None:
@@ -111,6 +162,64 @@ def _numeric_args(p: argparse.ArgumentParser, required: bool) -> None:
     p.add_argument("--no-isolated", action="store_true", help="skip measuring each change on its own")
     p.add_argument("--input-shape", action="append", metavar="NAME=DIMS", default=[],
                    help="concrete shape for an input with symbolic dims, e.g. x=1x3x48x192 (repeatable)")
+
+
+def _report_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", metavar="DIR", default=DEFAULT_OUT,
+                   help=f"directory for report.html and report.json (default: {DEFAULT_OUT})")
+    p.add_argument("--html", metavar="FILE", help="write the HTML report here instead of DIR/report.html")
+    p.add_argument("--no-report", action="store_true",
+                   help="terminal only: no report files (except --json/--html/--model-explorer given explicitly)")
+    p.add_argument("--model-explorer", metavar="DIR", nargs="?", const="",
+                   help="also write graphs, node mappings and overlays for Google's Model Explorer "
+                        "(default DIR: OUT/model_explorer)")
+
+
+#: Default ``--out`` directory of ``explain`` (relative to the working directory).
+DEFAULT_OUT = "graphaudit_report"
+
+
+def _report_paths(args: argparse.Namespace, pipelines: list) -> dict:
+    """Where explain writes its report files; validated against the user's inputs before any work."""
+    from .render.html import check_output_dir
+
+    protect = _inputs(args, pipelines) + [Path(p) for _t, ps in pipelines for p in ps if Path(p).is_dir()]
+    protect += [Path(x) for x in (args.data, getattr(args, "log", None)) if x]
+    out = Path(args.out)
+    paths = {"protect": protect, "out": out,
+             "json": None if args.json is not None or args.no_report else out / "report.json",
+             "html": Path(args.html) if args.html else (None if args.no_report else out / "report.html"),
+             "me": None if args.model_explorer is None else Path(args.model_explorer or out / "model_explorer")}
+    if paths["json"] or (paths["html"] and paths["html"].parent == out) or (paths["me"] and out in paths["me"].parents):
+        check_output_dir(out, protect)
+    if paths["html"] and paths["html"].parent != out:
+        check_output_path(paths["html"], protect)
+    if paths["me"]:
+        check_output_dir(paths["me"], protect)
+    return paths
+
+
+def _write_reports(paths: dict, audits: list, console: Console) -> None:
+    """Write report.json / report.html / the Model Explorer files of ``explain``."""
+    from .render.html import diff_graph_panels, write_html
+    from .render.model_explorer import write_model_explorer
+
+    protect, reports = paths["protect"], [au.report for au in audits]
+    for key in ("json", "html"):
+        if paths[key] is not None:
+            paths[key].parent.mkdir(parents=True, exist_ok=True)
+    if paths["json"] is not None:
+        write_json(reports[0] if len(reports) == 1 else reports, paths["json"], protect=protect)
+        console.print(Text(f"\nJSON report: {paths['json']}"))
+    if paths["html"] is not None:
+        write_html(reports, paths["html"], [diff_graph_panels(au) for au in audits], protect=protect)
+        console.print(Text(f"HTML report: {paths['html']}"))
+    if paths["me"] is not None:
+        for i, au in enumerate(audits):
+            d = paths["me"] / (f"{i}_{au.report.title.split(':')[0]}" if len(audits) > 1 else "")
+            d.mkdir(parents=True, exist_ok=True)
+            write_model_explorer(au, d, protect=protect)
+        console.print(Text(f"Model Explorer files: {paths['me']}"))
 
 
 def _raw_shape(text: str | None) -> tuple | None:
@@ -165,6 +274,33 @@ def _lower(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def _render(args: argparse.Namespace, console: Console) -> int:
+    from .errors import GraphvizMissingError
+    from .render.diffgraph import build_diff_graph, picture_format
+
+    picture_format(args.output)
+    out = check_output_path(args.output, _inputs(args, [("", args.paths)]) +
+                            ([Path(args.data)] if args.data else []))
+    au = audit(load_pipeline(args.paths, source=args.source))
+    if args.data is not None or args.random is not None:
+        measure(au, data=args.data, random=args.random, seed=args.seed, threshold=args.threshold,
+                isolated=not args.no_isolated, raw_dtype=args.raw_dtype, raw_shape=_raw_shape(args.raw_shape),
+                progress=_progress_factory(), input_shapes=_input_shapes(args.input_shape), max_samples=args.max_samples)
+    g = build_diff_graph(au, pair=args.pair, focus=args.focus, radius=args.radius, expand=args.expand,
+                         max_nodes=args.max_nodes)
+    try:
+        g.write(out)
+    except GraphvizMissingError as e:
+        dot_path = out.with_suffix(".dot")
+        g.write(dot_path)
+        raise GraphvizMissingError(f"{out}: {e}; the graph was written as DOT to {dot_path}") from e
+    kinds = ", ".join(f"{n} {k}" for k, n in sorted(g.kind_counts.items()))
+    console.print(Text(f"{out}: {g.node_count} nodes drawn ({kinds})"
+                       + (f"; automatic focus on findings, {g.total_nodes} nodes in all" if g.focused else "")
+                       + (f"; {g.collapsed} kept nodes collapsed into chains" if g.collapsed else "")))
+    return 0
+
+
 def _check_inputs(args: argparse.Namespace, console: Console) -> int:
     from .inputcheck import check_inputs
 
@@ -177,7 +313,8 @@ def _check_inputs(args: argparse.Namespace, console: Console) -> int:
     if args.json is not None:
         check_output_path(args.json, [Path(p) for p in paths] + [Path(args.data)])
     idx = 1 if stages[0].role == "source" and len(stages) > 1 else 0
-    stats, findings = check_inputs(stages, args.data, idx, args.raw_dtype, _raw_shape(args.raw_shape), args.max_samples)
+    stats, findings = check_inputs(stages, args.data, idx, args.raw_dtype, _raw_shape(args.raw_shape), args.max_samples,
+                                   _config(args))
     render_input_stats(stats, stages[idx], console)
     report = AuditReport(stages=[], transitions=[], findings=findings, title="check-inputs", tool_version=__version__)
     render_findings(report, console)
@@ -190,6 +327,40 @@ def _check_inputs(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def _lint(args: argparse.Namespace, console: Console) -> int:
+    from .config import lint_config, load_config
+    from .render.lint_console import lint_json_text, render_lint
+    from .render.sarif import sarif_text
+
+    if args.output is not None:
+        protect = [Path(p) for p in (args.config, args.model, args.stages, args.data) if p]
+        check_output_path(args.output, protect)
+    cfg = load_config(args.config, toolchain=args.toolchain)
+    stages = load_pipeline([args.stages]) if args.stages else None
+    findings = lint_config(cfg, model=args.model, stages=stages, data=args.data)
+    header = f"{args.config}: {cfg.family} ({cfg.family_reason}), {len(cfg.inputs)} input(s)"
+    if args.format == "text" and args.output is None:
+        render_lint(findings, console, header)
+    else:
+        if args.format == "sarif":
+            text = sarif_text(findings, load_catalogue(), __version__)
+        elif args.format == "json":
+            text = lint_json_text(findings, args.config, cfg.family, cfg.family_reason, __version__)
+        else:
+            buf = Console(record=True, file=io.StringIO(), width=120, color_system=None)
+            render_lint(findings, buf, header)
+            text = buf.export_text()
+        if args.output is None:
+            sys.stdout.write(text)
+        else:
+            from .fileio import atomic_write
+
+            atomic_write(Path(args.output), text)
+    if args.fail_on != "never" and any(severity_rank(f.severity) <= severity_rank(args.fail_on) for f in findings):
+        return 1
+    return 0
+
+
 def _run(args: argparse.Namespace, console: Console) -> int:
     if args.command == "rules":
         rules = load_catalogue()
@@ -197,8 +368,12 @@ def _run(args: argparse.Namespace, console: Console) -> int:
             raise GraphAuditError(f"{args.explain}: no such rule (see `graphaudit rules`)")
         render_rules(rules, console, args.explain.upper() if args.explain else None)
         return 0
+    if args.command == "lint":
+        return _lint(args, console)
     if args.command == "lower":
         return _lower(args, console)
+    if args.command == "render":
+        return _render(args, console)
     if args.command == "check-inputs":
         return _check_inputs(args, console)
     if args.command == "explain" and not args.paths:
@@ -206,6 +381,10 @@ def _run(args: argparse.Namespace, console: Console) -> int:
             raise GraphAuditError("--source needs stage paths")
         if args.data is not None:
             raise GraphAuditError("--data needs stage paths (data fit one pipeline's inputs)")
+        if args.log:
+            raise GraphAuditError("--log needs stage paths (a log belongs to one pipeline)")
+        if args.config:
+            raise GraphAuditError("--config needs stage paths (a config belongs to one pipeline)")
         pipelines = bundled_pipelines()
         default_run = True
     else:
@@ -213,10 +392,23 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         default_run = False
     if args.json is not None:
         protect = _inputs(args, pipelines) + ([Path(args.data)] if getattr(args, "data", None) else [])
+        protect += [Path(args.log)] if getattr(args, "log", None) else []
         check_output_path(args.json, protect)
+    config = _config(args)
     reports = []
+    audits = []
+    outs = _report_paths(args, pipelines) if args.command == "explain" else None
     for title, paths in pipelines:
-        au = audit(load_pipeline(paths, source=args.source), title=title)
+        cfg = config
+        if default_run and bundled_config(title) is not None:
+            from .config import load_config
+
+            cfg = load_config(bundled_config(title))
+        au = audit(load_pipeline(paths, source=args.source), title=title, config=cfg)
+        tlog = None  # parsed before the numeric run, so a bad log fails fast
+        if args.command == "explain" and not default_run and (args.log or not args.no_log):
+            found = args.log or pick_toolchain_file(paths)
+            tlog = load_toolchain_file(found) if found is not None else None
         data = bundled_data(title) if default_run and args.random is None else getattr(args, "data", None)
         if data is not None:
             attach_input_findings(au, data, default_data_stage(au), args.raw_dtype, _raw_shape(args.raw_shape),
@@ -227,7 +419,10 @@ def _run(args: argparse.Namespace, console: Console) -> int:
                     progress=_progress_factory(), input_shapes=_input_shapes(args.input_shape),
                     max_samples=args.max_samples if args.max_samples is not None or not default_run
                     else DEFAULT_SAMPLE_RUN)
+        if tlog is not None:
+            attach_toolchain_log(au, tlog)
         reports.append(au.report)
+        audits.append(au)
     for rep in reports:
         if args.command == "explain":
             render_explain(rep, console, args.verbose)
@@ -239,6 +434,8 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     if args.json is not None:
         write_json(reports[0] if len(reports) == 1 else reports, args.json, protect=protect)
         console.print(Text(f"\nJSON report: {args.json}"))
+    if outs is not None:
+        _write_reports(outs, audits, console)
     fail_on = getattr(args, "fail_on", "never")
     if fail_on != "never" and any(severity_rank(f.severity) <= severity_rank(fail_on)
                                   for rep in reports for f in rep.findings):
@@ -249,6 +446,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
 def _inputs(args: argparse.Namespace, pipelines: list) -> list[Path]:
     """Every file the user gave us (stage files, files of stage directories, --source): never overwritten."""
     out: list[Path] = [Path(args.source)] if args.source else []
+    out += [Path(args.config)] if getattr(args, "config", None) else []
     for _title, paths in pipelines:
         for p in map(Path, paths):
             try:

@@ -72,7 +72,7 @@ def audit(stages: list[StageGraph], title: str = "", config=None) -> Audit:
     if config is not None:
         from .config import lint_config
 
-        findings.extend(lint_config(config, stages=stages))
+        findings.extend(lint_config(config, stages=stages, lineage=lineage))
         findings.sort(key=lambda f: (severity_rank(f.severity), f.code))
     report = AuditReport(
         stages=[summarize_stage(s, custom_ops(s)) for s in stages],

@@ -8,7 +8,7 @@ from pathlib import Path
 from .errors import GraphAuditError
 from .toolchains.discovery import role_of
 
-__all__ = ["samples_dir", "bundled_pipelines", "bundled_data"]
+__all__ = ["samples_dir", "bundled_pipelines", "bundled_data", "bundled_config"]
 
 _ORDER = {"original": 0, "optimized": 1, "calibrated": 2, "ptq": 3, "quantized": 4}
 
@@ -32,6 +32,13 @@ def bundled_data(title: str) -> Path | None:
         return None
     d = root / "horizon" / name / "calibration_data" if kind.startswith("Horizon") else root / "data" / name / "x"
     return d if d.is_dir() else None
+
+
+def bundled_config(title: str) -> Path | None:
+    """The conversion config of a bundled Horizon-format pipeline (``config.yaml`` beside its stages), or None."""
+    name, _, kind = title.partition(": ")
+    p = samples_dir() / "horizon" / name / "config.yaml"
+    return p if kind.startswith("Horizon") and p.is_file() else None
 
 
 def bundled_pipelines() -> list[tuple[str, list[Path]]]:

@@ -32,6 +32,13 @@ def stage_from_text(tmp_path):
     return make
 
 
+@pytest.fixture(autouse=True)
+def _run_in_tmp_dir(tmp_path, monkeypatch):
+    """Every test runs in its own temporary working directory: `explain` writes ./graphaudit_report/ by default,
+    and nothing may land in the checkout."""
+    monkeypatch.chdir(tmp_path)
+
+
 @pytest.fixture(scope="session")
 def samples() -> Path:
     """The bundled sample directory; fails (never skips) when set-up did not build it."""

@@ -20,7 +20,7 @@ def run(*args: str, cwd: Path | None = None, env: dict | None = None) -> subproc
     e = dict(os.environ, PYTHONPATH=str(REPO), COLUMNS="120")
     e.update(env or {})
     return subprocess.run([sys.executable, "-m", "graphaudit", *args], capture_output=True, text=True,
-                          cwd=cwd or REPO, env=e, timeout=300)
+                          cwd=cwd or Path.cwd(), env=e, timeout=300)
 
 
 def assert_user_error(p: subprocess.CompletedProcess, needle: str) -> None:
@@ -71,17 +71,29 @@ def test_unknown_rule():
     assert_user_error(run("rules", "--explain", "X999"), "no such rule")
 
 
+def _elsewhere(tmp_path: Path) -> Path:
+    """A working directory outside the stage directory (explain writes ./graphaudit_report/ there)."""
+    work = tmp_path.parent / f"{tmp_path.name}_cwd"
+    work.mkdir(exist_ok=True)
+    return work
+
+
 def test_inputs_untouched_and_nothing_written_next_to_them(tmp_path, two_stages):
     before = {p: p.read_bytes() for p in tmp_path.iterdir()}
-    p = run("explain", str(tmp_path))
+    work = _elsewhere(tmp_path)
+    p = run("explain", str(tmp_path), cwd=work)
     assert p.returncode == 0, p.stderr
+    assert {q: q.read_bytes() for q in tmp_path.iterdir()} == before
+    assert (work / "graphaudit_report" / "report.html").is_file()
+    # run from inside the stage directory, the default report directory would land next to the inputs: refused
+    assert_user_error(run("explain", ".", cwd=tmp_path), "refusing to write there")
     assert {q: q.read_bytes() for q in tmp_path.iterdir()} == before
 
 
 def test_json_report_schema(tmp_path, two_stages):
     out = tmp_path / "out"
     out.mkdir()
-    p = run("explain", str(two_stages[0].parent), "--json", str(out / "r.json"))
+    p = run("explain", str(two_stages[0].parent), "--json", str(out / "r.json"), "--no-report")
     assert p.returncode == 0, p.stderr
     d = json.loads((out / "r.json").read_text())
     assert d["schema_version"] == "1.2"
@@ -99,10 +111,10 @@ def test_fail_on_exit_code(tmp_path):
     save_text(tmp_path, "m_calibrated_model.onnx",
               '<ir_version: 8, opset_import: ["" : 13, "horizon" : 1]>\ng (float[1,4] x) => (float[1,4] y) {\n'
               ' r = Relu (x)\n c = horizon.HzCalibration <thresholds=[1.0], scales=[0.007874]> (r)\n y = Relu (c) }')
-    p = run("explain", str(a.parent))
+    p = run("explain", str(a.parent), cwd=_elsewhere(tmp_path))
     assert p.returncode == 1, p.stdout
     assert "S104" in p.stdout
-    assert run("explain", str(a.parent), "--fail-on", "never").returncode == 0
+    assert run("explain", str(a.parent), "--fail-on", "never", cwd=_elsewhere(tmp_path)).returncode == 0
 
 
 def test_rules_listing():

@@ -45,7 +45,33 @@ def _example_data(d):
     return arr.astype(d["dtype"])
 
 
+def _run_config_example(tmp_path, case):
+    """A config-rule example: ``config`` YAML text, optional ``model``, ``stages`` and ``cal_data`` files."""
+    import numpy as np
+
+    from graphaudit.config import lint_config
+
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(case["config"], encoding="utf-8")
+    model = save_text(tmp_path, "model.onnx", case["model"]) if case.get("model") else None
+    stages = [load_stage(save_text(tmp_path, f"s{i}.onnx", s["model"]), role=s["role"], name=f"{s['role']}{i}")
+              for i, s in enumerate(case.get("stages", []))]
+    if case.get("cal_data"):
+        d = case["cal_data"]
+        (tmp_path / d["dir"]).mkdir()
+        rng = np.random.default_rng(0)
+        for k in range(d.get("count", 2)):
+            arr = rng.uniform(d["low"], d["high"], size=d["shape"]).astype(d["dtype"])
+            if d.get("ext", ".npy") == ".npy":
+                np.save(tmp_path / d["dir"] / f"{k}.npy", arr)
+            else:
+                arr.tofile(tmp_path / d["dir"] / f"{k}{d['ext']}")
+    return lint_config(cfg, model=model, stages=stages or None)
+
+
 def _run_example(tmp_path, case):
+    if case.get("config") is not None:
+        return _run_config_example(tmp_path, case)
     stages = []
     for i, s in enumerate(case["stages"]):
         p = save_text(tmp_path, f"s{i}.onnx", s["model"])
