@@ -328,14 +328,14 @@ def _check_inputs(args: argparse.Namespace, console: Console) -> int:
 
 
 def _lint(args: argparse.Namespace, console: Console) -> int:
-    from .config import lint_config, load_config
+    from .config import lint_config, load_config_or_log
     from .render.lint_console import lint_json_text, render_lint
     from .render.sarif import sarif_text
 
     if args.output is not None:
         protect = [Path(p) for p in (args.config, args.model, args.stages, args.data) if p]
         check_output_path(args.output, protect)
-    cfg = load_config(args.config, toolchain=args.toolchain)
+    cfg = load_config_or_log(args.config, toolchain=args.toolchain)
     stages = load_pipeline([args.stages]) if args.stages else None
     findings = lint_config(cfg, model=args.model, stages=stages, data=args.data)
     header = f"{args.config}: {cfg.family} ({cfg.family_reason}), {len(cfg.inputs)} input(s)"

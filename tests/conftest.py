@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import onnx
@@ -12,6 +13,9 @@ from graphaudit.load import load_stage
 from graphaudit.samples import samples_dir
 
 REPO = Path(__file__).resolve().parents[1]
+
+#: The public Horizon configs and logs (../shared/corpus beside the checkout; $GRAPHAUDIT_CORPUS overrides).
+CORPUS = Path(os.environ.get("GRAPHAUDIT_CORPUS", "/work/shared/corpus")) / "horizon"
 
 
 def save_text(tmp_path: Path, name: str, text: str) -> Path:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import json
 import math
-from pathlib import Path
 
 import pytest
 from ruamel.yaml import YAML
@@ -18,8 +17,9 @@ from graphaudit.toolchain_log import attach_toolchain_log, pick_toolchain_file
 from graphaudit.toolchains.hblog import MAX_LINE_BYTES, find_toolchain_files, parse_log, parse_quant_info
 
 from .test_cli import assert_user_error, run
+from .conftest import CORPUS
 
-LOGS = Path("/work/shared/corpus/horizon/logs")
+LOGS = CORPUS / "logs"
 ZOO = "D-Robotics__rdk_model_zoo__samples__vision__ultralytics_yolo__source__reference_logs__"
 YOLO11 = LOGS / f"{ZOO}hb_mapper_log_yolo11n.txt"
 YOLO10 = LOGS / f"{ZOO}hb_mapper_log_yolov10n.txt"

@@ -11,9 +11,10 @@ import pytest
 
 from graphaudit.config import lint_config, load_config
 from graphaudit.explain import load_pipeline
+from .conftest import CORPUS as CORPUS_ROOT
 
 DATA = Path(__file__).parent / "data" / "lint"
-CORPUS = Path("/work/shared/corpus/horizon/configs")
+CORPUS = CORPUS_ROOT / "configs"
 
 
 def _at(findings, code):

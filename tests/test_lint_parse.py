@@ -12,8 +12,9 @@ import pytest
 from graphaudit.cli import main
 from graphaudit.config import ConfigError, load_config
 from graphaudit.config.parse import MAX_CONFIG_NODES
+from .conftest import CORPUS as CORPUS_ROOT
 
-CORPUS = Path("/work/shared/corpus/horizon/configs")
+CORPUS = CORPUS_ROOT / "configs"
 
 
 def _write(tmp_path, text: str, name: str = "c.yaml") -> Path:
@@ -137,3 +138,43 @@ def test_yaml_bomb_memory_is_bounded(tmp_path):
     r = subprocess.run([sys.executable, "-c", code, str(p)], capture_output=True, text=True, timeout=120)
     assert r.returncode == 2, r.stderr
     assert f"more than {MAX_CONFIG_NODES} YAML nodes" in r.stderr and "Traceback" not in r.stderr
+
+
+# --- the config a toolchain log echoes ----------------------------------------------------------------------------
+
+def test_config_echoed_by_a_log_keeps_positions_in_the_log(tmp_path):
+    """The llama hb_mapper log echoes a 2-input 1.x config after "Dump config:" (log line 31); read by hand:
+    `calibration_parameters:` starts at log line 32 after the 91-character log prefix, `cal_data_type` at line 35,
+    column 3, with the per-input value 'float32; float32' that hb_mapper accepted (the run went on)."""
+    from graphaudit.config import load_config_or_log
+
+    log = CORPUS_ROOT / "logs" / "frank05080__llama.onnx__hb_mapper_makertbin.log"
+    cfg = load_config_or_log(log)
+    assert cfg.family == "1.x" and [i.name for i in cfg.inputs] == ["input", "state_in"]
+    assert [i.cal_data_type for i in cfg.inputs] == ["float32", "float32"]
+    assert cfg.position(("calibration_parameters",)) == (32, 92)
+    assert cfg.position(("calibration_parameters", "cal_data_type")) == (35, 3)
+    assert main(["lint", str(log)]) == 0
+
+
+def test_error_in_a_logged_config_points_at_the_log_line(tmp_path, capsys):
+    src = CORPUS_ROOT / "logs" / ("D-Robotics__rdk_model_zoo__samples__vision__ultralytics_yolo__source__reference_logs__"
+                                  "hb_mapper_log_yolov8n_cls.txt")
+    lines = src.read_text(encoding="utf-8").splitlines()
+    dump = next(i for i, ln in enumerate(lines) if ln.endswith("Dump config:"))
+    k = next(i for i in range(dump, len(lines)) if lines[i].strip() == "march: bayes-e")
+    lines[k] = lines[k].replace("bayes-e", "bayes-x")
+    log = tmp_path / "hb_mapper_makertbin.log"
+    log.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert main(["lint", str(log)]) == 1
+    from graphaudit.config import lint_config, load_config_or_log
+
+    (f,) = [f for f in lint_config(load_config_or_log(log)) if f.code == "C304"]
+    assert (f.location["file"], f.location["line"], f.location["col"]) == (str(log), k + 1, 3)  # "  march:" key
+
+
+def test_log_without_a_config_echo_is_refused(tmp_path, capsys):
+    log = CORPUS_ROOT / "logs" / "cqu20160901__yolov8n_onnx_tensorRT_rknn_horizon__yolov8_horizon__hb_mapper_checker.log"
+    assert main(["lint", str(log)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "echoes no conversion config" in err[0]

@@ -4,6 +4,7 @@ Public interface::
 
     from graphaudit.config import load_config, lint_config
     cfg = load_config(path)                 # ConversionConfig; ConfigError (a GraphAuditError) on bad input
+    cfg = load_config_or_log(path)          # the same, or the config an hb_mapper log echoes (positions in the log)
     cfg.family                              # "1.x" | "3.x"
     cfg.inputs                              # list[ConfigInput], one per input in ';' order
     cfg.position(("input_parameters", "mean_value"))   # (line, col), 1-based
@@ -13,8 +14,9 @@ Public interface::
 from __future__ import annotations
 
 from ..errors import ConfigError
+from .fromlog import load_config_or_log, load_logged_config
 from .lint import config_model_path, lint_config
 from .parse import ConfigInput, ConversionConfig, load_config, parse_config_text
 
 __all__ = ["load_config", "lint_config", "parse_config_text", "config_model_path", "ConversionConfig", "ConfigInput",
-           "ConfigError"]
+           "ConfigError", "load_logged_config", "load_config_or_log"]

@@ -30,7 +30,8 @@ PER_INPUT_KEYS = (("input_parameters", "input_name"), ("input_parameters", "inpu
                   ("input_parameters", "input_layout_rt"), ("input_parameters", "input_space_and_range"),
                   ("input_parameters", "input_shape"), ("input_parameters", "norm_type"),
                   ("input_parameters", "mean_value"), ("input_parameters", "scale_value"),
-                  ("input_parameters", "std_value"), ("calibration_parameters", "cal_data_dir"))
+                  ("input_parameters", "std_value"), ("calibration_parameters", "cal_data_dir"),
+                  ("calibration_parameters", "cal_data_type"))
 
 
 @dataclass
@@ -221,8 +222,6 @@ def _inputs(data: dict) -> list[ConfigInput]:
     names = per["input_name"]
     if names and not all(is_unset(x) for x in names):
         n = len(names)
-    cs = data.get("calibration_parameters") if isinstance(data.get("calibration_parameters"), dict) else {}
-    cal_type = cs.get("cal_data_type")
 
     def item(key: str, i: int) -> Any:
         vals = per[key]
@@ -258,7 +257,7 @@ def _inputs(data: dict) -> list[ConfigInput]:
             type_rt=text("input_type_rt", i), layout_train=text("input_layout_train", i, upper=True),
             layout_rt=text("input_layout_rt", i, upper=True), shape=shape, mean=chans("mean_value", i), scale=scale,
             std=std, norm_type=text("norm_type", i), cal_data_dir=text("cal_data_dir", i),
-            cal_data_type=None if is_unset(cal_type) or isinstance(cal_type, (dict, list)) else str(cal_type).strip()))
+            cal_data_type=text("cal_data_type", i)))
     return out
 
 

@@ -174,7 +174,6 @@ def invalid_values(cfg: ConversionConfig) -> Iterator[Finding]:
     fam = cfg.family
     yield from _check_value(cfg, "model_parameters", "march", S.MARCH[fam])
     singles = (("calibration_parameters", "calibration_type", S.CALIBRATION_TYPE[fam]),
-               ("calibration_parameters", "cal_data_type", S.CAL_DATA_TYPE),
                ("compiler_parameters", "compile_mode", S.COMPILE_MODE),
                ("compiler_parameters", "optimize_level", S.OPTIMIZE_LEVEL[fam]))
     for sec, key, allowed in singles:
@@ -182,10 +181,11 @@ def invalid_values(cfg: ConversionConfig) -> Iterator[Finding]:
     per = (("input_type_train", S.INPUT_TYPE_TRAIN), ("input_type_rt", S.INPUT_TYPE_RT),
            ("input_layout_train", S.LAYOUTS), ("input_layout_rt", S.LAYOUTS), ("norm_type", S.NORM_TYPES),
            ("input_space_and_range", S.INPUT_SPACE_AND_RANGE))
-    for key, allowed in per:
-        for i, item in enumerate(per_input_items(cfg, "input_parameters", key)):
-            yield from _check_value(cfg, "input_parameters", key, allowed, _item_path(cfg, "input_parameters", key, i),
-                                    item, f"input_parameters.{key} (input {i})")
+    per = [("input_parameters", k, a) for k, a in per] + [("calibration_parameters", "cal_data_type", S.CAL_DATA_TYPE)]
+    for sec, key, allowed in per:
+        for i, item in enumerate(per_input_items(cfg, sec, key)):
+            yield from _check_value(cfg, sec, key, allowed, _item_path(cfg, sec, key, i), item,
+                                    f"{sec}.{key} (input {i})")
     src = cfg.get("compiler_parameters", "input_source")
     if isinstance(src, dict):
         for name, v in src.items():

@@ -110,5 +110,5 @@ FLOAT_KEYS = {("calibration_parameters", "max_percentile")}
 MAPPING_KEYS = {("compiler_parameters", "input_source")}  # node_info / quant_config may be str or mapping
 SCALAR_KEYS = {("model_parameters", k) for k in ("onnx_model", "caffe_model", "prototxt", "march", "working_dir",
                                                  "output_model_file_prefix", "debug_mode")} | {
-    ("calibration_parameters", k) for k in ("calibration_type", "cal_data_type", "max_percentile")} | {
+    ("calibration_parameters", k) for k in ("calibration_type", "max_percentile")} | {
     ("compiler_parameters", k) for k in ("compile_mode", "optimize_level")}
