@@ -6,6 +6,7 @@ Exit codes: 0 clean, 1 findings at or above ``--fail-on``, 2 bad input.
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 import io
 import json
 import sys
@@ -17,21 +18,19 @@ from rich.text import Text
 from . import __version__
 from .catalogue import load_catalogue
 from .errors import GraphAuditError
-from .explain import audit, load_pipeline
+from .explain import load_pipeline
+from .fileio import check_output_path, write_atomic
+from .findings import SEVERITIES, severity_rank
 from .load import load_stage
+from .numeric.compare import DEFAULT_COSINE_THRESHOLD
 from .numeric.datastats import stats_dict
+from .outputs import DEFAULT_OUT, plan_reports, write_reports
 from .report import AuditReport
 from .toolchains.discovery import role_of
-from .inputcheck import attach_input_findings
-from .measure import default_data_stage, measure
-from .numeric.compare import DEFAULT_COSINE_THRESHOLD
-from .findings import SEVERITIES, severity_rank
+from .workflow import RunOptions, run_pipeline, user_inputs
 from .render import (render_diff, render_explain, render_findings, render_input_stats, render_numeric, render_rules,
                      write_json)
-from .render.json_out import write_atomic
-from .render.json_out import check_output_path
 from .samples import bundled_config, bundled_data, bundled_pipelines
-from .toolchain_log import attach_toolchain_log, load_toolchain_file, pick_toolchain_file
 
 __all__ = ["main", "build_parser"]
 
@@ -139,13 +138,13 @@ def _config_arg(p: argparse.ArgumentParser) -> None:
                                                    "stages; declares input layout and colour order")
 
 
-def _config(args: argparse.Namespace):
-    """The parsed ``--config`` (None without one)."""
-    if not getattr(args, "config", None):
+def _load_config(path):
+    """The parsed conversion config at ``path`` (None without one)."""
+    if not path:
         return None
     from .config import load_config
 
-    return load_config(args.config)
+    return load_config(path)
 
 
 def _numeric_args(p: argparse.ArgumentParser, required: bool) -> None:
@@ -173,53 +172,6 @@ def _report_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model-explorer", metavar="DIR", nargs="?", const="",
                    help="also write graphs, node mappings and overlays for Google's Model Explorer "
                         "(default DIR: OUT/model_explorer)")
-
-
-#: Default ``--out`` directory of ``explain`` (relative to the working directory).
-DEFAULT_OUT = "graphaudit_report"
-
-
-def _report_paths(args: argparse.Namespace, pipelines: list) -> dict:
-    """Where explain writes its report files; validated against the user's inputs before any work."""
-    from .render.html import check_output_dir
-
-    protect = _inputs(args, pipelines) + [Path(p) for _t, ps in pipelines for p in ps if Path(p).is_dir()]
-    protect += [Path(x) for x in (args.data, getattr(args, "log", None)) if x]
-    out = Path(args.out)
-    paths = {"protect": protect, "out": out,
-             "json": None if args.json is not None or args.no_report else out / "report.json",
-             "html": Path(args.html) if args.html else (None if args.no_report else out / "report.html"),
-             "me": None if args.model_explorer is None else Path(args.model_explorer or out / "model_explorer")}
-    if paths["json"] or (paths["html"] and paths["html"].parent == out) or (paths["me"] and out in paths["me"].parents):
-        check_output_dir(out, protect)
-    if paths["html"] and paths["html"].parent != out:
-        check_output_path(paths["html"], protect)
-    if paths["me"]:
-        check_output_dir(paths["me"], protect)
-    return paths
-
-
-def _write_reports(paths: dict, audits: list, console: Console) -> None:
-    """Write report.json / report.html / the Model Explorer files of ``explain``."""
-    from .render.html import diff_graph_panels, write_html
-    from .render.model_explorer import write_model_explorer
-
-    protect, reports = paths["protect"], [au.report for au in audits]
-    for key in ("json", "html"):
-        if paths[key] is not None:
-            paths[key].parent.mkdir(parents=True, exist_ok=True)
-    if paths["json"] is not None:
-        write_json(reports[0] if len(reports) == 1 else reports, paths["json"], protect=protect)
-        console.print(Text(f"\nJSON report: {paths['json']}"))
-    if paths["html"] is not None:
-        write_html(reports, paths["html"], [diff_graph_panels(au) for au in audits], protect=protect)
-        console.print(Text(f"HTML report: {paths['html']}"))
-    if paths["me"] is not None:
-        for i, au in enumerate(audits):
-            d = paths["me"] / (f"{i}_{au.report.title.split(':')[0]}" if len(audits) > 1 else "")
-            d.mkdir(parents=True, exist_ok=True)
-            write_model_explorer(au, d, protect=protect)
-        console.print(Text(f"Model Explorer files: {paths['me']}"))
 
 
 def _raw_shape(text: str | None) -> tuple | None:
@@ -279,19 +231,15 @@ def _render(args: argparse.Namespace, console: Console) -> int:
     from .render.diffgraph import build_diff_graph, picture_format
 
     picture_format(args.output)
-    out = check_output_path(args.output, _inputs(args, [("", args.paths)]) +
-                            ([Path(args.data)] if args.data else []))
-    au = audit(load_pipeline(args.paths, source=args.source))
-    if args.data is not None or args.random is not None:
-        measure(au, data=args.data, random=args.random, seed=args.seed, threshold=args.threshold,
-                isolated=not args.no_isolated, raw_dtype=args.raw_dtype, raw_shape=_raw_shape(args.raw_shape),
-                progress=_progress_factory(), input_shapes=_input_shapes(args.input_shape), max_samples=args.max_samples)
+    protect = user_inputs(args.paths, args.source, args.data)
+    out = check_output_path(args.output, protect)
+    au = run_pipeline(args.paths, "", _run_options(args))
     g = build_diff_graph(au, pair=args.pair, focus=args.focus, radius=args.radius, expand=args.expand,
                          max_nodes=args.max_nodes)
     try:
         g.write(out)
     except GraphvizMissingError as e:
-        dot_path = out.with_suffix(".dot")
+        dot_path = check_output_path(out.with_suffix(".dot"), protect)
         g.write(dot_path)
         raise GraphvizMissingError(f"{out}: {e}; the graph was written as DOT to {dot_path}") from e
     kinds = ", ".join(f"{n} {k}" for k, n in sorted(g.kind_counts.items()))
@@ -311,10 +259,10 @@ def _check_inputs(args: argparse.Namespace, console: Console) -> int:
     else:
         stages = load_pipeline(stage_paths, source=args.source)
     if args.json is not None:
-        check_output_path(args.json, [Path(p) for p in paths] + [Path(args.data)])
+        check_output_path(args.json, user_inputs(paths, args.source, args.data, args.config))
     idx = 1 if stages[0].role == "source" and len(stages) > 1 else 0
     stats, findings = check_inputs(stages, args.data, idx, args.raw_dtype, _raw_shape(args.raw_shape), args.max_samples,
-                                   _config(args))
+                                   _load_config(args.config))
     render_input_stats(stats, stages[idx], console)
     report = AuditReport(stages=[], transitions=[], findings=findings, title="check-inputs", tool_version=__version__)
     render_findings(report, console)
@@ -377,52 +325,30 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     if args.command == "check-inputs":
         return _check_inputs(args, console)
     if args.command == "explain" and not args.paths:
-        if args.source:
-            raise GraphAuditError("--source needs stage paths")
-        if args.data is not None:
-            raise GraphAuditError("--data needs stage paths (data fit one pipeline's inputs)")
-        if args.log:
-            raise GraphAuditError("--log needs stage paths (a log belongs to one pipeline)")
-        if args.config:
-            raise GraphAuditError("--config needs stage paths (a config belongs to one pipeline)")
-        pipelines = bundled_pipelines()
-        default_run = True
+        for flag in ("source", "data", "log", "config"):
+            if getattr(args, flag, None):
+                raise GraphAuditError(f"--{flag} needs stage paths (it belongs to one pipeline)")
+        pipelines, default_run = bundled_pipelines(), True
     else:
-        pipelines = [("", args.paths)]
-        default_run = False
-    if args.json is not None:
-        protect = _inputs(args, pipelines) + ([Path(args.data)] if getattr(args, "data", None) else [])
-        protect += [Path(args.log)] if getattr(args, "log", None) else []
+        pipelines, default_run = [("", args.paths)], False
+    protect = [p for _t, paths in pipelines for p in user_inputs(paths, args.source, getattr(args, "config", None),
+                                                                   getattr(args, "data", None),
+                                                                   getattr(args, "log", None))]
+    plan = None
+    if args.command == "explain":
+        plan = plan_reports(args.out, args.html, args.json, args.no_report, args.model_explorer, protect)
+    elif args.json is not None:
         check_output_path(args.json, protect)
-    config = _config(args)
-    reports = []
+    opts = _run_options(args)
     audits = []
-    outs = _report_paths(args, pipelines) if args.command == "explain" else None
     for title, paths in pipelines:
-        cfg = config
-        if default_run and bundled_config(title) is not None:
-            from .config import load_config
-
-            cfg = load_config(bundled_config(title))
-        au = audit(load_pipeline(paths, source=args.source), title=title, config=cfg)
-        tlog = None  # parsed before the numeric run, so a bad log fails fast
-        if args.command == "explain" and not default_run and (args.log or not args.no_log):
-            found = args.log or pick_toolchain_file(paths)
-            tlog = load_toolchain_file(found) if found is not None else None
-        data = bundled_data(title) if default_run and args.random is None else getattr(args, "data", None)
-        if data is not None:
-            attach_input_findings(au, data, default_data_stage(au), args.raw_dtype, _raw_shape(args.raw_shape),
-                                  args.max_samples)
-        if data is not None or getattr(args, "random", None) is not None:
-            measure(au, data=data, random=args.random, seed=args.seed, threshold=args.threshold,
-                    isolated=not args.no_isolated, raw_dtype=args.raw_dtype, raw_shape=_raw_shape(args.raw_shape),
-                    progress=_progress_factory(), input_shapes=_input_shapes(args.input_shape),
-                    max_samples=args.max_samples if args.max_samples is not None or not default_run
-                    else DEFAULT_SAMPLE_RUN)
-        if tlog is not None:
-            attach_toolchain_log(au, tlog)
-        reports.append(au.report)
-        audits.append(au)
+        o = opts
+        if default_run:
+            o = replace(opts, config=_load_config(bundled_config(title)), find_log=False,
+                        data=bundled_data(title) if args.random is None else None,
+                        max_samples=args.max_samples if args.max_samples is not None else DEFAULT_SAMPLE_RUN)
+        audits.append(run_pipeline(paths, title, o))
+    reports = [au.report for au in audits]
     for rep in reports:
         if args.command == "explain":
             render_explain(rep, console, args.verbose)
@@ -431,11 +357,12 @@ def _run(args: argparse.Namespace, console: Console) -> int:
             render_findings(rep, console, codes=("N401", "N402"))
         else:
             render_diff(rep, console, args.verbose)
-    if args.json is not None:
+    if plan is not None:
+        for what, path in write_reports(plan, audits, json=args.json):
+            console.print(Text(f"{what}: {path}"))
+    elif args.json is not None:
         write_json(reports[0] if len(reports) == 1 else reports, args.json, protect=protect)
         console.print(Text(f"\nJSON report: {args.json}"))
-    if outs is not None:
-        _write_reports(outs, audits, console)
     fail_on = getattr(args, "fail_on", "never")
     if fail_on != "never" and any(severity_rank(f.severity) <= severity_rank(fail_on)
                                   for rep in reports for f in rep.findings):
@@ -443,17 +370,18 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
-def _inputs(args: argparse.Namespace, pipelines: list) -> list[Path]:
-    """Every file the user gave us (stage files, files of stage directories, --source): never overwritten."""
-    out: list[Path] = [Path(args.source)] if args.source else []
-    out += [Path(args.config)] if getattr(args, "config", None) else []
-    for _title, paths in pipelines:
-        for p in map(Path, paths):
-            try:
-                out.extend([q for q in p.iterdir() if q.is_file()] if p.is_dir() else [p])
-            except OSError:
-                out.append(p)
-    return out
+def _run_options(args: argparse.Namespace) -> RunOptions:
+    """The :class:`RunOptions` of explain/compare/diff arguments."""
+    numeric = hasattr(args, "threshold")
+    return RunOptions(
+        source=args.source, config=_load_config(getattr(args, "config", None)),
+        data=getattr(args, "data", None), random=getattr(args, "random", None), seed=getattr(args, "seed", 0),
+        threshold=args.threshold if numeric else DEFAULT_COSINE_THRESHOLD,
+        isolated=not args.no_isolated if numeric else True, raw_dtype=getattr(args, "raw_dtype", None),
+        raw_shape=_raw_shape(getattr(args, "raw_shape", None)),
+        input_shapes=_input_shapes(getattr(args, "input_shape", [])), max_samples=getattr(args, "max_samples", None),
+        progress=_progress_factory() if numeric else None, log=getattr(args, "log", None),
+        find_log=args.command == "explain" and not getattr(args, "no_log", True))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -91,8 +91,8 @@ def test_inputs_untouched_and_nothing_written_next_to_them(tmp_path, two_stages)
 
 
 def test_json_report_schema(tmp_path, two_stages):
-    out = tmp_path / "out"
-    out.mkdir()
+    out = _elsewhere(tmp_path)
+    assert_user_error(run("explain", str(tmp_path), "--json", str(tmp_path / "r.json")), "inside the input directory")
     p = run("explain", str(two_stages[0].parent), "--json", str(out / "r.json"), "--no-report")
     assert p.returncode == 0, p.stderr
     d = json.loads((out / "r.json").read_text())

@@ -13,12 +13,11 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
-from ..errors import GraphAuditError
-from ..fileio import atomic_write
+from ..fileio import check_output_path, write_atomic
 from ..report import AuditReport
 
 __all__ = ["GraphPanel", "ErrorChart", "diff_graph_panels", "error_chart", "render_html", "write_html",
-           "check_output_dir", "GRAPHVIZ_HINT"]
+           "GRAPHVIZ_HINT"]
 
 #: Shown in place of a diff graph when Graphviz's ``dot`` program is missing.
 GRAPHVIZ_HINT = ("Graphviz's `dot` program was not found, so the diff graph could not be drawn. Install Graphviz "
@@ -260,46 +259,7 @@ def write_html(reports: list[AuditReport], path: str | os.PathLike, panels: list
         ``path`` is one of the user's inputs or inside an input directory, its directory is
         missing, or it cannot be written.
     """
-    from .json_out import check_output_path
-
-    p = check_output_path(path, protect)
-    text = render_html(reports, panels)
-    try:
-        atomic_write(p, text)
-    except OSError as e:
-        raise GraphAuditError(f"{p}: cannot write ({e.strerror})") from e
-    return p
+    check_output_path(path, protect)  # before the rendering work
+    return write_atomic(path, render_html(reports, panels), protect)
 
 
-def check_output_dir(path: str | os.PathLike, protect: list[Path] | None = None) -> Path:
-    """Validate an output directory before any work is done; it need not exist yet (it is created on write).
-
-    Parameters
-    ----------
-    path : path-like
-        The directory (``--out``).
-    protect : list of Path
-        The user's inputs: files, and directories whose whole tree is off limits.
-
-    Raises
-    ------
-    GraphAuditError
-        ``path`` is empty, an existing non-directory, an input file, one of the input directories
-        or inside one.
-    """
-    if not str(path):
-        raise GraphAuditError("--out: empty directory name")
-    p = Path(path)
-    rp = p.resolve()
-    for q in protect or []:
-        try:
-            rq = q.resolve()
-        except OSError:
-            continue
-        if q.is_dir() and (rq == rp or rq in rp.parents):
-            raise GraphAuditError(f"{p}: is or lies inside the input directory {q}; refusing to write there")
-        if q.exists() and not q.is_dir() and rq == rp:
-            raise GraphAuditError(f"{p}: is one of the input files; refusing to write there")
-    if p.exists() and not p.is_dir():
-        raise GraphAuditError(f"{p}: exists and is not a directory")
-    return p

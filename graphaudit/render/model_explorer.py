@@ -9,8 +9,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..errors import GraphAuditError
-from ..fileio import atomic_write
+from ..fileio import write_atomic
 from ..stage import StageGraph
 from .diffgraph import KIND_COLORS as _DIFF_COLORS
 
@@ -230,14 +229,8 @@ def _slug(text: str) -> str:
 
 
 def _write(path: Path, data: Any, protect: list[Path] | None) -> Path:
-    from .json_out import check_output_path
-
-    check_output_path(path, protect)
-    try:
-        atomic_write(path, data if isinstance(data, str) else json.dumps(data, indent=1, allow_nan=False) + "\n")
-    except OSError as e:
-        raise GraphAuditError(f"{path}: cannot write ({e.strerror})") from e
-    return path
+    return write_atomic(path, data if isinstance(data, str) else json.dumps(data, indent=1, allow_nan=False) + "\n",
+                        protect)
 
 
 def write_model_explorer(au, directory: str | os.PathLike, protect: list[Path] | None = None) -> list[Path]:

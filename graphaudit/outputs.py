@@ -1,0 +1,103 @@
+"""The report files of ``explain``: where they go (checked against the user's inputs before any work) and writing them."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .fileio import check_output_dir, check_output_path
+
+__all__ = ["ReportPlan", "plan_reports", "write_reports", "DEFAULT_OUT"]
+
+#: Default ``--out`` directory of ``explain`` (relative to the working directory).
+DEFAULT_OUT = "graphaudit_report"
+
+
+@dataclass
+class ReportPlan:
+    """Paths of the report files to write (None: not written) and the inputs they must stay clear of."""
+
+    out: Path
+    json: Path | None
+    html: Path | None
+    model_explorer: Path | None
+    protect: list[Path] = field(default_factory=list)
+
+
+def plan_reports(out: str | os.PathLike = DEFAULT_OUT, html: str | os.PathLike | None = None,
+                 json: str | os.PathLike | None = None, no_report: bool = False,
+                 model_explorer: str | os.PathLike | None = None,
+                 protect: list[Path] | None = None) -> ReportPlan:
+    """Decide and validate the report paths of ``explain``.
+
+    Parameters
+    ----------
+    out : path-like
+        Directory for ``report.json`` and ``report.html`` (created on write).
+    html, json : path-like, optional
+        Explicit paths; an explicit JSON path replaces ``out/report.json``.
+    no_report : bool
+        Write only what was asked for explicitly (``html``, ``json``, ``model_explorer``).
+    model_explorer : path-like, optional
+        ``""`` for ``out/model_explorer``, a directory, or None for no Model Explorer files.
+    protect : list of Path
+        The user's inputs (files, and directories whose whole tree is off limits).
+
+    Raises
+    ------
+    GraphAuditError
+        A path that is an input file, or is or lies inside an input directory, a file where a directory
+        is needed, a missing parent directory of an explicit file.
+    """
+    protect = list(protect or [])
+    out = Path(out)
+    plan = ReportPlan(
+        out=out, protect=protect,
+        json=None if json is not None or no_report else out / "report.json",
+        html=Path(html) if html else (None if no_report else out / "report.html"),
+        model_explorer=None if model_explorer is None else Path(model_explorer or out / "model_explorer"))
+    if json is not None:
+        check_output_path(json, protect)
+    in_out = [p for p in (plan.json, plan.html) if p is not None and p.parent == out]
+    if in_out or (plan.model_explorer is not None and out in plan.model_explorer.parents):
+        check_output_dir(out, protect)
+    if plan.html is not None and plan.html.parent != out:
+        check_output_path(plan.html, protect)
+    if plan.model_explorer is not None:
+        check_output_dir(plan.model_explorer, protect)
+    return plan
+
+
+def write_reports(plan: ReportPlan, audits: list, json: str | os.PathLike | None = None) -> list[tuple[str, Path]]:
+    """Write the planned files for the audits (:class:`graphaudit.explain.Audit`, one per pipeline).
+
+    ``json`` is the explicit JSON path (written too). Returns ``(what, path)`` per file or directory written.
+
+    Raises
+    ------
+    GraphAuditError
+        A file cannot be written.
+    """
+    from .render.html import diff_graph_panels, write_html
+    from .render.json_out import write_json
+    from .render.model_explorer import write_model_explorer
+
+    reports = [au.report for au in audits]
+    written: list[tuple[str, Path]] = []
+    for what, path in (("JSON report", Path(json) if json is not None else None), ("JSON report", plan.json)):
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_json(reports[0] if len(reports) == 1 else reports, path, protect=plan.protect)
+            written.append((what, path))
+    if plan.html is not None:
+        plan.html.parent.mkdir(parents=True, exist_ok=True)
+        write_html(reports, plan.html, [diff_graph_panels(au) for au in audits], protect=plan.protect)
+        written.append(("HTML report", plan.html))
+    if plan.model_explorer is not None:
+        for i, au in enumerate(audits):
+            d = plan.model_explorer / (f"{i}_{au.report.title.split(':')[0]}" if len(audits) > 1 else "")
+            d.mkdir(parents=True, exist_ok=True)
+            write_model_explorer(au, d, protect=plan.protect)
+        written.append(("Model Explorer files", plan.model_explorer))
+    return written

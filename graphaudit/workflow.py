@@ -1,0 +1,82 @@
+"""One pipeline through the whole job of ``explain``: audit, input checks, numeric comparison, toolchain log."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from .explain import Audit, audit, load_pipeline
+from .inputcheck import attach_input_findings
+from .measure import default_data_stage, measure
+from .numeric.compare import DEFAULT_COSINE_THRESHOLD
+from .toolchain_log import attach_toolchain_log, load_toolchain_file, pick_toolchain_file
+
+__all__ = ["RunOptions", "run_pipeline", "user_inputs"]
+
+
+@dataclass
+class RunOptions:
+    """What to do with a pipeline besides aligning and checking it (all optional).
+
+    ``config`` is a parsed :class:`graphaudit.config.ConversionConfig`; ``data``/``random`` run the numeric
+    comparison (``data`` also the input checks); ``log`` names a toolchain log, ``find_log`` looks for one
+    beside the stages (:func:`graphaudit.toolchain_log.pick_toolchain_file`). The numeric fields are those
+    of :func:`graphaudit.measure.measure`.
+    """
+
+    source: str | os.PathLike | None = None
+    config: Any = None
+    data: str | os.PathLike | None = None
+    random: int | None = None
+    seed: int = 0
+    threshold: float = DEFAULT_COSINE_THRESHOLD
+    isolated: bool = True
+    raw_dtype: str | None = None
+    raw_shape: tuple | None = None
+    input_shapes: dict[str, tuple] = field(default_factory=dict)
+    max_samples: int | None = None
+    progress: Callable | None = None
+    log: str | os.PathLike | None = None
+    find_log: bool = False
+
+
+def run_pipeline(paths: list[str | os.PathLike], title: str = "", opts: RunOptions | None = None) -> Audit:
+    """Load, align and check one pipeline, then what ``opts`` asks for; findings and sections land in ``.report``.
+
+    Order: the toolchain log is parsed before the (slow) numeric run so a bad log fails fast; input findings
+    come before the numeric findings.
+
+    Raises
+    ------
+    GraphAuditError
+        Bad stages, config, data or log (one-line messages).
+    """
+    o = opts or RunOptions()
+    au = audit(load_pipeline(paths, source=o.source), title=title, config=o.config)
+    found = o.log or (pick_toolchain_file(paths) if o.find_log else None)
+    tlog = load_toolchain_file(found) if found is not None else None
+    if o.data is not None:
+        attach_input_findings(au, o.data, default_data_stage(au), o.raw_dtype, o.raw_shape, o.max_samples)
+    if o.data is not None or o.random is not None:
+        measure(au, data=o.data, random=o.random, seed=o.seed, threshold=o.threshold, isolated=o.isolated,
+                raw_dtype=o.raw_dtype, raw_shape=o.raw_shape, progress=o.progress, input_shapes=o.input_shapes,
+                max_samples=o.max_samples)
+    if tlog is not None:
+        attach_toolchain_log(au, tlog)
+    return au
+
+
+def user_inputs(paths: list[str | os.PathLike], *extra: str | os.PathLike | None) -> list[Path]:
+    """Everything the user gave us, which outputs must never overwrite or land in: the stage paths (directories
+    and the files in them) and the ``extra`` files or directories (source model, config, data, log; None skipped)."""
+    out: list[Path] = [Path(x) for x in extra if x]
+    for p in map(Path, paths):
+        out.append(p)
+        try:
+            if p.is_dir():
+                out.extend(q for q in p.iterdir() if q.is_file())
+        except OSError:
+            pass
+    return out
