@@ -60,8 +60,10 @@ def measure(kind: str, files: list[Path], repeat: int) -> dict:
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
-def generate(n_nodes: int, out_dir: Path) -> list[Path]:
-    """A residual chain of Conv+BatchNormalization+Relu+Add blocks (4 nodes each), and its onnxruntime-optimized form."""
+def generate(n_nodes: int, out_dir: Path, kept_chain: bool = False) -> list[Path]:
+    """A residual chain of Conv+BatchNormalization+Relu+Add blocks (4 nodes each) and its onnxruntime-optimized form
+    (every BatchNormalization fused). With ``kept_chain`` each block also holds Conv -> Relu after the first Relu
+    (6 nodes per block): runs of nodes that the optimizer keeps, as the render benchmark needs."""
     import numpy as np
     import onnx
     import onnxruntime as ort
@@ -71,15 +73,23 @@ def generate(n_nodes: int, out_dir: Path) -> list[Path]:
     rng = np.random.default_rng(0)
     nodes, inits = [], []
     prev = "x"
-    for i in range(n_nodes // 4):
+    per_block = 6 if kept_chain else 4
+    for i in range(n_nodes // per_block):
         w = numpy_helper.from_array(rng.standard_normal((c, c, 1, 1)).astype(np.float32) * 0.1, f"w{i}")
         s, b, m, v = (numpy_helper.from_array(a.astype(np.float32), f"{k}{i}") for k, a in
                       zip("sbmv", (np.ones(c), np.zeros(c), rng.standard_normal(c) * 0.01, np.ones(c))))
         inits += [w, s, b, m, v]
         nodes += [helper.make_node("Conv", [prev, f"w{i}"], [f"c{i}"], name=f"conv{i}"),
-                  helper.make_node("BatchNormalization", [f"c{i}", f"s{i}", f"b{i}", f"m{i}", f"v{i}"], [f"n{i}"], name=f"bn{i}"),
-                  helper.make_node("Relu", [f"n{i}"], [f"r{i}"], name=f"relu{i}"),
-                  helper.make_node("Add", [f"r{i}", prev], [f"a{i}"], name=f"add{i}")]
+                  helper.make_node("BatchNormalization", [f"c{i}", f"s{i}", f"b{i}", f"m{i}", f"v{i}"], [f"n{i}"],
+                                   name=f"bn{i}"),
+                  helper.make_node("Relu", [f"n{i}"], [f"r{i}"], name=f"relu{i}")]
+        last = f"r{i}"
+        if kept_chain:
+            inits.append(numpy_helper.from_array(rng.standard_normal((c, c, 1, 1)).astype(np.float32) * 0.1, f"u{i}"))
+            nodes += [helper.make_node("Conv", [f"r{i}", f"u{i}"], [f"d{i}"], name=f"conv{i}b"),
+                      helper.make_node("Relu", [f"d{i}"], [f"e{i}"], name=f"relu{i}b")]
+            last = f"e{i}"
+        nodes.append(helper.make_node("Add", [last, prev], [f"a{i}"], name=f"add{i}"))
         prev = f"a{i}"
     nodes[-1].output[0] = "y"
     g = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, c, 4, 4])],

@@ -21,43 +21,11 @@ sys.path.insert(0, str(REPO))
 
 
 def generate(n_nodes: int, out_dir: Path) -> list[Path]:
-    """A residual chain of Conv+BatchNormalization+Relu+Conv+Relu+Add blocks (6 nodes each) and its
-    onnxruntime-optimized form (built as ``bench_align.generate`` builds its pair): every BatchNormalization
-    is fused, and Relu -> Conv -> Relu is a chain of kept nodes in each block."""
-    import numpy as np
-    import onnx
-    import onnxruntime as ort
-    from onnx import helper, numpy_helper
+    """The generated pair of ``bench_align.py`` with a chain of kept nodes (Conv -> Relu) in every block."""
+    sys.path.insert(0, str(REPO / "bench"))
+    from bench_align import generate as chain_pair
 
-    c = 8
-    rng = np.random.default_rng(0)
-    nodes, inits = [], []
-    prev = "x"
-    for i in range(n_nodes // 6):
-        w = numpy_helper.from_array(rng.standard_normal((c, c, 1, 1)).astype(np.float32) * 0.1, f"w{i}")
-        w2 = numpy_helper.from_array(rng.standard_normal((c, c, 1, 1)).astype(np.float32) * 0.1, f"u{i}")
-        s, b, m, v = (numpy_helper.from_array(a.astype(np.float32), f"{k}{i}") for k, a in
-                      zip("sbmv", (np.ones(c), np.zeros(c), rng.standard_normal(c) * 0.01, np.ones(c))))
-        inits += [w, w2, s, b, m, v]
-        nodes += [helper.make_node("Conv", [prev, f"w{i}"], [f"c{i}"], name=f"conv{i}"),
-                  helper.make_node("BatchNormalization", [f"c{i}", f"s{i}", f"b{i}", f"m{i}", f"v{i}"], [f"n{i}"],
-                                   name=f"bn{i}"),
-                  helper.make_node("Relu", [f"n{i}"], [f"r{i}"], name=f"relu{i}"),
-                  helper.make_node("Conv", [f"r{i}", f"u{i}"], [f"d{i}"], name=f"conv{i}b"),
-                  helper.make_node("Relu", [f"d{i}"], [f"e{i}"], name=f"relu{i}b"),
-                  helper.make_node("Add", [f"e{i}", prev], [f"a{i}"], name=f"add{i}")]
-        prev = f"a{i}"
-    nodes[-1].output[0] = "y"
-    g = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, c, 4, 4])],
-                          [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, c, 4, 4])], inits)
-    a = out_dir / "gen_original.onnx"
-    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), a)
-    b = out_dir / "gen_optimized.onnx"
-    so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
-    so.optimized_model_filepath = str(b)
-    ort.InferenceSession(str(a), so, providers=["CPUExecutionProvider"])
-    return [a, b]
+    return chain_pair(n_nodes, out_dir, kept_chain=True)
 
 
 def render_case(title: str, paths: list, max_nodes: int, random: int, keep: Path | None) -> None:

@@ -109,23 +109,6 @@ def _config_node_names(cfg: ConversionConfig) -> list[tuple[tuple, str, str]]:
     return out
 
 
-def _forward(lineage: Lineage, k: int, node_id: str, target: int) -> list[str]:
-    """Node ids of stage ``target`` that node ``node_id`` of stage ``k`` became (regions and kept wrappers)."""
-    current = {node_id}
-    for i in range(k, target):
-        al = lineage.alignments[i]
-        nxt: set[str] = set()
-        for r in al.regions:
-            if current & set(r.a_nodes):
-                nxt |= set(r.b_nodes)
-        for w in al.wrappers:
-            for xa, xb in w.kept:
-                if xa in current:
-                    nxt.add(xb)
-        current = nxt
-    return sorted(current)
-
-
 def node_names(cfg: ConversionConfig, stages: list[StageGraph], lineage: Lineage | None) -> Iterator[Finding]:
     """C323 (CASES.md case 12): node names in the config that the optimized_float stage does not have.
 
@@ -148,7 +131,7 @@ def node_names(cfg: ConversionConfig, stages: list[StageGraph], lineage: Lineage
             if ids:
                 where = Path(st.path).name
                 if lineage is not None and len(lineage.alignments) >= opt_idx:
-                    mapped = sorted({m for nid in ids for m in _forward(lineage, k, nid, opt_idx)})
+                    mapped = sorted({m for nid in ids for m in lineage.node_descendants(k, nid, opt_idx)})
                 break
         if mapped:
             ops = ", ".join(f"{m} ({opt.nodes[m].op_type})" for m in mapped if m in opt.nodes)

@@ -47,18 +47,26 @@ class Lineage:
 
     def node_origin(self, stage_index: int, node_id: str) -> list[str]:
         """Node ids of stage 0 whose region leads to ``node_id`` of stage ``stage_index``."""
-        current = {node_id}
-        for i in range(stage_index - 1, -1, -1):
+        return self._map_nodes({node_id}, range(stage_index - 1, -1, -1), forward=False)
+
+    def node_descendants(self, stage_index: int, node_id: str, target: int) -> list[str]:
+        """Node ids of stage ``target`` (> ``stage_index``) that ``node_id`` of stage ``stage_index`` became
+        (through regions and kept wrappers); empty when it was removed."""
+        return self._map_nodes({node_id}, range(stage_index, target), forward=True)
+
+    def _map_nodes(self, current: set[str], transitions: range, forward: bool) -> list[str]:
+        for i in transitions:
             al = self.alignments[i]
-            prev: set[str] = set()
+            nxt: set[str] = set()
             for r in al.regions:
-                if current & set(r.b_nodes):
-                    prev |= set(r.a_nodes)
+                src, dst = (r.a_nodes, r.b_nodes) if forward else (r.b_nodes, r.a_nodes)
+                if current & set(src):
+                    nxt |= set(dst)
             for w in al.wrappers:
                 for xa, xb in w.kept:
-                    if xb in current:
-                        prev.add(xa)
-            current = prev
+                    if (xa if forward else xb) in current:
+                        nxt.add(xb if forward else xa)
+            current = nxt
         return sorted(current)
 
 
