@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 from dataclasses import replace
 import io
-import json
 import sys
 from pathlib import Path
 
@@ -23,7 +22,6 @@ from .fileio import check_output_path, write_atomic
 from .findings import SEVERITIES, severity_rank
 from .load import load_stage
 from .numeric.compare import DEFAULT_COSINE_THRESHOLD
-from .numeric.datastats import stats_dict
 from .outputs import DEFAULT_OUT, plan_reports, write_reports
 from .report import AuditReport
 from .toolchains.discovery import role_of
@@ -251,25 +249,29 @@ def _render(args: argparse.Namespace, console: Console) -> int:
 
 def _check_inputs(args: argparse.Namespace, console: Console) -> int:
     from .inputcheck import check_inputs
+    from .render.console import render_input_contracts
+    from .render.json_out import input_check_json
+    from .toolchains.contracts import stage_contracts
 
     paths = args.paths
-    stage_paths = paths if len(paths) > 1 or Path(paths[0]).is_dir() or args.source else paths
-    if len(stage_paths) == 1 and not Path(stage_paths[0]).is_dir():
-        stages = [load_stage(stage_paths[0], role=role_of(Path(stage_paths[0]))[0])]
-    else:
-        stages = load_pipeline(stage_paths, source=args.source)
+    protect = user_inputs(paths, args.source, args.data, args.config)
     if args.json is not None:
-        check_output_path(args.json, user_inputs(paths, args.source, args.data, args.config))
+        check_output_path(args.json, protect)
+    cfg = _load_config(args.config)
+    if len(paths) == 1 and not Path(paths[0]).is_dir() and not args.source:
+        stages = [load_stage(paths[0], role=role_of(Path(paths[0]))[0])]
+    else:
+        stages = load_pipeline(paths, source=args.source)
     idx = 1 if stages[0].role == "source" and len(stages) > 1 else 0
     stats, findings = check_inputs(stages, args.data, idx, args.raw_dtype, _raw_shape(args.raw_shape), args.max_samples,
-                                   _load_config(args.config))
+                                   cfg)
+    contracts = stage_contracts(stages[idx], cfg)
+    render_input_contracts(contracts, stages[idx], console)
     render_input_stats(stats, stages[idx], console)
-    report = AuditReport(stages=[], transitions=[], findings=findings, title="check-inputs", tool_version=__version__)
-    render_findings(report, console)
+    render_findings(AuditReport(stages=[], transitions=[], findings=findings, title="check-inputs",
+                                tool_version=__version__), console)
     if args.json is not None:
-        write_atomic(args.json, json.dumps({"stage": stages[idx].path, "inputs": {k: stats_dict(v) for k, v in
-                                                                                  stats.items()},
-                                            "findings": [f.to_dict() for f in findings]}, indent=1) + "\n")
+        write_atomic(args.json, input_check_json(stages[idx].path, contracts, stats, findings), protect)
     if args.fail_on != "never" and any(severity_rank(f.severity) <= severity_rank(args.fail_on) for f in findings):
         return 1
     return 0

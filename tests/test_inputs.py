@@ -273,3 +273,34 @@ def test_colour_order_declared_by_config(samples, x128, tmp_path):
     assert f.code == "P207" and "input_type_train bgr" in f.message
     cfg = load_config(_config(samples, tmp_path, input_type_train="rgb"))
     assert check_inputs([stage], tmp_path / "warm.npy", config=cfg)[1] == []
+
+
+def test_value_domain_of_each_kind_of_input(samples, stage_from_text):
+    from graphaudit.toolchains.contracts import stage_contracts
+
+    hz = stage_contracts(_original(samples)[0])["x"]
+    assert hz.value_domain.startswith("*_128") and (hz.color, hz.layout) == ("RGB", "NCHW")
+    det = stage_contracts(load_pipeline([samples / "ort" / "ppocr_det"])[0])["x"]
+    assert det.value_domain == "normalized float image (the caller normalizes)"
+    u8 = stage_from_text('<ir_version: 8, opset_import: ["" : 13]>\n'
+                         'g (uint8[1,3,8,8] x) => (float[1,3,8,8] y) <float[1,3,1,1] m = {123.7, 116.3, 103.5}>\n'
+                         '{ xf = Cast <to = 1> (x)\n  y = Sub (xf, m) }', name="u8")
+    assert stage_contracts(u8)["x"].value_domain == "raw uint8 pixels 0..255 (the model normalizes)"
+    fm = stage_from_text('<ir_version: 8, opset_import: ["" : 13]>\ng (float[1,5,1024] x) => (float[1,5,1024] y)'
+                         ' { y = Relu (x) }', name="fm")
+    assert stage_contracts(fm)["x"].value_domain == "featuremap"
+
+
+def test_check_inputs_json_holds_contract_and_statistics(samples, tmp_path):
+    import json
+
+    from graphaudit.cli import main
+
+    hz = _hz(samples)
+    assert main(["check-inputs", str(hz), "--data", str(hz / "calibration_data"), "--config",
+                 str(hz / "config.yaml"), "--json", str(tmp_path / "ci.json")]) == 0
+    d = json.loads((tmp_path / "ci.json").read_text())
+    c = d["contracts"]["x"]
+    assert (c["layout"], c["layout_source"], c["color"], c["domain"]) == ("NCHW", "HzPreprocess data_format", "RGB",
+                                                                           "x128")
+    assert d["inputs"]["x"]["per_sample"]["samples"] == 16 and d["findings"] == []

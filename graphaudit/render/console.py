@@ -176,8 +176,21 @@ def render_numeric(report: AuditReport, console: Console) -> None:
                                    + (f", max {_fmt(r['lsb_max'], '.1f')} LSB" if r.get("lsb_max") else "")))
 
 
+def render_input_contracts(contracts: dict, stage, console: Console) -> None:
+    """Print what each graph input of ``stage`` takes (:class:`graphaudit.toolchains.contracts.InputContract`)."""
+    t = Table(title=f"Input contract of {stage.name}", title_justify="left")
+    for col in ("input", "dtype", "shape", "layout", "values", "colour"):
+        t.add_column(col, overflow="fold")
+    for name, ic in contracts.items():
+        layout = f"{ic.layout} ({ic.layout_source})" if ic.layout else "-"
+        color = f"{ic.color} ({ic.color_source})" if ic.color else "-"
+        t.add_row(escape(name), ic.dtype, str(list(ic.shape)) if ic.shape is not None else "?", escape(layout),
+                  escape(ic.value_domain), escape(color))
+    console.print(t)
+
+
 def render_input_stats(stats: dict, stage, console: Console) -> None:
-    """Print per-input data statistics next to what the stage takes."""
+    """Print per-input data statistics (to set beside :func:`render_input_contracts`)."""
     t = Table(title=f"Data for {stage.name}", title_justify="left")
     for col in ("input", "dtype", "shape", "layout", "samples", "range", "mean per channel", "std per channel"):
         t.add_column(col, overflow="fold")

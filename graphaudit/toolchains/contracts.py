@@ -78,6 +78,22 @@ class InputContract:
         return self.domain == "x128" or any(s.split()[0] in ("Sub", "Div", "Mul", "Add") for s in self.in_model)
 
     @property
+    def value_domain(self) -> str:
+        """The values the input takes, in words: Horizon ``*_128`` (pixel - 128), raw integer pixels, values the
+        model normalizes itself, normalized floats (the caller normalizes), or a featuremap (HORIZON.md section 2)."""
+        if self.domain == "x128":
+            return "*_128: pixel - 128 in [-128, 127] (HzPreprocess normalizes)"
+        image = bool(self.layout) and self.shape is not None and len(self.shape) == 4
+        if self.dtype in ("UINT8", "INT8"):
+            kind = "raw uint8 pixels 0..255" if self.dtype == "UINT8" else "int8 values"
+            return kind + (" (the model normalizes)" if self.normalizes else "")
+        if image and self.normalizes:
+            return "image values the model normalizes itself (" + "; ".join(self.in_model) + ")"
+        if image:
+            return "normalized float image (the caller normalizes)"
+        return "featuremap"
+
+    @property
     def channel_axis(self) -> int | None:
         return {"NCHW": 1, "NHWC": 3}.get(self.layout)
 
