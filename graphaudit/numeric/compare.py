@@ -330,8 +330,14 @@ def _te_dict(te: TensorError) -> dict:
     return d
 
 
+def _region_dict(r: RegionError) -> dict:
+    return {"kind": r.change.kind, "pattern": r.change.pattern, "a_nodes": r.change.a_nodes, "b_nodes": r.change.b_nodes,
+            "outputs": [list(o) for o in r.outputs], **r.stats.to_dict()}
+
+
 def transition_dict(res: TransitionNumeric, worst: int = 10) -> dict:
-    """JSON-ready dict of one transition's numeric comparison (schema 1.1 ``numeric`` entries)."""
+    """JSON-ready dict of one transition's numeric comparison (``numeric`` entries of the report schema:
+    ``worst_regions`` the ``worst`` changes by isolated SQNR, ``regions`` (1.3) every measured change)."""
     compared = [t for t in res.tensors if t.stats.samples]
     worst_t = min(compared, key=lambda t: (not math.isnan(t.stats.cosine), t.stats.cosine), default=None)
     return {
@@ -341,9 +347,8 @@ def transition_dict(res: TransitionNumeric, worst: int = 10) -> dict:
         "worst_tensor": _te_dict(worst_t) if worst_t else None,
         "first_divergence": _te_dict(res.first_divergence) if res.first_divergence else None,
         "outputs": [_te_dict(t) for t in res.outputs()],
-        "worst_regions": [{"kind": r.change.kind, "pattern": r.change.pattern, "a_nodes": r.change.a_nodes,
-                           "b_nodes": r.change.b_nodes, "outputs": [list(o) for o in r.outputs], **r.stats.to_dict()}
-                          for r in res.worst_regions(worst)],
+        "worst_regions": [_region_dict(r) for r in res.worst_regions(worst)],
+        "regions": [_region_dict(r) for r in res.regions if r.stats.samples],
         "regions_measured": len(res.regions), "regions_skipped": res.skipped_regions,
         "tensors": [_te_dict(t) for t in res.tensors if t.stats.samples],
     }

@@ -102,9 +102,9 @@ def error_chart(numeric: dict[str, Any], width: int = 900, height: int = 260) ->
     """Lay out the error chart of one ``numeric`` entry of a report (schema 1.1).
 
     Accumulated error: every compared tensor (``numeric["tensors"]``) at its ``order`` (position of its
-    producer in the test stage's topological order) with its SQNR (dB). Isolated error: the measured
-    changes (``numeric["worst_regions"]``; the report keeps the worst ones) at the order of their output
-    tensor.
+    producer in the test stage's topological order) with its SQNR (dB). Isolated error: every measured
+    change (``numeric["regions"]``; reports of schema < 1.3 keep only ``worst_regions``) at the order of its
+    output tensor.
 
     Returns
     -------
@@ -117,7 +117,7 @@ def error_chart(numeric: dict[str, Any], width: int = 900, height: int = 260) ->
     pts.sort(key=lambda t: t["order"])
     order_of = {t["b_tensor"]: t["order"] for t in pts}
     iso = []
-    for r in numeric.get("worst_regions", []):
+    for r in numeric.get("regions", numeric.get("worst_regions", [])):
         for _a, b in r.get("outputs", [])[:1]:
             if b in order_of and _sqnr(r.get("sqnr_db")) is not None:
                 iso.append({**r, "b_tensor": b, "order": order_of[b]})
