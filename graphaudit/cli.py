@@ -356,7 +356,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
             render_explain(rep, console, args.verbose)
         elif args.command == "compare":
             render_numeric(rep, console)
-            render_findings(rep, console, codes=("N401", "N402"))
+            render_findings(rep, console)
         else:
             render_diff(rep, console, args.verbose)
     if plan is not None:

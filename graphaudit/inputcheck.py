@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+from typing import Iterator
+
+import numpy as np
 
 from .checks import run_checks
 from .checks.base import AuditContext
@@ -11,6 +14,7 @@ from .findings import Finding
 from .numeric.data import InputSpec, input_specs, open_data
 from .numeric.datastats import InputStats, data_stats
 from .stage import StageGraph
+from .toolchains.contracts import convert_sample, pipeline_normalization, stage_contracts
 
 __all__ = ["check_inputs", "attach_input_findings", "INPUT_CODES"]
 
@@ -27,7 +31,8 @@ def check_inputs(stages: list[StageGraph], data: str | os.PathLike, data_stage: 
     stage does not say (:func:`graphaudit.toolchains.contracts.stage_contracts`).
 
     The data are read without checking their shape against the model (a wrong layout or shape is
-    reported as a finding, P201/P208, not refused).
+    reported as a finding, P201/P208, not refused). Images are checked as the stage will be fed them:
+    decoded to RGB pixels and converted to the stage's layout, colour order and value domain.
 
     Raises
     ------
@@ -40,9 +45,37 @@ def check_inputs(stages: list[StageGraph], data: str | os.PathLike, data_stage: 
     except DataError:  # data that do not fit: read them as they are, the rules say what is wrong
         src = open_data(data, [InputSpec(s.name, s.dtype, None) for s in specs], raw_dtype=raw_dtype,
                         raw_shape=raw_shape)
+    if src.domain == "pixels":  # images: check what the stage will be fed, as compare feeds it
+        src = _as_fed(src, stages, data_stage, config)
     stats = data_stats(src, max_samples=max_samples)
     ctx = AuditContext(stages=stages, input_stats=stats, data_stage=data_stage, config=config)
     return stats, run_checks(ctx, INPUT_CODES)
+
+
+def _as_fed(src, stages: list[StageGraph], data_stage: int, config) -> Iterator[dict[str, np.ndarray]]:
+    """Decoded images (RGB pixels, NHWC) converted to the data stage's input contract (layout, colour order,
+    ``*_128`` offset, normalization), sample by sample, as :func:`graphaudit.numeric.compare.compare_stages`
+    converts them.
+
+    Raises
+    ------
+    DataError
+        The pipeline does not tell how to normalize images (no HzPreprocess) for a float input.
+    """
+    contracts = [stage_contracts(s, config) for s in stages]
+    norm = pipeline_normalization(contracts)
+    home = contracts[data_stage]
+    for sample in src:
+        out = {}
+        for name, x in sample.items():
+            ic = home.get(name) or (next(iter(home.values())) if len(home) == 1 else None)
+            if ic is None:
+                raise DataError(f"{src.path}: the stage has no input {name!r}")
+            try:
+                out[name] = convert_sample(x, "pixels", ic, norm.get(ic.name))
+            except ValueError as e:
+                raise DataError(f"{src.path}: {e}") from e
+        yield out
 
 
 def attach_input_findings(au, data: str | os.PathLike, data_stage: int, raw_dtype: str | None = None,

