@@ -42,7 +42,9 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     """The argparse parser of the ``graphaudit`` command."""
-    p = _Parser(prog="graphaudit", description=__doc__.splitlines()[0] if __doc__ else None)
+    p = _Parser(prog="graphaudit", description="Explain accuracy loss across the stage models of a PTQ toolchain "
+                "(Horizon hb_mapper/hb_compile, onnxruntime QDQ): what changed, where numbers diverge, whether the "
+                "inputs and the conversion config are right.")
     p.add_argument("--version", action="version", version=f"graphaudit {__version__}")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
 

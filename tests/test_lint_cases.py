@@ -195,6 +195,14 @@ CORPUS_EXPECTED = {
         [("C302", 77)],
     "HorizonRobotics__OE-Skills__horizon__skills__horizon_tc_ui__horizon-tc-ui__assets__recipes__multi_input.yaml":
         [("C331", 77), ("C302", 95)],
+    # 1.x configs with preprocess_on, which hb_mapper 1.x itself announces as deprecated (checked: the key is on
+    # the line given)
+    "D-Robotics__rdk_model_zoo__demos__Semantic_Segmentation__UNet-resnet50__conversion__ptq_yamls__"
+    "unet_resnet50_bayese_512x512_nv12.yaml": [("C302", 44)],
+    "D-Robotics__rdk_model_zoo__demos__Semantic_Segmentation__UNet-resnet50__conversion__ptq_yamls__"
+    "unet_resnet50_bernoulli2_512x512_nv12.yaml": [("C302", 44)],
+    "Rex-LK__ai_arm_learning__x3__paddleocr_2_x3__pp_ocr_det.yaml": [("C302", 20)],
+    "cqu20160901__yolov8n_onnx_tensorRT_rknn_horizon__yolov8_horizon__yolov8_config.yaml": [("C302", 153)],
 }
 
 

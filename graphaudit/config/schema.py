@@ -50,7 +50,11 @@ KNOWN_KEYS: dict[str, dict[str, set[str]]] = {
 
 #: Family -> (section, key) -> why it is deprecated (HORIZON.md section 4).
 DEPRECATED_KEYS: dict[str, dict[tuple[str, str], str]] = {
-    "1.x": {},
+    "1.x": {
+        ("calibration_parameters", "preprocess_on"): "hb_mapper 1.x itself warns \"User input 'preprocess_on' will be "
+                                                     "deprecated\" (use calibration_type skip to simplify "
+                                                     "calibration)",
+    },
     "3.x": {
         ("model_parameters", "log_level"): "hb_compile does not read it",
         ("input_parameters", "input_layout_rt"): "hb_compile decides the runtime layout itself",
@@ -59,7 +63,7 @@ DEPRECATED_KEYS: dict[str, dict[tuple[str, str], str]] = {
         ("calibration_parameters", "cal_data_type"): "hb_compile reads .npy calibration files, whose header "
                                                      "carries the dtype",
         ("calibration_parameters", "preprocess_on"): "hb_compile does not resize calibration images",
-        ("calibration_parameters", "optimization"): "HORIZON.md lists it for hb_mapper 1.x only; hb_compile "
+        ("calibration_parameters", "optimization"): "the OE docs list it for hb_mapper 1.x only; hb_compile "
                                                     "sets int16 and output types with quant_config",
     },
 }

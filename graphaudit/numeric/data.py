@@ -741,7 +741,7 @@ def random_source(inputs: list[InputSpec], n: int, seed: int = 0, low: float | N
         a non-batch symbolic dim without a value in ``dims``, or a dtype random data cannot be made for
         (complex, string).
     """
-    label = "random_source"
+    label = "--random"
     inputs = _check_specs(inputs, label)
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
         raise _msg(label, f"n must be a positive int, got {n!r}")

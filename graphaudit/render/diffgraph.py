@@ -76,7 +76,21 @@ def _resolve(g: nx.DiGraph, name: str) -> list[str]:
     hits = hits or [k for k, d in g.nodes(data=True) if name in d.get("tensors", ())]
     hits = hits or [u for u, _v, d in g.edges(data=True) if name in d.get("tensors", ())]
     hits = hits or [k for k, d in g.nodes(data=True) if name in d.get("origin", ())]
+    if not hits:  # a name given in another case: accepted when it designates exactly one name
+        folded = {n for n in _names(g) if n.lower() == name.lower()}
+        if len(folded) == 1:
+            return _resolve(g, folded.pop())
     return sorted(set(hits))
+
+
+def _names(g: nx.DiGraph) -> set[str]:
+    """Every node id, node name, origin node and tensor name of the drawn items (what --focus accepts)."""
+    out: set[str] = set()
+    for _k, d in g.nodes(data=True):
+        out.update(x for x in (*d.get("ids", ()), d.get("name"), *d.get("tensors", ()), *d.get("origin", ())) if x)
+    for _u, _v, d in g.edges(data=True):
+        out.update(d.get("tensors", ()))
+    return out
 
 
 def _pattern_counts(g: nx.DiGraph) -> Counter:
@@ -335,7 +349,11 @@ def build_diff_graph(au: Audit, pair: int | None = 0, focus: str | None = None, 
     if focus is not None:
         keys = _resolve(items, focus)
         if not keys:
-            raise GraphAuditError(f"--focus {focus}: no node or tensor of that name in {items.graph['title']}")
+            import difflib
+
+            close = difflib.get_close_matches(focus, sorted(_names(items)), n=3, cutoff=0.6)
+            hint = f"; did you mean {', '.join(close)}?" if close else ""
+            raise GraphAuditError(f"--focus {focus}: no node or tensor of that name in {items.graph['title']}{hint}")
         keep = neighbourhood(items, keys, radius, limit=max_nodes)
         sub = _restrict(items, keep)
         return DiffGraph(sub, False, 0, total, prefix, set(keys), expand,

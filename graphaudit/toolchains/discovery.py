@@ -120,9 +120,10 @@ def _discover(ps: list[Path], source) -> list[StageFile]:
         known = [(f, _ORDER[f.role]) for f in stages if f.role in _ORDER]
         for (f1, o1), (f2, o2) in zip(known, known[1:]):
             if o2 < o1:
+                article = "an" if f2.role[0] in "aeiou" else "a"
                 raise StageDiscoveryError(
-                    f"{f2.path}: a {f2.role} stage given after {f1.path.name} ({f1.role}); list stages in pipeline "
-                    "order (original, optimized, calibrated, ptq/quantized)")
+                    f"{f2.path}: {article} {f2.role} stage given after {f1.path.name} ({f1.role}); list stages in "
+                    "pipeline order (original, optimized, calibrated, ptq/quantized)")
     if source is not None:
         sp = Path(source)
         if not str(source):

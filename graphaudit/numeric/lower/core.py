@@ -138,7 +138,7 @@ class _Lowerer(QuantLowerings, OpLowerings):
             if _FIXED_POINT.match(n.op_type):
                 f = _Failure("fixed-point op without a public bit-exact spec")
             else:
-                f = _Failure("no documented float semantics (not in HORIZON.md section 3)")
+                f = _Failure("no documented float semantics (not among the Hz ops with public float semantics)")
             f.generic = True  # type: ignore[attr-defined]
             raise f
         if not _inp(n, 0):
