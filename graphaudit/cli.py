@@ -6,6 +6,7 @@ Exit codes: 0 clean, 1 findings at or above ``--fail-on``, 2 bad input.
 from __future__ import annotations
 
 import argparse
+import math
 from dataclasses import replace
 import io
 import sys
@@ -142,9 +143,9 @@ def _load_config(path):
     """The parsed conversion config at ``path`` (None without one)."""
     if not path:
         return None
-    from .config import load_config
+    from .config import load_config_or_log
 
-    return load_config(path)
+    return load_config_or_log(path)
 
 
 def _numeric_args(p: argparse.ArgumentParser, required: bool) -> None:
@@ -174,13 +175,23 @@ def _report_args(p: argparse.ArgumentParser) -> None:
                         "(default DIR: OUT/model_explorer)")
 
 
-def _raw_shape(text: str | None) -> tuple | None:
+#: Largest element count a --raw-shape / --input-shape may ask for (about 4 GiB of float32).
+MAX_ELEMENTS = 2 ** 30
+
+
+def _raw_shape(text: str | None, option: str = "--raw-shape") -> tuple | None:
     if not text:
         return None
     try:
-        return tuple(int(x) for x in text.lower().replace(",", "x").split("x"))
+        dims = tuple(int(x) for x in text.lower().replace(",", "x").split("x"))
     except ValueError as e:
-        raise GraphAuditError(f"--raw-shape {text!r}: expected dims like 1x3x224x224") from e
+        raise GraphAuditError(f"{option} {text!r}: expected dims like 1x3x224x224") from e
+    if any(d < 1 for d in dims):
+        raise GraphAuditError(f"{option} {text!r}: every dim must be at least 1")
+    if math.prod(dims) > MAX_ELEMENTS:
+        raise GraphAuditError(f"{option} {text!r}: {math.prod(dims):,} elements per sample is more than "
+                              f"{MAX_ELEMENTS:,}")
+    return dims
 
 
 def _input_shapes(items: list[str]) -> dict[str, tuple]:
@@ -189,7 +200,7 @@ def _input_shapes(items: list[str]) -> dict[str, tuple]:
         name, sep, dims = item.partition("=")
         if not sep or not name:
             raise GraphAuditError(f"--input-shape {item!r}: expected NAME=DIMS, e.g. x=1x3x224x224")
-        out[name] = _raw_shape(dims)
+        out[name] = _raw_shape(dims, f"--input-shape {name}")
     return out
 
 
@@ -267,6 +278,12 @@ def _check_inputs(args: argparse.Namespace, console: Console) -> int:
     idx = 1 if stages[0].role == "source" and len(stages) > 1 else 0
     stats, findings = check_inputs(stages, args.data, idx, args.raw_dtype, _raw_shape(args.raw_shape), args.max_samples,
                                    cfg)
+    if cfg is not None:  # the config is linted against the stages, as explain does
+        from .config import lint_config
+
+        findings = sorted(findings + lint_config(cfg, stages=stages), key=lambda f: (severity_rank(f.severity),
+                                                                                       not f.code.startswith("P"),
+                                                                                       f.code))
     contracts = stage_contracts(stages[idx], cfg)
     render_input_contracts(contracts, stages[idx], console)
     render_input_stats(stats, stages[idx], console)

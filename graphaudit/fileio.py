@@ -8,7 +8,7 @@ from pathlib import Path
 
 from .errors import GraphAuditError
 
-__all__ = ["atomic_write", "write_atomic", "check_output_path", "check_output_dir"]
+__all__ = ["atomic_write", "write_atomic", "check_output_path", "check_output_dir", "check_not_input", "resolve_path"]
 
 
 def atomic_write(path: Path, data: bytes | str) -> None:
@@ -37,29 +37,60 @@ def atomic_write(path: Path, data: bytes | str) -> None:
             os.unlink(tmp)
 
 
-def check_output_path(path: str | os.PathLike, protect: list[Path] | None = None) -> Path:
-    """Validate an output path before any work is done (see :func:`write_atomic` for the rules).
+def resolve_path(p: Path) -> Path:
+    """``p.resolve()`` with a one-line error for paths that cannot be resolved (symlink loops, permissions).
 
     Raises
     ------
     GraphAuditError
     """
-    if not str(path):
-        raise GraphAuditError("--json: empty file name")
-    p = Path(path)
+    try:
+        return p.resolve()
+    except (OSError, RuntimeError) as e:  # RuntimeError: "Symlink loop" (Python < 3.13)
+        raise GraphAuditError(f"{p}: cannot resolve the path ({getattr(e, 'strerror', None) or e})") from None
+
+
+def check_not_input(p: Path, protect: list[Path] | None, what: str = "overwrite") -> None:
+    """Refuse an output path (file or directory, existing or not) that is one of the inputs or lies inside an
+    input directory.
+
+    Raises
+    ------
+    GraphAuditError
+    """
+    rp = resolve_path(p)
     for q in protect or []:
         try:
-            if q.is_dir():
-                if q.resolve() in p.resolve().parents:
-                    raise GraphAuditError(f"{p}: is inside the input directory {q}; refusing to write there")
-            elif p.exists() and q.exists() and os.path.samefile(p, q):
-                raise GraphAuditError(f"{p}: is one of the input files; refusing to overwrite it")
-        except OSError:
+            rq = q.resolve()
+            is_dir = q.is_dir()
+        except (OSError, RuntimeError):
             continue
-    if not p.parent.is_dir():
-        raise GraphAuditError(f"{p}: {p.parent} is not an existing directory")
+        if is_dir and (rq == rp or rq in rp.parents):
+            raise GraphAuditError(f"{p}: is or lies inside the input directory {q}; refusing to write there")
+        if not is_dir and rq == rp:
+            raise GraphAuditError(f"{p}: is one of the input files; refusing to {what} it")
+
+
+def check_output_path(path: str | os.PathLike, protect: list[Path] | None = None) -> Path:
+    """Validate an output file path before any work is done (see :func:`write_atomic` for the rules).
+
+    Raises
+    ------
+    GraphAuditError
+        Empty path; one of the inputs or inside an input directory; an existing directory or other non-regular
+        file (a device such as /dev/null, a FIFO: an atomic write would replace it); a missing parent directory;
+        a path that cannot be resolved (symlink loop).
+    """
+    if not str(path):
+        raise GraphAuditError("empty output file name")
+    p = Path(path)
+    check_not_input(p, protect)
     if p.is_dir():
         raise GraphAuditError(f"{p}: is a directory")
+    if p.exists() and not p.is_file():
+        raise GraphAuditError(f"{p}: exists and is not a regular file (a device or FIFO); refusing to replace it")
+    if not p.parent.is_dir():
+        raise GraphAuditError(f"{p}: {p.parent} is not an existing directory")
     return p
 
 
@@ -71,14 +102,14 @@ def write_atomic(path: str | os.PathLike, text: str, protect: list[Path] | None 
     Raises
     ------
     GraphAuditError
-        Empty path, a protected file, a missing parent directory, a directory as target, or an
-        unwritable location. No temporary file is left behind.
+        Empty path, a protected file, a missing parent directory, a directory or non-regular file as target,
+        or an unwritable location. No temporary file is left behind.
     """
     p = check_output_path(path, protect)
     try:
         atomic_write(p, text)
     except OSError as e:
-        raise GraphAuditError(f"{p}: cannot write ({e.strerror})") from e
+        raise GraphAuditError(f"{p}: cannot write ({e.strerror or e})") from e
     return p
 
 
@@ -96,21 +127,12 @@ def check_output_dir(path: str | os.PathLike, protect: list[Path] | None = None)
     ------
     GraphAuditError
         ``path`` is empty, an existing non-directory, an input file, one of the input directories
-        or inside one.
+        or inside one, or cannot be resolved.
     """
     if not str(path):
-        raise GraphAuditError("--out: empty directory name")
+        raise GraphAuditError("empty output directory name")
     p = Path(path)
-    rp = p.resolve()
-    for q in protect or []:
-        try:
-            rq = q.resolve()
-        except OSError:
-            continue
-        if q.is_dir() and (rq == rp or rq in rp.parents):
-            raise GraphAuditError(f"{p}: is or lies inside the input directory {q}; refusing to write there")
-        if q.exists() and not q.is_dir() and rq == rp:
-            raise GraphAuditError(f"{p}: is one of the input files; refusing to write there")
+    check_not_input(p, protect, "write into")
     if p.exists() and not p.is_dir():
         raise GraphAuditError(f"{p}: exists and is not a directory")
     return p

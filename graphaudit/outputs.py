@@ -6,7 +6,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .fileio import check_output_dir, check_output_path
+from .errors import GraphAuditError
+from .fileio import check_not_input, check_output_dir, check_output_path
 
 __all__ = ["ReportPlan", "plan_reports", "write_reports", "DEFAULT_OUT"]
 
@@ -66,6 +67,11 @@ def plan_reports(out: str | os.PathLike = DEFAULT_OUT, html: str | os.PathLike |
         check_output_path(plan.html, protect)
     if plan.model_explorer is not None:
         check_output_dir(plan.model_explorer, protect)
+    files = [Path(p) for p in (json, plan.json, plan.html) if p is not None]
+    for f in files:
+        check_not_input(f, protect)
+    if len({str(f.resolve()) for f in files}) < len(files):
+        raise GraphAuditError(f"{', '.join(map(str, files))}: two reports would be written to the same file")
     return plan
 
 

@@ -58,7 +58,12 @@ def run_pipeline(paths: list[str | os.PathLike], title: str = "", opts: RunOptio
     o = opts or RunOptions()
     au = audit(load_pipeline(paths, source=o.source), title=title, config=o.config)
     found = o.log or (pick_toolchain_file(paths) if o.find_log else None)
-    tlog = load_toolchain_file(found) if found is not None else None
+    try:
+        tlog = load_toolchain_file(found) if found is not None else None
+    except GraphAuditError as e:
+        if o.log:
+            raise
+        raise GraphAuditError(f"{e} (found beside the stages; --no-log skips it)") from e
     if tlog is not None:  # mapped before the (slow) numeric run, so a log of another model fails fast
         attach_toolchain_log(au, tlog)
         tc = au.report.toolchain or {}

@@ -269,3 +269,27 @@ def test_random_with_symbolic_spatial_dims_needs_a_shape(samples):
     assert p.returncode == 2 and "--input-shape" in p.stderr
     p = run("compare", *files, "--random", "1", "--input-shape", "x=1x3x48x192", "--no-isolated")
     assert p.returncode == 0, p.stderr
+
+
+def test_outputs_never_replace_special_files_inputs_or_each_other(tmp_path, two_stages):
+    """Defects a tester found: /dev/null replaced by a regular file, a symlink loop as output path (traceback),
+    two reports on one path, NaN in JSON."""
+    work = _elsewhere(tmp_path)
+    assert_user_error(run("explain", str(tmp_path), "--json", "/dev/null", "--no-report", cwd=work),
+                      "not a regular file")
+    assert Path("/dev/null").is_char_device()
+    (work / "loop").symlink_to(work / "loop")
+    assert_user_error(run("explain", str(tmp_path), "--out", str(work / "loop" / "x"), cwd=work),
+                      "cannot resolve the path")
+    assert_user_error(run("explain", str(tmp_path), "--out", str(work / "o"), "--html", str(work / "o" / "report.json"),
+                          cwd=work), "same file")
+    assert not (work / "o").exists()
+    assert_user_error(run("render", str(tmp_path), "-o", str(work / "loop" / "g.svg"), cwd=work),
+                      "cannot resolve the path")
+
+
+def test_json_has_no_bare_nan(tmp_path):
+    from graphaudit.render.json_out import json_safe
+
+    text = json.dumps(json_safe({"a": float("nan"), "b": [float("inf"), -float("inf"), 1.5]}), allow_nan=False)
+    assert json.loads(text) == {"a": "nan", "b": ["inf", "-inf", 1.5]}

@@ -324,3 +324,24 @@ def test_node_names_with_dot_and_html_characters(tmp_path):
     assert set(nodes) == {f"n:{n}" for n in names} | {'a:id"x', "in:x", "out:y"}
     assert nodes['a:id"x']["tooltip"].startswith('Identity id"x') and "ga-removed" in nodes['a:id"x']["class"]
     assert nodes["n:b<&>\\x"]["tooltip"].startswith("Relu b<&>\\x")
+
+
+@pytest.mark.parametrize("script", ["echo 'Error: syntax error in line 1' >&2; echo 'second line' >&2; exit 1",
+                                    "cat > /dev/null; exit 0"])
+def test_a_failing_dot_gives_one_line_and_the_report_survives(samples, tmp_path, script):
+    """A `dot` that fails (or writes nothing): render exits 2 with one line; explain still writes its report."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "dot").write_text(f"#!/bin/sh\n{script}\n")
+    (bin_dir / "dot").chmod(0o755)
+    env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", PYTHONPATH=str(REPO))
+    hz = samples / "horizon" / "rapid_orientation"
+    p = subprocess.run([sys.executable, "-m", "graphaudit", "render", str(hz), "-o", str(tmp_path / "g.svg")],
+                       capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    lines = p.stderr.strip().splitlines()
+    assert p.returncode == 2 and len(lines) == 1 and "Graphviz `dot`" in lines[0], p.stderr
+    assert not (tmp_path / "g.svg").exists()
+    p = subprocess.run([sys.executable, "-m", "graphaudit", "explain", str(hz), "--out", str(tmp_path / "rep")],
+                       capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert "Graphviz `dot`" in (tmp_path / "rep" / "report.html").read_text()

@@ -47,7 +47,7 @@ from .diffmodel import KIND_ORDER, build_items
 from .diffstyle import FIRST_DIVERGENCE_COLOR, KIND_COLORS, SQNR_BANDS, legend_label, node_label, node_tooltip
 from .graphview import collapse_chains, neighbourhood
 
-__all__ = ["build_diff_graph", "DiffGraph", "GraphvizMissingError", "KIND_COLORS", "SQNR_BANDS", "INSTALL_HINT",
+__all__ = ["build_diff_graph", "DiffGraph", "GraphvizMissingError", "GraphvizFailedError", "KIND_COLORS", "SQNR_BANDS", "INSTALL_HINT",
            "DEFAULT_MAX_NODES", "MIN_CHAIN", "SEEDS_PER_PATTERN", "WORST_REGIONS",
            "picture_format"]
 
@@ -133,6 +133,10 @@ def _auto_seeds(g: nx.DiGraph, au: Audit, pair: int | None) -> list[str]:
         if per_pattern[pattern] <= SEEDS_PER_PATTERN:
             seeds.append(k)
     return list(dict.fromkeys(seeds))
+
+
+class GraphvizFailedError(GraphAuditError):
+    """Graphviz ``dot`` ran but failed (or wrote nothing) on a diff graph; the message holds its first error line."""
 
 
 class DiffGraph:
@@ -234,12 +238,17 @@ class DiffGraph:
             raise GraphvizMissingError(f"the Graphviz `dot` program is not on PATH, so no {fmt.upper()} can be "
                                        f"drawn: {INSTALL_HINT}")
         try:
-            return self._digraph().pipe(format=fmt)
+            out = self._digraph().pipe(format=fmt, quiet=True)
         except graphviz.ExecutableNotFound as e:
             raise GraphvizMissingError(f"the Graphviz `dot` program could not be run: {INSTALL_HINT}") from e
-        except graphviz.CalledProcessError as e:
-            raise GraphAuditError(f"Graphviz `dot` failed on the diff graph: {e.stderr.decode(errors='replace')[:300]}"
-                                  ) from e
+        except (graphviz.CalledProcessError, OSError) as e:
+            err = getattr(e, "stderr", None) or b""
+            first = next((ln.strip() for ln in err.decode(errors="replace").splitlines() if ln.strip()), "")
+            detail = " ".join(first.split())[:200] or str(getattr(e, "returncode", e))
+            raise GraphvizFailedError(f"Graphviz `dot` failed on the diff graph ({detail})") from e
+        if not out:
+            raise GraphvizFailedError(f"Graphviz `dot` produced no {fmt.upper()} for the diff graph")
+        return out
 
     def svg(self) -> str:
         """The graph laid out by Graphviz ``dot``, as SVG text.
@@ -248,6 +257,8 @@ class DiffGraph:
         ------
         GraphvizMissingError
             ``dot`` is not installed (the message says how to install Graphviz).
+        GraphvizFailedError
+            ``dot`` failed or wrote nothing (one line).
         """
         return self._pipe("svg").decode("utf-8")
 
@@ -342,7 +353,7 @@ def build_diff_graph(au: Audit, pair: int | None = 0, focus: str | None = None, 
     if pair is not None and not 0 <= pair < n_pairs:
         raise GraphAuditError(f"--pair {pair}: the pipeline has {n_pairs} stage pair(s) (0..{n_pairs - 1})")
     if radius < 0 or max_nodes < 1:
-        raise GraphAuditError(f"--radius {radius} / max_nodes {max_nodes}: need radius >= 0 and max_nodes >= 1")
+        raise GraphAuditError(f"--radius {radius}, --max-nodes {max_nodes}: need radius >= 0 and max-nodes >= 1")
     items = build_items(au, pair, expand)
     total = items.number_of_nodes()
     prefix = id_prefix if id_prefix is not None else ("ga-lineage-" if pair is None else f"ga{pair}-")

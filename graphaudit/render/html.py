@@ -183,7 +183,7 @@ def diff_graph_panels(au, max_nodes: int = 300) -> list[GraphPanel]:
         One per stage pair; when Graphviz's ``dot`` is missing each panel carries :data:`GRAPHVIZ_HINT`
         instead of an SVG (the report still renders).
     """
-    from .diffgraph import GraphvizMissingError, build_diff_graph
+    from .diffgraph import GraphvizFailedError, GraphvizMissingError, build_diff_graph
 
     panels = []
     for i, (a, b) in enumerate(zip(au.stages, au.stages[1:])):
@@ -193,6 +193,8 @@ def diff_graph_panels(au, max_nodes: int = 300) -> list[GraphPanel]:
             panel.svg = _PROLOG.sub("", g.svg(), count=1)
         except GraphvizMissingError:
             panel.message = GRAPHVIZ_HINT
+        except GraphvizFailedError as e:  # the rest of the report is still worth having
+            panel.message = str(e)
         panels.append(panel)
     return panels
 
