@@ -22,10 +22,11 @@
     var home = viewBoxOf(svg);
     var box = view.getBoundingClientRect(), ratio = box.width > 0 && box.height > 0 ? box.width / box.height : 2;
     var cur = { x: home.x, y: home.y, w: home.w, h: home.h };
-    if (home.h > 0 && home.w / home.h < ratio / 3) {
-      /* a tall, narrow graph: start on its top quarter (drag down or press "fit" for the whole graph) */
-      var h0 = Math.max(home.h / 4, home.w / ratio);
-      cur = { x: home.x + home.w / 2 - h0 * ratio / 2, y: home.y, w: h0 * ratio, h: h0 };
+    if (box.width > 0 && box.height > 0 && (home.w > 1.5 * box.width || home.h > 1.5 * box.height)) {
+      /* larger than the view: start at natural size (readable labels) on the top left, where the legend and
+         the graph inputs are; drag to pan, the wheel to zoom, "fit" for the whole graph */
+      cur = { x: home.x, y: home.y, w: Math.min(home.w, box.width), h: Math.min(home.h, box.height) };
+      if (cur.w / cur.h < ratio) cur.w = cur.h * ratio; else cur.h = cur.w / ratio;
     }
     setView(svg, cur);
     function toSvg(cx, cy) {
