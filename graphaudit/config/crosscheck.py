@@ -12,20 +12,26 @@ import numpy as np
 
 from ..findings import Finding
 from ..lineage import Lineage
-from ..numeric.data import IMAGE_EXTS, NPY_EXTS, natural_key
+from ..errors import DataError
+from ..numeric.data import IMAGE_EXTS, NPY_EXTS, RAW_EXTS, InputSpec, natural_key, open_data
 from ..stage import StageGraph
 from ..toolchains.horizon import decode_hzpreprocess
 from .common import (effective_normalization, effective_shape, finding, fmt, is_image, model_input, nontrivial,
                      static_shape)
 from .parse import ConfigInput, ConversionConfig, is_unset, split_per_input
+from .refs import config_path
 from .rules_schema import n_inputs
 
 __all__ = ["input_names", "input_layout", "input_shape", "node_names", "preprocess_mismatch", "cal_data_dtype",
-           "cal_data_normalized", "cal_dirs", "MAX_DTYPE_FILES", "MAX_VALUE_FILES"]
+           "cal_data_normalized", "cal_dirs", "cal_dir_candidates", "MAX_DTYPE_FILES", "MAX_VALUE_FILES",
+           "VALUE_BLOCK", "MAX_VALUE_BLOCKS"]
 
 #: Calibration files whose dtype is checked, and files whose values are read, per input (bounds time and memory).
 MAX_DTYPE_FILES = 64
 MAX_VALUE_FILES = 8
+#: Elements per block, and blocks per file, read for value ranges (C326): at most 16 Mi elements of a file.
+VALUE_BLOCK = 1 << 20
+MAX_VALUE_BLOCKS = 16
 
 
 def input_names(cfg: ConversionConfig, model: StageGraph | None) -> Iterator[Finding]:
@@ -187,25 +193,49 @@ def preprocess_mismatch(cfg: ConversionConfig, stages: list[StageGraph]) -> Iter
 # Calibration data
 
 
-def cal_dirs(cfg: ConversionConfig, data: str | Path | None) -> list[tuple[ConfigInput, Path]]:
-    """(input, directory) of every input whose calibration directory exists.
+def cal_dir_candidates(cfg: ConversionConfig, data: str | Path | None) -> list[tuple[ConfigInput, Path, str | None]]:
+    """(input, directory, problem) of every input with a calibration directory; ``problem`` is None when the
+    directory can be read, else one line saying why not ("not found", a pickled or truncated file, no data files...).
 
     ``data`` overrides ``cal_data_dir``: the directory itself for a single input, ``data/<input name>`` per input
     otherwise (Horizon's ``calibration_data/<input>/`` layout). Relative ``cal_data_dir`` resolve against the
-    config's directory.
+    config's directory. Every .npy/.npz header is checked (never unpickled) with
+    :func:`graphaudit.numeric.data.open_data`, which reads headers only; directories of raw files are not
+    (their dtype and shape are what C325 checks).
     """
     out = []
     for inp in cfg.inputs:
         if data is not None:
             d = Path(data) if len(cfg.inputs) == 1 else Path(data) / (inp.name or "")
         elif inp.cal_data_dir:
-            d = Path(inp.cal_data_dir)
-            d = d if d.is_absolute() else cfg.base_dir / d
+            d = config_path(cfg, inp.cal_data_dir)
+            if d is None:
+                continue
         else:
             continue
-        if d.is_dir():
-            out.append((inp, d))
+        out.append((inp, d, _dir_problem(d, inp)))
     return out
+
+
+def _dir_problem(d: Path, inp: ConfigInput) -> str | None:
+    """Why calibration directory ``d`` cannot be read (one line), None when it can."""
+    try:
+        if not d.is_dir():
+            return "not found" if not d.exists() else "is not a directory"
+    except (OSError, ValueError) as e:
+        return f"cannot be read ({getattr(e, 'strerror', None) or e})"
+    if any(p.suffix.lower() in RAW_EXTS for p in _files(d)):
+        return None
+    try:
+        open_data(d, [InputSpec(inp.name or "input", "float32", None)])
+    except DataError as e:
+        return str(e)
+    return None
+
+
+def cal_dirs(cfg: ConversionConfig, data: str | Path | None) -> list[tuple[ConfigInput, Path]]:
+    """(input, directory) of every input whose calibration directory can be read (see :func:`cal_dir_candidates`)."""
+    return [(inp, d) for inp, d, problem in cal_dir_candidates(cfg, data) if problem is None]
 
 
 def _files(d: Path) -> list[Path]:
@@ -278,20 +308,60 @@ def cal_data_dtype(cfg: ConversionConfig, model: StageGraph | None, data) -> Ite
                           {"dir": str(d), "expected": want, "found": counts})
 
 
-def _values(p: Path, dtype: str | None, shape: tuple | None) -> np.ndarray | None:
-    if p.suffix.lower() == ".npy":
-        try:
-            a = np.load(p, mmap_mode="r", allow_pickle=False)
-        except (OSError, ValueError):
-            return None
-        return np.asarray(a, dtype=np.float64) if a.dtype.kind in "fiu" else None
-    if p.suffix.lower() in NPY_EXTS or p.suffix.lower() in IMAGE_EXTS or dtype is None or not shape:
-        return None
+def _value_layout(p: Path, dtype: str | None, shape: tuple | None) -> tuple[int, np.dtype, int] | None:
+    """(data offset, dtype, element count) of a calibration file's values, from a .npy header (never unpickled)
+    or, for a raw file, ``dtype`` and ``shape`` when the byte size matches exactly; None otherwise (not a
+    real-number array, truncated, an image...)."""
     try:
-        a = np.fromfile(p, dtype=dtype)
+        size = p.stat().st_size
+        if p.suffix.lower() == ".npy":
+            with open(p, "rb") as fh:
+                version = np.lib.format.read_magic(fh)
+                reader = np.lib.format.read_array_header_1_0 if version == (1, 0) else \
+                    np.lib.format.read_array_header_2_0
+                hshape, _fortran, dt = reader(fh, max_header_size=10000)
+                offset = fh.tell()
+        elif p.suffix.lower() in NPY_EXTS or p.suffix.lower() in IMAGE_EXTS or dtype is None or not shape:
+            return None
+        else:
+            offset, dt, hshape = 0, np.dtype(dtype), shape
+    except (OSError, ValueError, SyntaxError, TypeError):
+        return None
+    n = math.prod(hshape)
+    if dt.hasobject or dt.kind not in "fiu" or n == 0 or size != offset + n * dt.itemsize:
+        return None
+    return offset, dt, n
+
+
+def _value_stats(p: Path, layout: tuple[int, np.dtype, int]) -> tuple[float, float, float, int] | None:
+    """(min, max, sum, count) of a file's values read block by block; None when a value read is not finite or
+    the file cannot be read.
+
+    At most :data:`MAX_VALUE_BLOCKS` blocks of :data:`VALUE_BLOCK` elements are read: the whole array when it is
+    that small, else blocks evenly spaced from its start to its end (a sample, enough to tell 0..255 pixels from
+    0..1 or mean/std-normalized data). The order of the elements does not matter (C or Fortran). Memory: one
+    block, as float64 (8 MiB).
+    """
+    offset, dt, n = layout
+    if n <= VALUE_BLOCK * MAX_VALUE_BLOCKS:
+        starts = list(range(0, n, VALUE_BLOCK))
+    else:
+        starts = [i * (n - VALUE_BLOCK) // (MAX_VALUE_BLOCKS - 1) for i in range(MAX_VALUE_BLOCKS)]
+    lo, hi, total, count = math.inf, -math.inf, 0.0, 0
+    try:
+        with open(p, "rb") as fh:
+            for s in starts:
+                fh.seek(offset + s * dt.itemsize)
+                blk = np.fromfile(fh, dtype=dt, count=min(VALUE_BLOCK, n - s)).astype(np.float64)
+                if blk.size == 0:
+                    continue
+                if not np.isfinite(blk).all():
+                    return None
+                lo, hi = min(lo, float(blk.min())), max(hi, float(blk.max()))
+                total, count = total + float(blk.sum()), count + blk.size
     except (OSError, ValueError):
         return None
-    return a.astype(np.float64) if a.size == math.prod(shape) else None
+    return (lo, hi, total, count) if count else None
 
 
 def cal_data_normalized(cfg: ConversionConfig, model: StageGraph | None, data) -> Iterator[Finding]:
@@ -309,11 +379,12 @@ def cal_data_normalized(cfg: ConversionConfig, model: StageGraph | None, data) -
         want, _ = _expected_cal_dtype(cfg, inp, d)
         lo, hi, total, count, used = math.inf, -math.inf, 0.0, 0, 0
         for p in _files(d)[:MAX_VALUE_FILES]:
-            a = _values(p, _file_dtype(p, shape) or want, shape)
-            if a is None or a.size == 0 or not np.isfinite(a).all():
+            layout = _value_layout(p, _file_dtype(p, shape) or want, shape)
+            st = _value_stats(p, layout) if layout is not None else None
+            if st is None:
                 continue
-            lo, hi = min(lo, float(a.min())), max(hi, float(a.max()))
-            total, count, used = total + float(a.sum()), count + a.size, used + 1
+            lo, hi = min(lo, st[0]), max(hi, st[1])
+            total, count, used = total + st[2], count + st[3], used + 1
         if not used:
             continue
         avg = total / count

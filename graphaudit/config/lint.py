@@ -3,27 +3,146 @@
 from __future__ import annotations
 
 import os
+import stat
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..checks.base import AuditContext, run_checks
-from ..errors import ConfigError, StagesUnrelatedError
+from ..errors import ConfigError, DataError, StagesUnrelatedError
 from ..findings import Finding, severity_rank
 from ..lineage import Lineage, align_chain
 from ..load import load_stage
 from ..stage import StageGraph
+from .crosscheck import cal_dir_candidates
 from .parse import ConversionConfig, is_unset, load_config
+from .refs import config_path
 
-__all__ = ["lint_config", "config_model_path"]
+__all__ = ["lint_config", "config_model_path", "lint_scope", "LintScope"]
 
 
 def config_model_path(cfg: ConversionConfig) -> Path | None:
-    """The config's ``onnx_model`` resolved against the config's directory, when that file exists."""
-    m = cfg.get("model_parameters", "onnx_model")
-    if is_unset(m) or not isinstance(m, str):
+    """The config's ``onnx_model`` resolved against the config's directory, when that is an existing regular file."""
+    p = config_path(cfg, cfg.get("model_parameters", "onnx_model"))
+    try:
+        return p if p is not None and stat.S_ISREG(p.stat().st_mode) else None
+    except (OSError, ValueError):
         return None
-    p = Path(m.strip())
-    p = p if p.is_absolute() else cfg.base_dir / p
-    return p if p.is_file() else None
+
+
+def _file_problem(p: Path) -> str | None:
+    """Why ``p`` cannot be read as a file without opening it ("not found", "a directory", "a FIFO or device"),
+    None for a regular file."""
+    try:
+        mode = p.stat().st_mode
+    except FileNotFoundError:
+        return "not found"
+    except (OSError, ValueError) as e:
+        return f"cannot be read ({getattr(e, 'strerror', None) or e})"
+    if stat.S_ISDIR(mode):
+        return "is a directory"
+    if not stat.S_ISREG(mode):
+        return "is not a regular file (a FIFO, socket or device)"
+    return None
+
+
+def _shown(d: Path, cfg: ConversionConfig, data: str | os.PathLike | None) -> str:
+    """A calibration directory as the user wrote it: relative to the config's directory (or as given)."""
+    if data is not None:
+        return str(d)
+    try:
+        return str(d.relative_to(cfg.base_dir))
+    except ValueError:
+        return str(d)
+
+
+@dataclass
+class LintScope:
+    """What :func:`lint_config` can check for a config, and what it skips and why (for the report's header).
+
+    Attributes
+    ----------
+    model : pathlib.Path or None
+        The ONNX model the config is cross-checked against (C320-C322), None when there is none.
+    data_dirs : list of pathlib.Path
+        Calibration directories whose files are checked (C325-C326).
+    checked : list of str
+        One line per thing checked, e.g. ``"model: ../../models/m.onnx (onnx_model): C320-C322"``.
+    skipped : list of str
+        One line per thing skipped with the reason, e.g. ``"model: ../x.onnx not found: cross-checks against
+        the model (C320-C322) skipped"``.
+    """
+
+    model: Path | None = None
+    data_dirs: list[Path] = field(default_factory=list)
+    checked: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        """``{"model", "data_dirs", "checked", "skipped"}`` with paths as strings (JSON-ready)."""
+        return {"model": str(self.model) if self.model else None, "data_dirs": [str(d) for d in self.data_dirs],
+                "checked": list(self.checked), "skipped": list(self.skipped)}
+
+
+def lint_scope(cfg: ConversionConfig, model: str | os.PathLike | None = None,
+               stages: list[StageGraph] | None = None, data: str | os.PathLike | None = None) -> LintScope:
+    """Which cross-checks :func:`lint_config` runs for these arguments and which it skips, and why.
+
+    Looks only at file metadata (``stat``), never opens a file. ``model`` and ``data`` as for :func:`lint_config`.
+
+    Raises
+    ------
+    ConfigError
+        ``model`` is given but empty, missing, a directory or not a regular file (a FIFO would block the read);
+        ``data`` is given but empty or not a directory.
+    """
+    sc = LintScope()
+    if model is not None:
+        if not str(model):
+            raise ConfigError("--model: empty path")
+        problem = _file_problem(Path(model))
+        if problem:
+            raise ConfigError(f"{model}: {problem}; expected the ONNX model the config converts")
+        sc.model = Path(model)
+        sc.checked.append(f"model: {model} (given): C320-C322")
+    else:
+        raw = cfg.get("model_parameters", "onnx_model")
+        p = config_path(cfg, raw)
+        if p is None:
+            other = [k for k in ("caffe_model", "prototxt") if not is_unset(cfg.get("model_parameters", k))]
+            why = "the config converts a Caffe model" if other else "no onnx_model in the config"
+            sc.skipped.append(f"model: {why}: cross-checks against the model (C320-C322) skipped (give --model)")
+        else:
+            problem = _file_problem(p)
+            if problem:
+                sc.skipped.append(f"model: onnx_model {str(raw).strip()} {problem}: cross-checks against the "
+                                  "model (C320-C322) skipped")
+            else:
+                sc.model = p
+                sc.checked.append(f"model: onnx_model {str(raw).strip()}: C320-C322")
+    if stages:
+        names = ", ".join(Path(s.path).name for s in stages)
+        sc.checked.append(f"stages: {names}: C323-C324")
+        if not any(s.role == "optimized" for s in stages):
+            sc.skipped.append("stages: no optimized_float stage: node names (C323) not checked")
+        if not any(n.op_type == "HzPreprocess" for s in stages for n in s.nodes.values()):
+            sc.skipped.append("stages: no HzPreprocess node: its mean/scale (C324) not compared with the config")
+    if data is not None:
+        if not str(data):
+            raise ConfigError("--data: empty path")
+        if not Path(data).is_dir():
+            raise ConfigError(f"{data}: calibration data directory not found")
+    for inp, d, problem in cal_dir_candidates(cfg, data):
+        label = f"input {inp.index}" + (f" ({inp.name})" if inp.name else "")
+        if problem is None:
+            sc.data_dirs.append(d)
+            sc.checked.append(f"calibration data: {label}: {_shown(d, cfg, data)}: C325-C326")
+        elif data is not None:
+            msg = problem if problem.startswith(str(d)) else f"{d}: {problem}"
+            raise DataError(f"{msg} (calibration data of {label}, from --data)")
+        else:
+            sc.skipped.append(f"calibration data: {label}: cal_data_dir {_shown(d, cfg, data)}: {problem}: "
+                              "C325-C326 skipped")
+    return sc
 
 
 def _lineage(stages: list[StageGraph]) -> Lineage | None:
@@ -69,14 +188,17 @@ def lint_config(path_or_cfg: str | os.PathLike | ConversionConfig, model: str | 
     Raises
     ------
     ConfigError
-        The config cannot be read (see :func:`graphaudit.config.load_config`); ``data`` is not a directory.
+        The config cannot be read (see :func:`graphaudit.config.load_config`); ``model`` is empty, missing, a
+        directory or not a regular file; ``data`` is empty or not a directory.
+    DataError
+        ``data`` holds no calibration files, or a pickled, truncated or corrupt one (one line naming the file);
+        with several inputs, ``data/<input name>/`` is missing. Problems of the config's own ``cal_data_dir``
+        are not errors: :func:`lint_scope` lists them as skipped.
     ModelLoadError
-        ``model`` was given and cannot be loaded.
+        The model (``model``, or the config's ``onnx_model``) cannot be loaded.
     """
     cfg = path_or_cfg if isinstance(path_or_cfg, ConversionConfig) else load_config(path_or_cfg, toolchain)
-    if data is not None and not Path(data).is_dir():
-        raise ConfigError(f"{data}: calibration data directory not found")
-    model_path = Path(model) if model is not None else config_model_path(cfg)
+    model_path = lint_scope(cfg, model, stages, data).model
     model_stage = None
     if model_path is not None:
         model_stage = next((s for s in stages or [] if s.role == "source" and Path(s.path).resolve() ==

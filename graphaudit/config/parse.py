@@ -2,27 +2,22 @@
 
 from __future__ import annotations
 
+import math
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ruamel.yaml import YAML
-from ruamel.yaml.comments import CommentedMap, CommentedSeq
-from ruamel.yaml.error import MarkedYAMLError, YAMLError
-
 from ..errors import ConfigError
 from .schema import FAMILY_1X_ONLY_KEYS, FAMILY_3X_ONLY_KEYS, MARCH
 from .values import is_unset, parse_channels, parse_shape, split_per_input
+from .yamlload import (MAX_CONFIG_BYTES, MAX_CONFIG_NODES, MAX_EXPANDED_CHARS, MAX_FLOW_DEPTH, MAX_LINE_CHARS,
+                       load_yaml_text)
 
 __all__ = ["ConfigInput", "ConversionConfig", "load_config", "parse_config_text", "split_per_input", "parse_channels",
-           "parse_shape", "is_unset", "MAX_CONFIG_BYTES", "MAX_CONFIG_NODES"]
-
-#: Larger files are refused: real conversion configs are a few kB (the largest in the corpus is 12 kB).
-MAX_CONFIG_BYTES = 1 << 20
-#: Nodes visited when walking the parsed YAML (aliases count each time they are reached): bounds memory and
-#: time on "billion laughs" documents whose aliases expand exponentially.
-MAX_CONFIG_NODES = 20000
+           "parse_shape", "is_unset", "MAX_CONFIG_BYTES", "MAX_CONFIG_NODES", "MAX_LINE_CHARS", "MAX_EXPANDED_CHARS",
+           "MAX_FLOW_DEPTH"]
 
 #: Per-input keys of ``input_parameters`` and ``calibration_parameters`` (';'-separated or YAML lists).
 PER_INPUT_KEYS = (("input_parameters", "input_name"), ("input_parameters", "input_type_rt"),
@@ -136,58 +131,6 @@ class ConversionConfig:
         return str(m).strip().lower() if not is_unset(m) else None
 
 
-class _Walker:
-    """Plain-Python copy of the ruamel tree with key positions, bounded in nodes visited and cycle-safe."""
-
-    def __init__(self, label: str):
-        self.label, self.count, self.positions = label, 0, {}
-        self._stack: set[int] = set()
-
-    def walk(self, node: Any, path: tuple) -> Any:
-        self.count += 1
-        if self.count > MAX_CONFIG_NODES:
-            raise ConfigError(f"{self.label}: more than {MAX_CONFIG_NODES} YAML nodes once aliases are expanded "
-                              "(nested aliases, a 'YAML bomb'?); refusing to read it")
-        if isinstance(node, (CommentedMap, CommentedSeq, dict, list)):
-            if id(node) in self._stack:
-                raise ConfigError(f"{self.label}: recursive YAML alias at {'.'.join(map(str, path)) or 'top level'}")
-            self._stack.add(id(node))
-            try:
-                if isinstance(node, dict):
-                    out = {}
-                    for k, v in node.items():
-                        kp = path + (k,)
-                        if isinstance(node, CommentedMap):
-                            try:
-                                line, col = node.lc.key(k)
-                                self.positions[kp] = (line + 1, col + 1)
-                            except (KeyError, TypeError, AttributeError):
-                                pass
-                        out[k if isinstance(k, (str, int, float, bool)) or k is None else str(k)] = self.walk(v, kp)
-                    return out
-                items = []
-                for i, v in enumerate(node):
-                    if isinstance(node, CommentedSeq):
-                        try:
-                            line, col = node.lc.item(i)
-                            self.positions[path + (i,)] = (line + 1, col + 1)
-                        except (KeyError, TypeError, AttributeError, IndexError):
-                            pass
-                    items.append(self.walk(v, path + (i,)))
-                return items
-            finally:
-                self._stack.discard(id(node))
-        if isinstance(node, str):
-            return str(node)
-        if isinstance(node, bool) or node is None:
-            return node
-        if isinstance(node, int):
-            return int(node)
-        if isinstance(node, float):
-            return float(node)
-        return str(node)  # timestamps and other scalars: their text
-
-
 def _detect_family(data: dict, override: str | None) -> tuple[str, str]:
     """Family from ``--toolchain``, else ``march`` (HORIZON.md section 4), else family-only keys, else 3.x."""
     if override:
@@ -250,7 +193,7 @@ def _inputs(data: dict) -> list[ConfigInput]:
         except ValueError:
             shape = None
         std, scale = chans("std_value", i), chans("scale_value", i)
-        if scale is None and std is not None and all(s != 0 for s in std):
+        if scale is None and std is not None and all(s != 0 and math.isfinite(1.0 / s) for s in std):
             scale = [1.0 / s for s in std]
         out.append(ConfigInput(
             index=i, name=text("input_name", i), type_train=text("input_type_train", i),
@@ -261,62 +204,18 @@ def _inputs(data: dict) -> list[ConfigInput]:
     return out
 
 
-#: Deepest ``[``/``{`` nesting accepted: real configs nest 3 levels; ruamel's scanner is quadratic in flow depth.
-MAX_FLOW_DEPTH = 64
-
-
-def _flow_depth(text: str) -> int:
-    """Deepest ``[``/``{`` nesting outside quotes and comments (a cheap pre-scan, not a YAML parser)."""
-    depth = deepest = 0
-    quote = None
-    prev = "\n"
-    for ch in text:
-        if quote:
-            if ch == quote:
-                quote = None
-        elif ch == "#" and prev in " \t\n":
-            quote = "\n"  # skip the comment up to the end of the line
-        elif ch in "'\"" and prev in " \t\n[{,:":
-            quote = ch
-        elif ch in "[{":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif ch in "]}":
-            depth = max(0, depth - 1)
-        prev = ch
-    return deepest
-
-
 def parse_config_text(text: str, label: str = "<text>", toolchain: str | None = None) -> ConversionConfig:
-    """Parse conversion YAML text (see :func:`load_config`); ``label`` names it in errors."""
-    if not text.strip() or all(not ln.strip() or ln.lstrip().startswith("#") for ln in text.splitlines()):
-        raise ConfigError(f"{label}: empty config (no YAML content)")
-    if _flow_depth(text) > MAX_FLOW_DEPTH:
-        raise ConfigError(f"{label}: YAML nested more than {MAX_FLOW_DEPTH} levels deep; not a conversion config")
-    yaml = YAML(typ="rt", pure=True)
-    yaml.version = (1, 1)  # hb_mapper / hb_compile read with PyYAML: YAML 1.1 (yes/no/on/off are booleans)
-    try:
-        doc = yaml.load(text)
-    except MarkedYAMLError as e:
-        mark = e.problem_mark or e.context_mark
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        raise ConfigError(f"{label}: not valid YAML{where}: {(e.problem or e.context or 'parse error').strip()}") from None
-    except (YAMLError, ValueError, TypeError, RecursionError) as e:
-        raise ConfigError(f"{label}: not valid YAML ({e.__class__.__name__}: {str(e).splitlines()[0] if str(e) else ''})") \
-            from None
-    if doc is None:
-        raise ConfigError(f"{label}: empty config (no YAML content)")
-    if not isinstance(doc, dict):
-        raise ConfigError(f"{label}: not a conversion config (top level is a {type(doc).__name__}, expected a mapping "
-                          "with model_parameters, input_parameters, ...)")
-    w = _Walker(label)
-    try:
-        data = w.walk(doc, ())
-    except RecursionError:
-        raise ConfigError(f"{label}: YAML nested too deeply") from None
+    """Parse conversion YAML text (see :func:`load_config`); ``label`` names it in errors.
+
+    Raises
+    ------
+    ConfigError
+        As :func:`load_config` (the size, line length, nesting and alias limits apply to the text).
+    """
+    data, positions = load_yaml_text(text, label)
     family, reason = _detect_family(data, toolchain)
     return ConversionConfig(path=label, data=data, family=family, family_reason=reason, inputs=_inputs(data),
-                            positions=w.positions)
+                            positions=positions)
 
 
 def load_config(path: str | os.PathLike, toolchain: str | None = None) -> ConversionConfig:
@@ -341,16 +240,23 @@ def load_config(path: str | os.PathLike, toolchain: str | None = None) -> Conver
         :data:`MAX_CONFIG_NODES` nodes once aliases are expanded. Nothing is executed: ruamel's round-trip loader
         builds only plain mappings, sequences and scalars.
     """
+    if not str(path):
+        raise ConfigError("empty config path")
     p = Path(path)
     try:
+        mode = p.stat().st_mode
+        if stat.S_ISDIR(mode):
+            raise ConfigError(f"{p}: is a directory, not a config file")
+        if not stat.S_ISREG(mode):  # a FIFO would block the read, a device never end
+            raise ConfigError(f"{p}: not a regular file (a FIFO, socket or device); not a config file")
         with open(p, "rb") as fh:
             raw = fh.read(MAX_CONFIG_BYTES + 1)
     except IsADirectoryError:
         raise ConfigError(f"{p}: is a directory, not a config file") from None
-    except OSError as e:
-        raise ConfigError(f"{p}: cannot read config: {e.strerror or e}") from None
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"{p}: cannot read config: {getattr(e, 'strerror', None) or e}") from None
     if len(raw) > MAX_CONFIG_BYTES:
-        raise ConfigError(f"{p}: larger than {MAX_CONFIG_BYTES // 1024} kB; not a conversion config")
+        raise ConfigError(f"{p}: larger than {MAX_CONFIG_BYTES >> 10} kB; not a conversion config")
     if b"\x00" in raw:
         raise ConfigError(f"{p}: binary file (NUL bytes), not a YAML config")
     try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import math
 from typing import Iterator
 
 from ..findings import Finding
@@ -134,10 +135,20 @@ def wrong_types(cfg: ConversionConfig) -> Iterator[Finding]:
     for key in _NORM_KEYS:
         for i, item in enumerate(per_input_items(cfg, "input_parameters", key)):
             try:
-                parse_channels(item)
+                vals, _sep = parse_channels(item)
             except ValueError as e:
                 yield finding(cfg, "C303", _item_path(cfg, "input_parameters", key, i),
                               f"input_parameters.{key} (input {i}): {e}; expected numbers per channel")
+                continue
+            if key == "mean_value" or not vals:
+                continue
+            if any(v == 0 for v in vals):
+                what = "every pixel becomes 0" if key == "scale_value" else "1/std is a division by zero"
+                yield finding(cfg, "C303", _item_path(cfg, "input_parameters", key, i),
+                              f"input_parameters.{key} (input {i}): a {key[:-6]} of 0 ({what})", {"values": vals})
+            elif key == "std_value" and any(not math.isfinite(1.0 / v) for v in vals):
+                yield finding(cfg, "C303", _item_path(cfg, "input_parameters", key, i),
+                              f"input_parameters.{key} (input {i}): 1/std overflows to infinity", {"values": vals})
     for i, item in enumerate(per_input_items(cfg, "input_parameters", "input_shape")):
         try:
             parse_shape(item)

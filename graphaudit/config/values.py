@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
-__all__ = ["is_unset", "split_per_input", "parse_channels", "parse_shape"]
+__all__ = ["is_unset", "split_per_input", "parse_channels", "parse_shape", "MAX_DIM"]
+
+#: Largest dim accepted in a shape: ONNX dims are int64, but no tensor the toolchain builds has a dim of 2^31 or more.
+MAX_DIM = 2**31 - 1
 
 _SEP_SPLIT = re.compile(r"[\s,]+")
 
@@ -30,6 +34,17 @@ def split_per_input(v: Any) -> list[Any]:
     return [v]
 
 
+def _finite(x: Any) -> float:
+    """``float(x)``; ValueError naming ``x`` when it is not a number or not finite (nan, inf, 1e309)."""
+    try:
+        v = float(x)
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"{x!r} is not a number") from None
+    if not math.isfinite(v):
+        raise ValueError(f"{x!r} is not a finite number")
+    return v
+
+
 def parse_channels(item: Any) -> tuple[list[float] | None, str]:
     """Per-channel numbers of one input's mean/scale/std item, and the separator used.
 
@@ -39,20 +54,23 @@ def parse_channels(item: Any) -> tuple[list[float] | None, str]:
     Raises
     ------
     ValueError
-        A token is not a number (the message names it).
+        A token is not a number, or not a finite one (nan, inf, 1e309); the message names it.
     """
     if is_unset(item):
         return None, "single"
     if isinstance(item, bool):
         raise ValueError(f"{item!r} is a boolean, not a number")
     if isinstance(item, (int, float)):
-        return [float(item)], "single"
+        return [_finite(item)], "single"
     if isinstance(item, list):
         vals = []
         for x in item:
             if isinstance(x, bool) or not isinstance(x, (int, float, str)):
                 raise ValueError(f"{x!r} is not a number")
-            vals.append(float(x))
+            try:
+                vals.append(_finite(x))
+            except (TypeError, OverflowError):
+                raise ValueError(f"{x!r} is not a number") from None
         return vals, "list"
     if not isinstance(item, str):
         raise ValueError(f"{type(item).__name__} where numbers are expected")
@@ -61,10 +79,7 @@ def parse_channels(item: Any) -> tuple[list[float] | None, str]:
     tokens = [t for t in _SEP_SPLIT.split(text) if t]
     vals = []
     for t in tokens:
-        try:
-            vals.append(float(t))
-        except ValueError:
-            raise ValueError(f"{t!r} is not a number") from None
+        vals.append(_finite(t))
     sep = "mixed" if has_comma and has_space else "comma" if has_comma else "space" if len(vals) > 1 else "single"
     return vals, sep
 
@@ -75,7 +90,7 @@ def parse_shape(item: Any) -> tuple[int, ...] | None:
     Raises
     ------
     ValueError
-        Not dims separated by 'x'.
+        Not dims separated by 'x', a dim <= 0, or a dim larger than :data:`MAX_DIM`.
     """
     if is_unset(item):
         return None
@@ -91,4 +106,6 @@ def parse_shape(item: Any) -> tuple[int, ...] | None:
         raise ValueError(f"{item!r} is not a shape like 1x3x224x224") from None
     if any(d <= 0 for d in dims):
         raise ValueError(f"{item!r} has a dim <= 0")
+    if any(d > MAX_DIM for d in dims):
+        raise ValueError(f"{item!r} has a dim larger than 2^31 - 1")
     return dims

@@ -3,50 +3,75 @@
 from __future__ import annotations
 
 import json
+import re
 
 from rich.console import Console
 from rich.text import Text
 
 from ..findings import SEVERITIES, Finding
+from .json_out import json_safe
 
-__all__ = ["render_lint", "lint_json_text", "LINT_SCHEMA_VERSION"]
+__all__ = ["render_lint", "lint_json_text", "printable", "LINT_SCHEMA_VERSION"]
 
-LINT_SCHEMA_VERSION = "1.0"
+#: 1.1: ``scope`` (what was checked and what was skipped, and why); non-finite numbers as "nan"/"inf"/"-inf".
+LINT_SCHEMA_VERSION = "1.1"
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+
+
+# C0 and C1 control characters, DEL, and the line/paragraph separators: a terminal acts on them (ESC starts a
+# sequence that clears the screen or sets the window title), so text from the user's files shows them escaped.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def printable(text: str) -> str:
+    """``text`` with control characters shown as escapes (``"\\x1b"``, ``"\\n"``), safe to print on a terminal."""
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
 
 
 def _where(f: Finding) -> str:
     loc = f.location or {}
-    return f"{loc.get('file', '')}:{loc.get('line', 1)}:{loc.get('col', 1)}"
+    return printable(f"{loc.get('file', '')}:{loc.get('line', 1)}:{loc.get('col', 1)}")
 
 
-def render_lint(findings: list[Finding], console: Console, header: str = "") -> None:
+def render_lint(findings: list[Finding], console: Console, header: str = "", scope=None) -> None:
     """Print one ``file:line:col CODE severity message`` line per finding, its fix below, then a count line.
 
-    ``header`` (e.g. the config and its detected family) is printed first when given.
+    ``header`` (e.g. the config and its detected family) is printed first when given, then what was checked and
+    what was skipped and why (``scope``, a :class:`graphaudit.config.lint.LintScope`). Control characters from
+    the user's files (escape sequences in keys) are printed escaped (:func:`printable`).
     """
     if header:
-        console.print(Text(header, "bold"), soft_wrap=True)
+        console.print(Text(printable(header), "bold"), soft_wrap=True)
+    if scope is not None:
+        for line in scope.checked:
+            console.print(Text.assemble(("  checked: ", "dim"), printable(line)), soft_wrap=True)
+        for line in scope.skipped:
+            console.print(Text.assemble(("  skipped: ", "yellow"), printable(line)), soft_wrap=True)
     for f in findings:
         console.print(Text.assemble((_where(f), "bold"), " ", (f.code, _STYLE.get(f.severity, "")), " ",
-                                    (f.severity, _STYLE.get(f.severity, "")), " ", f.message), soft_wrap=True)
+                                    (f.severity, _STYLE.get(f.severity, "")), " ", printable(f.message)),
+                      soft_wrap=True)
         if f.fix:
-            console.print(Text.assemble(("    fix: ", "dim"), (f.fix, "dim")), soft_wrap=True)
+            console.print(Text.assemble(("    fix: ", "dim"), (printable(f.fix), "dim")), soft_wrap=True)
     counts = {s: sum(1 for f in findings if f.severity == s) for s in SEVERITIES}
     summary = ", ".join(f"{n} {s}{'s' if n != 1 and s != 'info' else ''}" for s, n in counts.items())
     console.print(Text("no findings" if not findings else summary, "green" if not findings else ""))
 
 
 def lint_json_text(findings: list[Finding], config_path: str, family: str, family_reason: str,
-                   tool_version: str) -> str:
+                   tool_version: str, scope=None) -> str:
     """The JSON document of ``graphaudit lint --format json``.
 
     ``{"schema_version", "tool": {"name", "version"}, "config", "family", "family_reason",
-    "counts": {"error", "warning", "info"}, "findings": [Finding.to_dict()]}``; each finding's ``location`` is
-    ``{"file", "line", "col", "key"}`` (1-based).
+    "counts": {"error", "warning", "info"}, "scope": {"model", "data_dirs", "checked", "skipped"} (when given),
+    "findings": [Finding.to_dict()]}``; each finding's ``location`` is ``{"file", "line", "col", "key"}``
+    (1-based). Standard JSON (RFC 8259): non-finite numbers are written as the strings ``"nan"``, ``"inf"``,
+    ``"-inf"``.
     """
     doc = {"schema_version": LINT_SCHEMA_VERSION, "tool": {"name": "graphaudit", "version": tool_version},
            "config": config_path, "family": family, "family_reason": family_reason,
-           "counts": {s: sum(1 for f in findings if f.severity == s) for s in SEVERITIES},
-           "findings": [f.to_dict() for f in findings]}
-    return json.dumps(doc, indent=1, default=str) + "\n"
+           "counts": {s: sum(1 for f in findings if f.severity == s) for s in SEVERITIES}}
+    if scope is not None:
+        doc["scope"] = scope.to_dict()
+    doc["findings"] = [f.to_dict() for f in findings]
+    return json.dumps(json_safe(doc), indent=1, default=str, allow_nan=False) + "\n"

@@ -8,6 +8,7 @@ from urllib.parse import quote
 
 from ..catalogue import Rule
 from ..findings import Finding
+from .json_out import json_safe
 
 __all__ = ["to_sarif", "sarif_text", "SARIF_SCHEMA_URI", "SARIF_LEVEL"]
 
@@ -28,7 +29,7 @@ def _rule(r: Rule) -> dict:
             "help": {"text": r.fix}, "defaultConfiguration": {"level": SARIF_LEVEL[r.severity]}}
 
 
-def to_sarif(findings: list[Finding], rules: dict[str, Rule], tool_version: str) -> dict:
+def to_sarif(findings: list[Finding], rules: dict[str, Rule], tool_version: str, scope=None) -> dict:
     """A SARIF 2.1.0 log (one run) of ``findings``.
 
     Parameters
@@ -39,6 +40,10 @@ def to_sarif(findings: list[Finding], rules: dict[str, Rule], tool_version: str)
         The rule catalogue (:func:`graphaudit.catalogue.load_catalogue`); the rules cited are described in
         ``tool.driver.rules``.
     tool_version : str
+    scope : LintScope, optional
+        What was checked and what was skipped (:func:`graphaudit.config.lint.lint_scope`): written as
+        ``invocations[0].toolExecutionNotifications`` (SARIF 2.1.0 sections 3.20.21, 3.58), level ``note`` for
+        a check run and ``warning`` for a check skipped.
 
     Returns
     -------
@@ -68,12 +73,18 @@ def to_sarif(findings: list[Finding], rules: dict[str, Rule], tool_version: str)
         if f.evidence:
             res["properties"] = {"evidence": f.evidence}
         results.append(res)
-    return {"$schema": SARIF_SCHEMA_URI, "version": "2.1.0",
-            "runs": [{"tool": {"driver": {"name": "graphaudit", "version": tool_version,
-                                          "rules": [_rule(rules[c]) for c in cited]}},
-                      "columnKind": "unicodeCodePoints", "results": results}]}
+    run: dict = {"tool": {"driver": {"name": "graphaudit", "version": tool_version,
+                                     "rules": [_rule(rules[c]) for c in cited]}}}
+    if scope is not None:
+        notes = [{"level": "note", "message": {"text": f"checked: {t}"}} for t in scope.checked]
+        notes += [{"level": "warning", "message": {"text": f"skipped: {t}"}} for t in scope.skipped]
+        run["invocations"] = [{"executionSuccessful": True, "toolExecutionNotifications": notes}]
+    run.update({"columnKind": "unicodeCodePoints", "results": results})
+    return {"$schema": SARIF_SCHEMA_URI, "version": "2.1.0", "runs": [run]}
 
 
-def sarif_text(findings: list[Finding], rules: dict[str, Rule], tool_version: str) -> str:
-    """:func:`to_sarif` serialized as indented JSON text (with a final newline)."""
-    return json.dumps(to_sarif(findings, rules, tool_version), indent=1, default=str) + "\n"
+def sarif_text(findings: list[Finding], rules: dict[str, Rule], tool_version: str, scope=None) -> str:
+    """:func:`to_sarif` serialized as indented standard JSON text (with a final newline); non-finite numbers in
+    evidence are written as the strings ``"nan"``, ``"inf"``, ``"-inf"``."""
+    return json.dumps(json_safe(to_sarif(findings, rules, tool_version, scope)), indent=1, default=str,
+                      allow_nan=False) + "\n"

@@ -267,7 +267,8 @@ def parse_quant_info(path: str | Path) -> ToolchainLog:
     Raises
     ------
     GraphAuditError
-        Missing, unreadable, too large (> 256 MiB), not JSON, or not a JSON object.
+        Missing, unreadable, too large (> 256 MiB), not JSON, nested deeper than Python's recursion limit, or not
+        a JSON object.
     """
     p = Path(path)
     with _open_text(p) as fh:
@@ -283,6 +284,8 @@ def parse_quant_info(path: str | Path) -> ToolchainLog:
         obj = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as e:
         raise GraphAuditError(f"{p}: not JSON ({str(e).splitlines()[0][:120]})") from e
+    except RecursionError:
+        raise GraphAuditError(f"{p}: JSON nested too deeply; not a quant_info.json") from None
     if not isinstance(obj, dict):
         raise GraphAuditError(f"{p}: expected a JSON object keyed by node name, got {type(obj).__name__}")
     log = ToolchainLog(path=str(p), tool="quant_info.json")
