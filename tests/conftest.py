@@ -50,3 +50,14 @@ def samples() -> Path:
     if not (d / "build_info.json").is_file():
         pytest.fail(f"bundled samples missing in {d}: run `python samples/build_samples.py` (done by .ci/run)")
     return d
+
+
+def lint_under_memory_limit(path: Path, limit: int = 1 << 30):
+    """Run `graphaudit lint PATH` in a child process whose address space is capped at ``limit`` bytes."""
+    import subprocess
+    import sys
+
+    code = (f"import resource, sys; resource.setrlimit(resource.RLIMIT_AS, ({limit}, {limit})); "
+            "from graphaudit.cli import main; sys.exit(main(['lint', sys.argv[1]]))")
+    return subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=120)
+

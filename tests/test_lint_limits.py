@@ -22,6 +22,7 @@ from graphaudit.config.parse import MAX_CONFIG_BYTES, MAX_EXPANDED_CHARS, MAX_LI
 from graphaudit.errors import ConfigError, DataError
 
 from .test_cli import assert_user_error, run
+from .conftest import lint_under_memory_limit
 
 SARIF_SCHEMA = json.loads((Path(__file__).parent / "data" / "lint" / "sarif-schema-2.1.0.json").read_text("utf-8"))
 HEAD = "model_parameters:\n  march: bayes\n"
@@ -97,9 +98,7 @@ def test_string_alias_bomb_is_refused_under_a_memory_limit(tmp_path):
     assert len(text) < MAX_CONFIG_BYTES and max(map(len, text.splitlines())) < MAX_LINE_CHARS
     p = tmp_path / "strbomb.yaml"
     p.write_text(text, encoding="utf-8")
-    code = ("import resource, sys; resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30)); "
-            "from graphaudit.cli import main; sys.exit(main(['lint', sys.argv[1]]))")
-    r = subprocess.run([sys.executable, "-c", code, str(p)], capture_output=True, text=True, timeout=120)
+    r = lint_under_memory_limit(p)
     assert r.returncode == 2, r.stderr
     assert f"more than {MAX_EXPANDED_CHARS >> 20} MiB of text once aliases are expanded" in r.stderr
     assert "Traceback" not in r.stderr and r.stderr.count("\n") == 1

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -13,6 +11,7 @@ from graphaudit.cli import main
 from graphaudit.config import ConfigError, load_config
 from graphaudit.config.parse import MAX_CONFIG_NODES
 from .conftest import CORPUS as CORPUS_ROOT
+from .conftest import lint_under_memory_limit
 
 CORPUS = CORPUS_ROOT / "configs"
 
@@ -133,9 +132,7 @@ def test_yaml_bomb_memory_is_bounded(tmp_path):
     limit: refused with exit 2, never a MemoryError or a killed process."""
     p = tmp_path / "bomb.yaml"
     p.write_text(BOMB, encoding="utf-8")
-    code = ("import resource, sys; resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30)); "
-            "from graphaudit.cli import main; sys.exit(main(['lint', sys.argv[1]]))")
-    r = subprocess.run([sys.executable, "-c", code, str(p)], capture_output=True, text=True, timeout=120)
+    r = lint_under_memory_limit(p)
     assert r.returncode == 2, r.stderr
     assert f"more than {MAX_CONFIG_NODES} YAML nodes" in r.stderr and "Traceback" not in r.stderr
 
