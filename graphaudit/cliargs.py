@@ -1,0 +1,140 @@
+"""The argument parser of the ``graphaudit`` command (subcommands, options, help texts)."""
+
+from __future__ import annotations
+
+import argparse
+
+from . import __version__
+from .findings import SEVERITIES
+from .numeric.compare import DEFAULT_COSINE_THRESHOLD
+from .outputs import DEFAULT_OUT
+
+__all__ = ["build_parser"]
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (``graphaudit: error: ...``, exit 2) instead of the usage block."""
+
+    def error(self, message: str):  # noqa: D102 - argparse API
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog.split()[0]} --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argparse parser of the ``graphaudit`` command."""
+    p = _Parser(prog="graphaudit", description="Explain accuracy loss across the stage models of a PTQ toolchain "
+                "(Horizon hb_mapper/hb_compile, onnxruntime QDQ): what changed, where numbers diverge, whether the "
+                "inputs and the conversion config are right.")
+    p.add_argument("--version", action="version", version=f"graphaudit {__version__}")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    e = sub.add_parser("explain", help="explain a pipeline: stages, changes per transition, findings",
+                       description="Explain a stage pipeline. With no paths, explains the bundled samples.")
+    e.add_argument("paths", nargs="*", help="a stage directory, or stage files in pipeline order")
+    e.add_argument("--source", help="the pre-toolchain float model, added as stage 0")
+    e.add_argument("--json", metavar="FILE", help="write the report as JSON (schema in README)")
+    e.add_argument("--fail-on", choices=[*SEVERITIES, "never"], default="error",
+                   help="exit 1 when a finding at or above this severity exists (default: error)")
+    e.add_argument("-v", "--verbose", action="store_true", help="list every change and info fix")
+    _numeric_args(e, required=False)
+    _config_arg(e)
+    _report_args(e)
+    e.add_argument("--log", metavar="FILE", help="hb_mapper/hb_compile log or *_quant_info.json: show the toolchain's "
+                                              "per-node similarity (default: found next to the stages)")
+    e.add_argument("--no-log", action="store_true", help="do not look for a toolchain log next to the stages")
+
+    d = sub.add_parser("diff", help="changes between consecutive stages")
+    d.add_argument("paths", nargs="+", help="two or more stage files in pipeline order, or a stage directory")
+    d.add_argument("--source", help="the pre-toolchain float model, added as stage 0")
+    d.add_argument("--json", metavar="FILE", help="write the report as JSON")
+    d.add_argument("-v", "--verbose", action="store_true", help="list every change")
+
+    c = sub.add_parser("compare", help="run every stage on the same samples: per-tensor error, first divergence",
+                       description="Run the stages in onnxruntime (custom ops lowered) on the same samples and "
+                                   "compare aligned tensors.")
+    c.add_argument("paths", nargs="+", help="a stage directory, or stage files in pipeline order")
+    c.add_argument("--source", help="the pre-toolchain float model, added as stage 0")
+    c.add_argument("--json", metavar="FILE", help="write the report as JSON")
+    c.add_argument("--fail-on", choices=[*SEVERITIES, "never"], default="error")
+    _numeric_args(c, required=True)
+    _config_arg(c)
+
+    ci = sub.add_parser("check-inputs", help="check data against a stage's input contract (layout, dtype, range, "
+                                             "normalization done once)")
+    ci.add_argument("paths", nargs="+", help="a stage file, a stage directory or stage files (the data follow the "
+                                             "first toolchain stage)")
+    ci.add_argument("--data", required=True, metavar="PATH", help="the data, as for compare")
+    ci.add_argument("--source", help="the pre-toolchain float model, added as stage 0")
+    ci.add_argument("--raw-dtype", help="dtype of raw .bin/.rgb files")
+    ci.add_argument("--raw-shape", help="shape of raw files, e.g. 1x3x224x224")
+    ci.add_argument("--max-samples", type=int, metavar="N", help="use only the first N samples")
+    ci.add_argument("--json", metavar="FILE", help="write the findings and statistics as JSON")
+    ci.add_argument("--fail-on", choices=[*SEVERITIES, "never"], default="error")
+    _config_arg(ci)
+
+    lo = sub.add_parser("lower", help="rewrite custom (Horizon) ops as standard ONNX so stock onnxruntime runs the stage")
+    lo.add_argument("stage", help="the stage .onnx file")
+    lo.add_argument("-o", "--output", required=True, help="where to write the lowered model")
+
+    rd = sub.add_parser("render", help="draw the annotated diff graph (SVG, PNG or DOT) of a stage pair or of the "
+                                       "whole lineage", description="Draw the stages' diff graph: nodes filled by "
+                                       "change kind, wrappers as badges, error shading with --data/--random.")
+    rd.add_argument("paths", nargs="+", help="a stage directory, or stage files in pipeline order")
+    rd.add_argument("--source", help="the pre-toolchain float model, added as stage 0")
+    rd.add_argument("-o", "--output", required=True, metavar="FILE", help="out.svg, out.png or out.dot (by suffix)")
+    rd.add_argument("--pair", type=int, metavar="I", help="draw stages[I] -> stages[I+1] (default: every stage pair "
+                                                          "in one lineage view, drawn on the last stage)")
+    rd.add_argument("--focus", metavar="NODE|TENSOR", help="draw only the neighbourhood of this node or tensor")
+    rd.add_argument("--radius", type=int, default=2, metavar="K", help="edges around --focus (default 2)")
+    rd.add_argument("--expand", action="store_true", help="draw Q/DQ, HzCalibration and other wrappers as nodes")
+    rd.add_argument("--max-nodes", type=int, default=300, metavar="N",
+                    help="above N nodes, collapse kept chains and focus on the findings (default 300)")
+    _numeric_args(rd, required=False)
+
+    li = sub.add_parser("lint", help="lint an hb_mapper/hb_compile conversion YAML (C3xx rules)",
+                        description="Lint a Horizon conversion config: schema of its toolchain family, values, and "
+                                    "cross-checks against the ONNX model, the stage models and the calibration data.")
+    li.add_argument("config", help="the conversion YAML")
+    li.add_argument("--model", metavar="ONNX", help="the model it converts (default: its onnx_model, when present)")
+    li.add_argument("--stages", metavar="DIR", help="the working_dir with the stage models (node names, HzPreprocess)")
+    li.add_argument("--data", metavar="DIR", help="calibration data directory (default: its cal_data_dir, when present)")
+    li.add_argument("--toolchain", choices=["1.x", "3.x"], help="force the family (default: from march and keys)")
+    li.add_argument("--format", choices=["text", "json", "sarif"], default="text", help="output format (default text)")
+    li.add_argument("-o", "--output", metavar="FILE", help="write the output to FILE instead of the terminal")
+    li.add_argument("--fail-on", choices=[*SEVERITIES, "never"], default="error",
+                    help="exit 1 when a finding at or above this severity exists (default: error)")
+
+    r = sub.add_parser("rules", help="list the rule catalogue")
+    r.add_argument("--explain", metavar="CODE", help="print one rule in full")
+    return p
+
+
+def _config_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", metavar="YAML", help="the hb_mapper/hb_compile conversion config: linted against the "
+                                                   "stages; declares input layout and colour order")
+
+
+def _numeric_args(p: argparse.ArgumentParser, required: bool) -> None:
+    g = p.add_mutually_exclusive_group(required=required)
+    g.add_argument("--data", metavar="PATH", help=".npy/.npz file or directory, Horizon calibration_data/, raw "
+                                                  ".bin files (with --raw-dtype/--raw-shape) or images")
+    g.add_argument("--random", metavar="N", type=int, help="N random samples (seeded) instead of data")
+    p.add_argument("--seed", type=int, default=0, help="seed for --random (default 0)")
+    p.add_argument("--max-samples", type=int, metavar="N", help="use only the first N samples of --data")
+    p.add_argument("--raw-dtype", help="dtype of raw .bin/.rgb files, e.g. uint8 or float32")
+    p.add_argument("--raw-shape", help="shape of raw files, e.g. 1x3x224x224")
+    p.add_argument("--threshold", type=float, default=DEFAULT_COSINE_THRESHOLD,
+                   help=f"cosine below which a tensor has diverged (default {DEFAULT_COSINE_THRESHOLD})")
+    p.add_argument("--no-isolated", action="store_true", help="skip measuring each change on its own")
+    p.add_argument("--input-shape", action="append", metavar="NAME=DIMS", default=[],
+                   help="concrete shape for an input with symbolic dims, e.g. x=1x3x48x192 (repeatable)")
+
+
+def _report_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", metavar="DIR", default=DEFAULT_OUT,
+                   help=f"directory for report.html and report.json (default: {DEFAULT_OUT})")
+    p.add_argument("--html", metavar="FILE", help="write the HTML report here instead of DIR/report.html")
+    p.add_argument("--no-report", action="store_true",
+                   help="terminal only: no report files (except --json/--html/--model-explorer given explicitly)")
+    p.add_argument("--model-explorer", metavar="DIR", nargs="?", const="",
+                   help="also write graphs, node mappings and overlays for Google's Model Explorer "
+                        "(default DIR: OUT/model_explorer)")
