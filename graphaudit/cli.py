@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 from dataclasses import replace
 import io
 import sys
@@ -20,14 +21,14 @@ from .catalogue import load_catalogue
 from .errors import GraphAuditError
 from .explain import load_pipeline
 from .fileio import check_output_path, write_atomic
-from .findings import severity_rank
+from .findings import report_order, severity_rank
 from .load import load_stage
 from .numeric.compare import DEFAULT_COSINE_THRESHOLD
 from .cliargs import build_parser
 from .outputs import plan_reports, write_reports
 from .report import AuditReport
 from .toolchains.discovery import role_of
-from .workflow import RunOptions, run_pipeline, user_inputs
+from .workflow import RunOptions, contract_errors, run_pipeline, user_inputs
 from .render import (render_diff, render_explain, render_findings, render_input_stats, render_numeric, render_rules,
                      write_json)
 from .samples import bundled_config, bundled_data, bundled_pipelines
@@ -118,6 +119,13 @@ def _render(args: argparse.Namespace, console: Console) -> int:
     protect = user_inputs(args.paths, args.source, args.data)
     out = check_output_path(args.output, protect)
     au = run_pipeline(args.paths, "", _run_options(args))
+    bad = sorted({f"{f.code} {f.message}" for f in contract_errors(au.report.findings)})
+    if bad:  # the shading would blame the toolchain for the data
+        console.print(Text(f"warning: the data violate the stage's input contract: {bad[0]}"
+                           + (f" (and {len(bad) - 1} more)" if len(bad) > 1 else "")
+                           + "; the error shading measures the data, not only the toolchain", style="yellow"))
+    if au.report.run and au.report.run.get("numeric_skipped"):
+        console.print(Text(f"warning: no error shading: {au.report.run['numeric_skipped']}", style="yellow"))
     g = build_diff_graph(au, pair=args.pair, focus=args.focus, radius=args.radius, expand=args.expand,
                          max_nodes=args.max_nodes)
     try:
@@ -158,9 +166,7 @@ def _check_inputs(args: argparse.Namespace, console: Console) -> int:
     if cfg is not None:  # the config is linted against the stages, as explain does
         from .config import lint_config
 
-        findings = sorted(findings + lint_config(cfg, stages=stages), key=lambda f: (severity_rank(f.severity),
-                                                                                       not f.code.startswith("P"),
-                                                                                       f.code))
+        findings = sorted(findings + lint_config(cfg, stages=stages), key=report_order)
     contracts = stage_contracts(stages[idx], cfg)
     render_input_contracts(contracts, stages[idx], console)
     render_input_stats(stats, stages[idx], console)
@@ -303,7 +309,10 @@ def _run_options(args: argparse.Namespace) -> RunOptions:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``graphaudit`` console script; returns the exit code."""
     args = build_parser().parse_args(argv)
-    console = Console(highlight=False)
+    # piped output (a file, less, CI logs) gets 160 columns unless COLUMNS says otherwise: rich's default 80 folds
+    # the stage table into unreadable slivers
+    width = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 160
+    console = Console(highlight=False, width=width)
     try:
         return _run(args, console)
     except GraphAuditError as e:

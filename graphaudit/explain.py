@@ -10,7 +10,7 @@ from .checks import AuditContext, run_checks
 from .checks.structure import custom_ops
 from .classify import Change, Coverage, classify, coverage
 from .errors import StagesUnrelatedError
-from .findings import severity_rank
+from .findings import report_order
 from .lineage import Lineage, align_chain
 from .load import load_stage
 from .report import AuditReport, make_transition, summarize_stage
@@ -73,7 +73,7 @@ def audit(stages: list[StageGraph], title: str = "", config=None) -> Audit:
         from .config import lint_config
 
         findings.extend(lint_config(config, stages=stages, lineage=lineage))
-        findings.sort(key=lambda f: (severity_rank(f.severity), f.code))
+        findings.sort(key=report_order)
     report = AuditReport(
         stages=[summarize_stage(s, custom_ops(s)) for s in stages],
         transitions=[make_transition(a, b, ch, cv) for a, b, ch, cv in zip(stages, stages[1:], changes, covs)],

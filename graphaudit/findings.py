@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["Finding", "SEVERITIES", "severity_rank"]
+__all__ = ["Finding", "SEVERITIES", "severity_rank", "report_order"]
 
 #: Severities from most to least serious.
 SEVERITIES = ("error", "warning", "info")
@@ -14,6 +14,12 @@ SEVERITIES = ("error", "warning", "info")
 def severity_rank(severity: str) -> int:
     """0 for error, 1 for warning, 2 for info (sort key: most serious first)."""
     return SEVERITIES.index(severity)
+
+
+def report_order(f: "Finding") -> tuple:
+    """Sort key of findings in a report: most serious first; within a severity, input findings (P2xx) first
+    (a harness feeding the wrong data explains a drop before anything the toolchain did), then by code and line."""
+    return severity_rank(f.severity), not f.code.startswith("P"), f.code, f.location.get("line", 0)
 
 
 @dataclass

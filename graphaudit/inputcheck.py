@@ -10,7 +10,7 @@ import numpy as np
 from .checks import run_checks
 from .checks.base import AuditContext
 from .errors import DataError
-from .findings import Finding
+from .findings import Finding, report_order
 from .numeric.data import InputSpec, input_specs, open_data
 from .numeric.datastats import InputStats, data_stats
 from .stage import StageGraph
@@ -84,11 +84,10 @@ def attach_input_findings(au, data: str | os.PathLike, data_stage: int, raw_dtyp
     """Run :func:`check_inputs` for an audit and merge its findings into ``au.report``: input findings come
     first among findings of the same severity (a harness feeding the wrong data explains a drop before
     anything the toolchain did)."""
-    from .findings import severity_rank
 
     stats, findings = check_inputs(au.stages, data, data_stage, raw_dtype, raw_shape, max_samples,
                                    config if config is not None else au.config)
     known = {(f.code, f.stage, f.message) for f in au.report.findings}  # data-free rules (P210) ran in the audit
     au.report.findings.extend(f for f in findings if (f.code, f.stage, f.message) not in known)
-    au.report.findings.sort(key=lambda f: (severity_rank(f.severity), not f.code.startswith("P"), f.code))
+    au.report.findings.sort(key=report_order)
     return stats

@@ -7,9 +7,9 @@ import os
 from .checks import run_checks
 from .checks.base import AuditContext
 from .explain import Audit
-from .findings import severity_rank
 from .numeric.compare import DEFAULT_COSINE_THRESHOLD, TransitionNumeric, compare_stages, transition_dict
 from .errors import GraphAuditError
+from .findings import report_order
 from .numeric.data import InputSpec, input_specs, open_data, random_source
 from .toolchains.contracts import stage_contracts
 
@@ -88,5 +88,5 @@ def measure(au: Audit, data: str | os.PathLike | None = None, random: int | None
     ctx = AuditContext(stages=au.stages, lineage=au.lineage, changes=au.changes, coverage=au.coverage, numeric=results,
                        config=au.config)
     au.report.findings.extend(run_checks(ctx, NUMERIC_CODES))
-    au.report.findings.sort(key=lambda f: (severity_rank(f.severity), f.code))
+    au.report.findings.sort(key=report_order)
     return results

@@ -7,14 +7,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from .errors import GraphAuditError
+from .errors import DataError, GraphAuditError
 from .explain import Audit, audit, load_pipeline
 from .inputcheck import attach_input_findings
 from .measure import default_data_stage, measure
 from .numeric.compare import DEFAULT_COSINE_THRESHOLD
 from .toolchain_log import attach_toolchain_log, load_toolchain_file, pick_toolchain_file
 
-__all__ = ["RunOptions", "run_pipeline", "user_inputs"]
+__all__ = ["RunOptions", "run_pipeline", "user_inputs", "contract_errors"]
 
 
 @dataclass
@@ -47,7 +47,8 @@ def run_pipeline(paths: list[str | os.PathLike], title: str = "", opts: RunOptio
     """Load, align and check one pipeline, then what ``opts`` asks for; findings and sections land in ``.report``.
 
     Order: the toolchain log is parsed and mapped before the (slow) numeric run so a bad log fails fast;
-    input findings come before the numeric findings. A log none of whose node rows names a node of the
+    input findings come before the numeric findings. Data that cannot be fed to the stages (NHWC into NCHW,
+    a wrong size) skip the numeric comparison when the input findings say why (``report.run["numeric_skipped"]``). A log none of whose node rows names a node of the
     stages is refused when given, ignored when found beside the stages.
 
     Raises
@@ -74,18 +75,31 @@ def run_pipeline(paths: list[str | os.PathLike], title: str = "", opts: RunOptio
             au.report.toolchain, tlog = None, None  # found beside the stages, but not theirs: ignored
     if o.data is not None:
         attach_input_findings(au, o.data, default_data_stage(au), o.raw_dtype, o.raw_shape, o.max_samples)
+    skipped = None
     if o.data is not None or o.random is not None:
-        measure(au, data=o.data, random=o.random, seed=o.seed, threshold=o.threshold, isolated=o.isolated,
-                raw_dtype=o.raw_dtype, raw_shape=o.raw_shape, progress=o.progress, input_shapes=o.input_shapes,
-                max_samples=o.max_samples)
-        if tlog is not None:  # again, now with graphaudit's cosine beside the toolchain's
+        try:
+            measure(au, data=o.data, random=o.random, seed=o.seed, threshold=o.threshold, isolated=o.isolated,
+                    raw_dtype=o.raw_dtype, raw_shape=o.raw_shape, progress=o.progress, input_shapes=o.input_shapes,
+                    max_samples=o.max_samples)
+        except DataError as e:  # data that cannot be fed: fine when the input findings already say why
+            why = sorted({f.code for f in contract_errors(au.report.findings)})
+            if o.data is None or not why:
+                raise
+            skipped = f"{e} (the input findings {', '.join(why)} say why)"
+        if tlog is not None and skipped is None:  # again, now with graphaudit's cosine beside the toolchain's
             attach_toolchain_log(au, tlog)
     cfg = o.config
     au.report.run = {"config": str(cfg.path) if cfg is not None else None,
                      "config_family": cfg.family if cfg is not None else None,
                      "data": str(o.data) if o.data is not None else None, "random": o.random,
-                     "log": str(found) if tlog is not None else None}
+                     "log": str(found) if tlog is not None else None, "numeric_skipped": skipped}
     return au
+
+
+def contract_errors(findings: list) -> list:
+    """The error-severity input findings (P2xx): data that violate a stage's input contract, which make any
+    numeric comparison on them measure the data rather than the toolchain."""
+    return [f for f in findings if f.code.startswith("P") and f.severity == "error"]
 
 
 def user_inputs(paths: list[str | os.PathLike], *extra: str | os.PathLike | None) -> list[Path]:

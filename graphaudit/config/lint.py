@@ -135,7 +135,8 @@ def lint_scope(cfg: ConversionConfig, model: str | os.PathLike | None = None,
         label = f"input {inp.index}" + (f" ({inp.name})" if inp.name else "")
         if problem is None:
             sc.data_dirs.append(d)
-            sc.checked.append(f"calibration data: {label}: {_shown(d, cfg, data)}: C325-C326")
+            sc.checked.append(f"calibration data: {label}: {_shown(d, cfg, data)}: file dtype and value range "
+                              "(C325-C326; layout, colour order, sample quality: graphaudit check-inputs)")
         elif data is not None:
             msg = problem if problem.startswith(str(d)) else f"{d}: {problem}"
             raise DataError(f"{msg} (calibration data of {label}, from --data)")

@@ -43,6 +43,7 @@ class InputStats:
     channel_mean: list[float] = field(default_factory=list)
     channel_std: list[float] = field(default_factory=list)
     per_sample: SampleSet = field(default_factory=SampleSet)
+    shapes: list[tuple] = field(default_factory=list)  # distinct sample shapes seen (the first 20)
     _n: int = 0
     _s: np.ndarray | None = None
     _ss: np.ndarray | None = None
@@ -83,6 +84,8 @@ def data_stats(samples: Iterable[dict[str, np.ndarray]], max_samples: int | None
             st._ss += (flat * flat).sum(axis=1)
             st._n += flat.shape[1]
             st.samples += 1
+            if tuple(a.shape) not in st.shapes and len(st.shapes) < 20:
+                st.shapes.append(tuple(a.shape))
             if v.size:
                 st.minimum = min(st.minimum, float(v.min()))
                 st.maximum = max(st.maximum, float(v.max()))
@@ -100,4 +103,5 @@ def stats_dict(st: InputStats) -> dict:
     """JSON-ready statistics of one input."""
     return {"dtype": st.dtype, "shape": list(st.shape), "layout": st.layout, "samples": st.samples,
             "min": st.minimum, "max": st.maximum, "channel_mean": st.channel_mean, "channel_std": st.channel_std,
-            "constant_samples": st.constant_samples, "per_sample": st.per_sample.to_dict()}
+            "constant_samples": st.constant_samples, "shapes": [list(x) for x in st.shapes],
+            "per_sample": st.per_sample.to_dict()}

@@ -112,7 +112,9 @@ def _run_line(report: AuditReport, console: Console) -> None:
         n = sum(1 for f in report.findings if f.code.startswith("C"))
         parts.append(f"config {run['config']} ({run['config_family']}) linted against the stages: "
                      f"{n or 'no'} finding{'s' if n != 1 else ''}")
-    if run.get("data"):
+    if run.get("numeric_skipped"):
+        parts.append(f"data {run['data']}: numeric comparison skipped: {run['numeric_skipped']}")
+    elif run.get("data"):
         parts.append(f"data {run['data']}")
     elif run.get("random"):
         parts.append(f"{run['random']} random samples")
@@ -161,8 +163,14 @@ def _fmt(x, spec: str) -> str:
 def render_numeric(report: AuditReport, console: Console) -> None:
     """Print the numeric comparison: per transition the outputs, the first divergence and the worst regions."""
     if not report.numeric:
+        if report.run and report.run.get("numeric_skipped"):
+            console.print(Text(f"\nNumeric comparison skipped: {report.run['numeric_skipped']}", style="bold yellow"))
         return
     console.print(Text("\nNumeric comparison (same samples through every stage's input contract)", style="bold"))
+    bad = sorted({f.code for f in report.findings if f.code.startswith("P") and f.severity == "error"})
+    if bad:
+        console.print(Text(f"Caution: the data violate the input contract ({', '.join(bad)}, below): these errors "
+                           "measure the data as much as the toolchain; fix the data first.", style="bold yellow"))
     for tr in report.numeric:
         wt = tr.get("worst_tensor") or {}
         console.print(Text.assemble(("\n", ""), (f"{tr['a']} -> {tr['b']}", "bold"),

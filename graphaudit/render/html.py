@@ -244,7 +244,8 @@ def render_html(reports: list[AuditReport], panels: list[list[GraphPanel]] | Non
     for i, (rep, pans) in enumerate(zip(reports, panels)):
         numeric = [{"data": n, "chart": error_chart(n)} for n in rep.numeric or []]
         sev = {s: sum(f.severity == s for f in rep.findings) for s in ("error", "warning", "info")}
-        sections.append({"id": f"p{i}", "report": rep, "numeric": numeric, "severity": sev,
+        bad = sorted({f.code for f in rep.findings if f.code.startswith("P") and f.severity == "error"})
+        sections.append({"id": f"p{i}", "report": rep, "numeric": numeric, "severity": sev, "contract_errors": bad,
                          "panels": [{"panel": p, "svg": Markup(p.svg)} for p in pans]})
     return _env().get_template("report.html.j2").render(
         sections=sections, version=reports[0].tool_version if reports else "", sqnr_cap=f"{SQNR_CAP_DB:g}",
