@@ -113,7 +113,7 @@ def _run_line(report: AuditReport, console: Console) -> None:
         parts.append(f"config {run['config']} ({run['config_family']}) linted against the stages: "
                      f"{n or 'no'} finding{'s' if n != 1 else ''}")
     if run.get("numeric_skipped"):
-        parts.append(f"data {run['data']}: numeric comparison skipped: {run['numeric_skipped']}")
+        parts.append(f"data {run['data']} (numeric comparison skipped, see below)")
     elif run.get("data"):
         parts.append(f"data {run['data']}")
     elif run.get("random"):
