@@ -240,3 +240,14 @@ def test_report_says_how_to_install_graphviz_when_dot_is_missing(samples, tmp_pa
     assert page.locator(".graph-missing").first.is_visible()
     assert page.locator("#p0-findings tbody tr.finding").count() > 0
     assert problems == []
+
+
+def test_report_of_a_detector_with_numeric_data(samples, tmp_path):
+    """Outputs that are not [N, classes] carry no top-1 agreement: the page renders all the same (it crashed)."""
+    from graphaudit.cli import main
+
+    out = tmp_path / "rep"
+    assert main(["explain", str(samples / "ort" / "ppocr_det"), "--random", "1", "--input-shape", "x=1x3x64x64",
+                 "--no-isolated", "--out", str(out), "--fail-on", "never"]) == 0
+    page = (out / "report.html").read_text()
+    assert "Numeric comparison" in page and 'class="outputs"' in page
