@@ -8,7 +8,7 @@ from pathlib import Path
 
 from .errors import GraphAuditError
 
-__all__ = ["atomic_write", "write_atomic", "check_output_path", "check_output_dir", "check_not_input", "resolve_path"]
+__all__ = ["atomic_write", "write_atomic", "check_output_path", "check_output_dir", "check_not_input", "resolve_path", "make_dir"]
 
 
 def atomic_write(path: Path, data: bytes | str) -> None:
@@ -135,4 +135,24 @@ def check_output_dir(path: str | os.PathLike, protect: list[Path] | None = None)
     check_not_input(p, protect, "write into")
     if p.exists() and not p.is_dir():
         raise GraphAuditError(f"{p}: exists and is not a directory")
+    for up in p.parents:  # the first existing ancestor must be a directory we can create it in
+        if up.exists() or up.is_symlink():
+            if not up.is_dir():
+                raise GraphAuditError(f"{p}: {up} is not a directory")
+            break
     return p
+
+
+def make_dir(path: Path) -> Path:
+    """Create an output directory (and its parents) validated by :func:`check_output_dir`.
+
+    Raises
+    ------
+    GraphAuditError
+        It cannot be created (read-only location, a dangling symlink, a file in the way).
+    """
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise GraphAuditError(f"{path}: cannot create the directory ({e.strerror or e})") from None
+    return path

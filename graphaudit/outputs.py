@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import GraphAuditError
-from .fileio import check_not_input, check_output_dir, check_output_path
+from .fileio import check_not_input, check_output_dir, check_output_path, make_dir
 
 __all__ = ["ReportPlan", "plan_reports", "write_reports", "DEFAULT_OUT"]
 
@@ -70,6 +70,11 @@ def plan_reports(out: str | os.PathLike = DEFAULT_OUT, html: str | os.PathLike |
     files = [Path(p) for p in (json, plan.json, plan.html) if p is not None]
     for f in files:
         check_not_input(f, protect)
+        if plan.model_explorer is not None:
+            me, rf = plan.model_explorer.resolve(), f.resolve()
+            if me == rf or me in rf.parents:
+                raise GraphAuditError(f"{f}: the Model Explorer directory {plan.model_explorer} and a report file "
+                                      "would overlap")
     if len({str(f.resolve()) for f in files}) < len(files):
         raise GraphAuditError(f"{', '.join(map(str, files))}: two reports would be written to the same file")
     return plan
@@ -93,17 +98,17 @@ def write_reports(plan: ReportPlan, audits: list, json: str | os.PathLike | None
     written: list[tuple[str, Path]] = []
     for what, path in (("JSON report", Path(json) if json is not None else None), ("JSON report", plan.json)):
         if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            make_dir(path.parent)
             write_json(reports[0] if len(reports) == 1 else reports, path, protect=plan.protect)
             written.append((what, path))
     if plan.html is not None:
-        plan.html.parent.mkdir(parents=True, exist_ok=True)
+        make_dir(plan.html.parent)
         write_html(reports, plan.html, [diff_graph_panels(au) for au in audits], protect=plan.protect)
         written.append(("HTML report", plan.html))
     if plan.model_explorer is not None:
         for i, au in enumerate(audits):
             d = plan.model_explorer / (f"{i}_{au.report.title.split(':')[0]}" if len(audits) > 1 else "")
-            d.mkdir(parents=True, exist_ok=True)
+            make_dir(d)
             write_model_explorer(au, d, protect=plan.protect)
         written.append(("Model Explorer files", plan.model_explorer))
     return written

@@ -326,6 +326,29 @@ def test_node_names_with_dot_and_html_characters(tmp_path):
     assert nodes["n:b<&>\\x"]["tooltip"].startswith("Relu b<&>\\x")
 
 
+def test_names_that_broke_dot_render(tmp_path):
+    """A trailing backslash, control characters (not XML) and a 20 kB name: the graph renders; the SVG ids show
+    control characters escaped, as the terminal does."""
+    from onnx import TensorProto, helper
+
+    names = ["ends\\", "esc\x1b[31mred\x1b[0m", "ff\x0cnul\x00", "long" * 5000]
+    nodes, prev = [], "x"
+    for i, n in enumerate(names):
+        nodes.append(helper.make_node("Relu", [prev], [f"t{i}"], name=n))
+        prev = f"t{i}"
+    nodes[-1].output[0] = "y"
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    onnx.save(m, tmp_path / "m_original.onnx")
+    onnx.save(m, tmp_path / "m_optimized.onnx")
+    au = audit(load_pipeline([tmp_path / "m_original.onnx", tmp_path / "m_optimized.onnx"]))
+    ids = set(svg_nodes(build_diff_graph(au, pair=0).svg(), "ga0-"))
+    assert {"n:esc\\x1b[31mred\\x1b[0m", "n:ff\\x0cnul\\x00"} <= ids
+    assert any(i.startswith("n:ends\\") for i in ids)
+    assert any(i.startswith("n:longlong") and len(i) < 16384 for i in ids)  # cut (Graphviz's string limit)
+
+
 @pytest.mark.parametrize("script", ["echo 'Error: syntax error in line 1' >&2; echo 'second line' >&2; exit 1",
                                     "cat > /dev/null; exit 0"])
 def test_a_failing_dot_gives_one_line_and_the_report_survives(samples, tmp_path, script):

@@ -60,3 +60,30 @@ def test_top1():
     a = np.array([[0.1, 0.9], [0.8, 0.2], [0.3, 0.7]])
     b = np.array([[0.2, 0.8], [0.4, 0.6], [0.1, 0.9]])
     assert top1_agreement(a, b) == (2, 3)
+
+
+def test_nonfinite_values_are_counted_per_side():
+    """NaN in both stages alike is no divergence; NaN the test stage adds is one."""
+    import numpy as np
+
+    from graphaudit.numeric.metrics import ErrorStats
+
+    same = ErrorStats()
+    same.update(np.array([np.nan, 1.0, 2.0]), np.array([np.nan, 1.0, 2.0]))
+    assert (same.nonfinite_a, same.nonfinite_b, same.diverged_nonfinite) == (1, 1, False)
+    new = ErrorStats()
+    new.update(np.array([0.5, 1.0, 2.0]), np.array([np.inf, 1.0, np.nan]))
+    assert (new.nonfinite_a, new.nonfinite_b, new.diverged_nonfinite) == (0, 2, True)
+    assert same.merge(new).to_dict()["nonfinite"] == [1, 3]
+
+
+def test_identical_stages_producing_nan_do_not_diverge(tmp_path):
+    from graphaudit.cli import main
+
+    from .conftest import save_text
+
+    text = '<ir_version: 8, opset_import: ["" : 13]>\ng (float[1,8] x) => (float[1,8] y) { l = Log (x)\n y = Relu (l) }'
+    save_text(tmp_path, "m_original.onnx", text)
+    save_text(tmp_path, "m_optimized.onnx", text)
+    out = tmp_path.parent / f"{tmp_path.name}_out"
+    assert main(["explain", str(tmp_path), "--random", "3", "--json", str(out) + ".json", "--no-report"]) == 0

@@ -76,7 +76,7 @@ def test_overlays_load_as_model_explorer_node_data(exported):
     orig = onnx.load(str(next(hz.glob("*_original_float_model.onnx"))), load_external_data=False)
     n_bn = sum(n.op_type == "BatchNormalization" for n in orig.graph.node)
     n_hardswish = sum(n.op_type == "HardSwish" for n in orig.graph.node)
-    ch = json.loads((d / "changes_original__optimized.json").read_text())
+    ch = json.loads((d / "changes_0_original__1_optimized.json").read_text())
     opt_values = Counter(r["value"] for r in ch["optimized"]["results"].values())
     assert n_bn == 27 and opt_values[CHANGE_CODES["fused"]] == n_bn
     assert opt_values[CHANGE_CODES["replaced"]] == n_hardswish == 28
@@ -85,7 +85,7 @@ def test_overlays_load_as_model_explorer_node_data(exported):
 
     # error overlay: the lowest cosine on the calibrated graph is the report's lowest cosine of that transition
     num = next(n for n in au.report.numeric if n["b"] == "calibrated")
-    cos = json.loads((d / "cosine_accumulated_optimized__calibrated.json").read_text())["calibrated"]["results"]
+    cos = json.loads((d / "cosine_accumulated_1_optimized__2_calibrated.json").read_text())["calibrated"]["results"]
     assert min(r["value"] for r in cos.values()) == pytest.approx(num["min_cosine"])
     worst = num["worst_tensor"]["b_tensor"]
     producer = next(n for n in onnx.load(str(next(hz.glob("*_calibrated_model.onnx"))),
@@ -116,7 +116,7 @@ def test_node_mapping_uses_model_explorer_sync_navigation_fields(exported):
     for field in ("mappingEntries", "leftNodeIds", "rightNodeIds", "showDiffHighlights"):
         assert field in bundle
     graphs = {g.id: {n.id for n in g.nodes} for p in sorted(d.glob("[0-9]_*.json")) for g in _graph(p).graphs}
-    m = json.loads((d / "mapping_original__optimized.json").read_text())
+    m = json.loads((d / "mapping_0_original__1_optimized.json").read_text())
     assert set(m) == {"mappingEntries", "showDiffHighlights"}
     for e in m["mappingEntries"]:
         assert set(e) == {"leftNodeIds", "rightNodeIds"} and e["leftNodeIds"] and e["rightNodeIds"]

@@ -48,6 +48,8 @@ class ErrorStats:
     lsb_sum: float = 0.0
     lsb_count: int = 0
     shape_mismatch: str = field(default="")
+    nonfinite_a: int = 0  # NaN/inf elements seen in the reference (a) and in the test (b)
+    nonfinite_b: int = 0
 
     def update(self, a: np.ndarray, b: np.ndarray, scale: np.ndarray | float | None = None, axis: int = 1) -> None:
         """Add one sample. ``a`` and ``b`` must have the same number of elements (compared flat).
@@ -80,6 +82,8 @@ class ErrorStats:
             self.sum_bb += float(np.einsum("i,i->", bc, bc))
             self.sum_ab += float(np.einsum("i,i->", ac, bc))
             self.sum_ee += float(np.einsum("i,i->", ec, ec))
+            self.nonfinite_a += int(ac.size - np.count_nonzero(np.isfinite(ac)))
+            self.nonfinite_b += int(bc.size - np.count_nonzero(np.isfinite(bc)))
             if ec.size:
                 m = float(np.max(np.abs(ec)))
                 self.max_abs = m if math.isnan(m) else max(self.max_abs, m)
@@ -104,7 +108,8 @@ class ErrorStats:
                           self.sum_bb + other.sum_bb, self.sum_ab + other.sum_ab, self.sum_ee + other.sum_ee,
                           max(self.max_abs, other.max_abs), max(self.lsb_max, other.lsb_max),
                           self.lsb_sum + other.lsb_sum, self.lsb_count + other.lsb_count,
-                          self.shape_mismatch or other.shape_mismatch)
+                          self.shape_mismatch or other.shape_mismatch, self.nonfinite_a + other.nonfinite_a,
+                          self.nonfinite_b + other.nonfinite_b)
 
     @property
     def cosine(self) -> float:
@@ -146,7 +151,13 @@ class ErrorStats:
                                                                  else self.sqnr_db),
                 "rel_l2": f(self.rel_l2), "max_abs": self.max_abs,
                 "lsb_max": self.lsb_max if self.lsb_count else None, "lsb_mean": f(self.lsb_mean),
-                "samples": self.samples, "elements": self.count}
+                "samples": self.samples, "elements": self.count, "nonfinite": [self.nonfinite_a, self.nonfinite_b]}
+
+    @property
+    def diverged_nonfinite(self) -> bool:
+        """NaN figures because the test stage produced NaN/inf the reference did not (a real divergence), as
+        opposed to a reference that is itself non-finite (nothing to compare against)."""
+        return self.nonfinite_b > self.nonfinite_a
 
 
 def top1_agreement(a: np.ndarray, b: np.ndarray) -> tuple[int, int]:

@@ -11,6 +11,7 @@ from rich.text import Text
 
 from ..catalogue import Rule
 from ..report import AuditReport, Transition
+from .lint_console import printable
 
 __all__ = ["render_explain", "render_diff", "render_rules", "render_numeric", "render_findings", "render_input_stats",
            "render_toolchain"]
@@ -76,6 +77,7 @@ def _transition(console: Console, tr: Transition, verbose: bool) -> None:
 def render_findings(report: AuditReport, console: Console, verbose: bool = False,
                     codes: tuple[str, ...] | None = None) -> None:
     """Print the findings (all, or those with the given codes), most serious first, with one fix per code."""
+    report = safe_report(report)
     findings = [f for f in report.findings if codes is None or f.code in codes]
     if not findings:
         console.print("\n[green]No findings.[/]")
@@ -91,8 +93,26 @@ def render_findings(report: AuditReport, console: Console, verbose: bool = False
             console.print(Text("          fix: " + " ".join(f.fix.split()), style="dim"))
 
 
+def _printable(x):
+    """``x`` (a report dict) with every string's control characters escaped (:func:`printable`): names and
+    messages come from the user's files and must not drive the terminal (escape sequences, bidi overrides)."""
+    if isinstance(x, str):
+        return printable(x)
+    if isinstance(x, dict):
+        return {k: _printable(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_printable(v) for v in x]
+    return x
+
+
+def safe_report(report: AuditReport) -> AuditReport:
+    """A copy of ``report`` fit for a terminal (see :func:`_printable`)."""
+    return AuditReport.from_dict(_printable(report.to_dict()))
+
+
 def render_explain(report: AuditReport, console: Console, verbose: bool = False) -> None:
     """Print the explanation: stage table, per-transition changes, findings ranked by severity."""
+    report = safe_report(report)
     if report.title:
         console.rule(f"[bold]{escape(report.title)}")
     console.print(_stage_table(report))
@@ -127,6 +147,7 @@ def _run_line(report: AuditReport, console: Console) -> None:
 
 def render_diff(report: AuditReport, console: Console, verbose: bool = False) -> None:
     """Print the changes per stage pair only."""
+    report = safe_report(report)
     for tr in report.transitions:
         _transition(console, tr, verbose)
 
@@ -162,6 +183,7 @@ def _fmt(x, spec: str) -> str:
 
 def render_numeric(report: AuditReport, console: Console) -> None:
     """Print the numeric comparison: per transition the outputs, the first divergence and the worst regions."""
+    report = safe_report(report)
     if not report.numeric:
         if report.run and report.run.get("numeric_skipped"):
             console.print(Text(f"\nNumeric comparison skipped: {report.run['numeric_skipped']}", style="bold yellow"))
@@ -206,24 +228,24 @@ def render_numeric(report: AuditReport, console: Console) -> None:
 
 def render_input_contracts(contracts: dict, stage, console: Console) -> None:
     """Print what each graph input of ``stage`` takes (:class:`graphaudit.toolchains.contracts.InputContract`)."""
-    t = Table(title=f"Input contract of {stage.name}", title_justify="left")
+    t = Table(title=f"Input contract of {printable(stage.name)}", title_justify="left")
     for col in ("input", "dtype", "shape", "layout", "values", "colour"):
         t.add_column(col, overflow="fold")
     for name, ic in contracts.items():
         layout = f"{ic.layout} ({ic.layout_source})" if ic.layout else "-"
         color = f"{ic.color} ({ic.color_source})" if ic.color else "-"
-        t.add_row(escape(name), ic.dtype, str(list(ic.shape)) if ic.shape is not None else "?", escape(layout),
+        t.add_row(escape(printable(name)), ic.dtype, str(list(ic.shape)) if ic.shape is not None else "?", escape(layout),
                   escape(ic.value_domain), escape(color))
     console.print(t)
 
 
 def render_input_stats(stats: dict, stage, console: Console) -> None:
     """Print per-input data statistics (to set beside :func:`render_input_contracts`)."""
-    t = Table(title=f"Data for {stage.name}", title_justify="left")
+    t = Table(title=f"Data for {printable(stage.name)}", title_justify="left")
     for col in ("input", "dtype", "shape", "layout", "samples", "range", "mean per channel", "std per channel"):
         t.add_column(col, overflow="fold")
     for name, st in stats.items():
-        t.add_row(escape(name), st.dtype, str(list(st.shape)), st.layout or "-", str(st.samples),
+        t.add_row(escape(printable(name)), st.dtype, str(list(st.shape)), st.layout or "-", str(st.samples),
                   f"[{st.minimum:.4g}, {st.maximum:.4g}]", ", ".join(f"{x:.4g}" for x in st.channel_mean),
                   ", ".join(f"{x:.4g}" for x in st.channel_std))
     console.print(t)

@@ -44,6 +44,7 @@ from ..errors import GraphAuditError, GraphvizMissingError
 from ..explain import Audit
 from ..fileio import atomic_write
 from .diffmodel import KIND_ORDER, build_items
+from .lint_console import printable
 from .diffstyle import FIRST_DIVERGENCE_COLOR, KIND_COLORS, SQNR_BANDS, legend_label, node_label, node_tooltip
 from .graphview import collapse_chains, neighbourhood
 
@@ -135,6 +136,31 @@ def _auto_seeds(g: nx.DiGraph, au: Audit, pair: int | None) -> list[str]:
     return list(dict.fromkeys(seeds))
 
 
+def _dot_name(key: str) -> str:
+    """A node key as a DOT node name: control characters escaped (not XML in the SVG), and a trailing backslash
+    kept off the closing quote (DOT would read it as an escaped quote)."""
+    s = _short(printable(key))
+    return s + "\u200b" if s.endswith("\\") else s
+
+
+#: Graphviz refuses quoted strings over 16,384 characters: longer names are cut and made unique by a hash.
+MAX_DOT_STRING = 4000
+
+
+def _short(s: str) -> str:
+    if len(s) <= MAX_DOT_STRING:
+        return s
+    import hashlib
+
+    return s[:MAX_DOT_STRING - 20] + "\u2026#" + hashlib.sha1(s.encode("utf-8", "replace")).hexdigest()[:12]
+
+
+def _dot_text(text: str, limit: int = 500) -> str:
+    """Tooltip text for DOT: control characters escaped, backslashes literal (an escString), at most ``limit``."""
+    t = printable(text)
+    return (t if len(t) <= limit else t[:limit - 1] + "\u2026").replace("\\", "\\\\")
+
+
 class GraphvizFailedError(GraphAuditError):
     """Graphviz ``dot`` ran but failed (or wrote nothing) on a diff graph; the message holds its first error line."""
 
@@ -201,8 +227,8 @@ class DiffGraph:
             kind = d["kind"]
             fill, stroke = KIND_COLORS.get(kind, KIND_COLORS["kept"])
             cls = ["ga-node", f"ga-{kind}"]
-            esc_id = f"{p}{key}".replace("\\", "\\\\")  # id is an escString: keep backslashes literal
-            attrs = {"fillcolor": fill, "color": stroke, "id": esc_id, "tooltip": node_tooltip(key, d)}
+            esc_id = _short(printable(f"{p}{key}")).replace("\\", "\\\\")  # escString: backslashes literal
+            attrs = {"fillcolor": fill, "color": stroke, "id": esc_id, "tooltip": _dot_text(node_tooltip(key, d))}
             if kind == "io":
                 attrs.update(shape="ellipse", style="filled")
             if d.get("ghost"):
@@ -216,16 +242,16 @@ class DiffGraph:
                 cls.append("ga-focus")
                 attrs["peripheries"] = "2"
             attrs["class"] = " ".join(cls)
-            dot.node(key, label=node_label(d), **attrs)
+            dot.node(_dot_name(key), label=node_label(d), **attrs)
         for u, v, d in g.edges(data=True):
-            attrs = {"tooltip": ", ".join(d["tensors"][:4]) + (f" [{d['badge']}]" if d.get("badge") else "")}
+            attrs = {"tooltip": _dot_text(", ".join(d["tensors"][:4]) + (f" [{d['badge']}]" if d.get("badge") else ""))}
             if d.get("dashed"):
                 attrs["style"] = "dashed"
             if d.get("badge"):
                 stroke = KIND_COLORS.get(d["badge_kind"], KIND_COLORS["kept"])[1]
                 attrs.update(label=d["badge"], fontcolor=stroke, color=stroke, penwidth="1.6")
             # names hold ':' (keys like "n:<id>"): quote them whole, not as node:port
-            dot.body.append(f"\t{quote(u)} -> {quote(v)} [{a_list(kwargs=attrs)}]\n")
+            dot.body.append(f"\t{quote(_dot_name(u))} -> {quote(_dot_name(v))} [{a_list(kwargs=attrs)}]\n")
         self._dot = dot
         return dot
 

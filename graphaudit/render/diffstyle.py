@@ -6,6 +6,16 @@ import html
 from collections import Counter
 
 from .diffmodel import KIND_ORDER
+from .lint_console import printable
+
+#: Longest name shown in a node label (longer ones are cut with an ellipsis; the tooltip keeps more).
+MAX_LABEL_CHARS = 120
+
+
+def _e(text: str, limit: int = MAX_LABEL_CHARS) -> str:
+    """A name for an HTML-like Graphviz label: control characters escaped (they are not XML), cut at ``limit``."""
+    t = printable(str(text))
+    return html.escape(t if len(t) <= limit else t[:limit - 1] + "\u2026")
 
 __all__ = ["KIND_COLORS", "SQNR_BANDS", "FIRST_DIVERGENCE_COLOR", "node_label", "node_tooltip", "legend_label",
            "format_error"]
@@ -60,7 +70,7 @@ def node_label(d: dict) -> str:
     weight-wrapper badges (``w: HzCal``), and with numeric data an error row filled by its SQNR band.
     Collapsed chains show their size and most common ops.
     """
-    e = html.escape
+    e = _e
     rows = []
     if d["kind"] == "collapsed":
         if len(d["members"]) <= 4:
@@ -112,7 +122,7 @@ def node_tooltip(key: str, d: dict) -> str:
 
 def legend_label(counts: Counter, badges: Counter, numeric: bool, expand: bool, first_div: bool) -> str:
     """The legend as an HTML-like label: kinds drawn (node counts), badges, error bands, first divergence."""
-    e = html.escape
+    e = _e
     rows = ['<TR><TD COLSPAN="2"><B>legend</B></TD></TR>']
     for kind in (*KIND_ORDER, "collapsed"):
         fill, stroke = KIND_COLORS[kind]

@@ -20,7 +20,9 @@ _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
 # C0 and C1 control characters, DEL, and the line/paragraph separators: a terminal acts on them (ESC starts a
 # sequence that clears the screen or sets the window title), so text from the user's files shows them escaped.
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+# C0/C1 controls (ESC starts terminal escape sequences), line separators, and bidirectional overrides (which
+# reverse how a name reads)
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 def printable(text: str) -> str:

@@ -237,7 +237,7 @@ def write_model_explorer(au, directory: str | os.PathLike, protect: list[Path] |
     """Write the Model Explorer files of an audit into an existing directory.
 
     Files: ``<i>_<stage>.json`` per stage (graph, :func:`stage_graph`); per transition
-    ``mapping_<a>__<b>.json`` (:func:`node_mapping`), ``changes_<a>__<b>.json`` (:func:`change_overlays`,
+    ``mapping_<i>_<a>__<j>_<b>.json`` (:func:`node_mapping`), ``changes_<i>_<a>__<j>_<b>.json`` (:func:`change_overlays`,
     one file holding both graphs' data) and, with numeric results, ``<overlay>_<a>__<b>.json``
     (:func:`error_overlays`, keyed by b's graph id); and ``README.txt`` saying how to open them.
 
@@ -266,8 +266,8 @@ def write_model_explorer(au, directory: str | os.PathLike, protect: list[Path] |
         written.append(_write(d / name, stage_graph(st), protect))
     numeric = {(n["a"], n["b"]): n for n in rep.get("numeric") or []}
     howto = []
-    for a, b, tr in zip(au.stages, au.stages[1:], rep["transitions"]):
-        pair = f"{_slug(a.name)}__{_slug(b.name)}"
+    for i, (a, b, tr) in enumerate(zip(au.stages, au.stages[1:], rep["transitions"])):
+        pair = f"{names[i][:-5]}__{names[i + 1][:-5]}"  # indexed: stages may share a name (m.onnx in two dirs)
         written.append(_write(d / f"mapping_{pair}.json", node_mapping(a, b, tr), protect))
         written.append(_write(d / f"changes_{pair}.json", change_overlays(a, b, tr), protect))
         overlays = [f"changes_{pair}.json"]
@@ -276,8 +276,8 @@ def write_model_explorer(au, directory: str | os.PathLike, protect: list[Path] |
             for key, data in error_overlays(b, n).items():
                 written.append(_write(d / f"{key}_{pair}.json", {b.name: data}, protect))
                 overlays.append(f"{key}_{pair}.json")
-        howto.append(f"{a.name} -> {b.name}:\n  model-explorer {names[au.stages.index(a)]} "
-                     f"{names[au.stages.index(b)]} --node_data_paths={','.join(overlays)}\n"
+        howto.append(f"{a.name} -> {b.name}:\n  model-explorer {names[i]} "
+                     f"{names[i + 1]} --node_data_paths={','.join(overlays)}\n"
                      f"  then open both graphs side by side and upload mapping_{pair}.json under "
                      f"'sync navigation' (mode: upload mapping).")
     readme = ("Model Explorer files written by graphaudit (pip install ai-edge-model-explorer).\n"

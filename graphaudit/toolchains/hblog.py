@@ -330,7 +330,11 @@ def find_toolchain_files(stage_dir: str | Path) -> ToolchainFiles:
     if d.is_file():
         d = d.parent
     found = ToolchainFiles()
-    for where in (d, d.resolve().parent):
+    try:
+        places = (d, d.resolve().parent)
+    except (OSError, RuntimeError):  # a symlink loop: no toolchain files (stage discovery reports the path)
+        return found
+    for where in places:
         try:
             entries = sorted((e for e in where.iterdir() if e.is_file()), key=lambda e: e.name)
         except OSError:
