@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import math
 import os
 from pathlib import Path
 from typing import Any
 
+from .jsonvalues import json_number
 from .stage import StageGraph
 from .toolchains.hblog import NodeRow, ToolchainLog, find_toolchain_files, parse_log, parse_quant_info
 
@@ -39,12 +39,6 @@ def pick_toolchain_file(paths: list[str | os.PathLike]) -> Path | None:
     found = find_toolchain_files(Path(paths[0]))
     converting = [p for p in found.logs if p.name.startswith(("hb_mapper_makertbin", "hb_compile"))]
     return (converting or found.quant_info or found.logs or [None])[0]
-
-
-def _json_float(x: float | None) -> float | str | None:
-    if x is None or math.isfinite(x):
-        return x
-    return "nan" if math.isnan(x) else ("inf" if x > 0 else "-inf")
 
 
 def _map_stage(stages: list[StageGraph]) -> StageGraph | None:
@@ -142,8 +136,8 @@ def toolchain_section(log: ToolchainLog, stages: list[StageGraph],
         nid = _node_id(row, by_name, names, st) if st else None
         gcos, gt = _graphaudit_cosine(tr, by_a, by_b, st, nid, row.node) if st else (None, None)
         nodes.append({"node": row.node, "truncated": row.truncated, "line": row.line, "node_id": nid,
-                      "on": row.on, "subgraph": row.subgraph, "type": row.type, "cosine": _json_float(row.cosine),
-                      "threshold": _json_float(row.threshold), "dtype": row.dtype, "extra": dict(row.extra),
+                      "on": row.on, "subgraph": row.subgraph, "type": row.type, "cosine": json_number(row.cosine),
+                      "threshold": json_number(row.threshold), "dtype": row.dtype, "extra": dict(row.extra),
                       "graphaudit_cosine": gcos, "graphaudit_tensor": gt})
     outputs = []
     for o in log.outputs:
@@ -155,8 +149,8 @@ def toolchain_section(log: ToolchainLog, stages: list[StageGraph],
         if tr is not None and tensor is not None:
             hit = next((t for t in tr.get("outputs", []) if tensor in (t["b_tensor"], t["a_tensor"])), None)
             gcos = hit["cosine"] if hit else None
-        outputs.append({"output": o.output, "line": o.line, "tensor": tensor, "cosine": _json_float(o.cosine),
-                        "l1": _json_float(o.l1), "l2": _json_float(o.l2), "chebyshev": _json_float(o.chebyshev),
+        outputs.append({"output": o.output, "line": o.line, "tensor": tensor, "cosine": json_number(o.cosine),
+                        "l1": json_number(o.l1), "l2": json_number(o.l2), "chebyshev": json_number(o.chebyshev),
                         "extra": dict(o.extra), "graphaudit_cosine": gcos})
     return {"source": log.path, "tool": log.tool, "toolchain_version": log.toolchain_version,
             "horizon_nn_version": log.horizon_nn_version, "hbdk_version": log.hbdk_version,

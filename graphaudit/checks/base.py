@@ -7,7 +7,7 @@ from typing import Callable, Iterable
 
 from ..catalogue import load_catalogue
 from ..classify import Change, Coverage
-from ..findings import Finding, severity_rank
+from ..findings import Finding, report_order
 from ..lineage import Lineage
 from ..stage import StageGraph
 
@@ -63,5 +63,5 @@ def run_checks(ctx: AuditContext, codes: Iterable[str] | None = None) -> list[Fi
     findings: list[Finding] = []
     for code in selected:
         findings.extend(CHECKS[code](ctx))
-    findings.sort(key=lambda f: (severity_rank(f.severity), f.code))
+    findings.sort(key=report_order)
     return findings

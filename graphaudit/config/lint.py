@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..checks.base import AuditContext, run_checks
 from ..errors import ConfigError, DataError, StagesUnrelatedError
-from ..findings import Finding, severity_rank
+from ..findings import Finding, report_order
 from ..lineage import Lineage, align_chain
 from ..load import load_stage
 from ..stage import StageGraph
@@ -215,5 +215,5 @@ def lint_config(path_or_cfg: str | os.PathLike | ConversionConfig, model: str | 
     ctx = AuditContext(stages=chain, lineage=lineage, config=cfg, config_model=model_stage,
                        config_data=Path(data) if data is not None else None)
     findings = run_checks(ctx, CONFIG_CODES)
-    findings.sort(key=lambda f: (severity_rank(f.severity), f.code, f.location.get("line", 0)))
+    findings.sort(key=report_order)
     return findings

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..jsonvalues import json_number
+
 __all__ = ["ErrorStats", "top1_agreement"]
 
 _CHUNK = 1 << 18
@@ -142,11 +144,8 @@ class ErrorStats:
         return self.lsb_sum / self.lsb_count if self.lsb_count else None
 
     def to_dict(self) -> dict:
-        """JSON-ready figures (inf as the strings "inf"/"-inf")."""
-        def f(x):
-            if x is None or math.isfinite(x):
-                return x
-            return "nan" if math.isnan(x) else ("inf" if x > 0 else "-inf")
+        """JSON-ready figures (non-finite ones as the strings "nan"/"inf"/"-inf")."""
+        f = json_number
         return {"cosine": f(round(self.cosine, 8)), "sqnr_db": f(round(self.sqnr_db, 3) if math.isfinite(self.sqnr_db)
                                                                  else self.sqnr_db),
                 "rel_l2": f(self.rel_l2), "max_abs": self.max_abs,

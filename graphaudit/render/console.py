@@ -11,7 +11,7 @@ from rich.text import Text
 
 from ..catalogue import Rule
 from ..report import AuditReport, Transition
-from .lint_console import printable
+from .text import printable
 
 __all__ = ["render_explain", "render_diff", "render_rules", "render_numeric", "render_findings", "render_input_stats",
            "render_toolchain"]
@@ -77,7 +77,11 @@ def _transition(console: Console, tr: Transition, verbose: bool) -> None:
 def render_findings(report: AuditReport, console: Console, verbose: bool = False,
                     codes: tuple[str, ...] | None = None) -> None:
     """Print the findings (all, or those with the given codes), most serious first, with one fix per code."""
-    report = safe_report(report)
+    _findings(safe_report(report), console, verbose, codes)
+
+
+def _findings(report: AuditReport, console: Console, verbose: bool = False,
+              codes: tuple[str, ...] | None = None) -> None:
     findings = [f for f in report.findings if codes is None or f.code in codes]
     if not findings:
         console.print("\n[green]No findings.[/]")
@@ -119,9 +123,9 @@ def render_explain(report: AuditReport, console: Console, verbose: bool = False)
     _run_line(report, console)
     for tr in report.transitions:
         _transition(console, tr, verbose)
-    render_numeric(report, console)
-    render_toolchain(report, console, verbose)
-    render_findings(report, console, verbose)
+    _numeric(report, console)  # report already made safe above
+    _toolchain(report, console, verbose)
+    _findings(report, console, verbose)
 
 
 def _run_line(report: AuditReport, console: Console) -> None:
@@ -183,7 +187,10 @@ def _fmt(x, spec: str) -> str:
 
 def render_numeric(report: AuditReport, console: Console) -> None:
     """Print the numeric comparison: per transition the outputs, the first divergence and the worst regions."""
-    report = safe_report(report)
+    _numeric(safe_report(report), console)
+
+
+def _numeric(report: AuditReport, console: Console) -> None:
     if not report.numeric:
         if report.run and report.run.get("numeric_skipped"):
             console.print(Text(f"\nNumeric comparison skipped: {report.run['numeric_skipped']}", style="bold yellow"))
@@ -262,6 +269,10 @@ def _cos_key(x) -> float:
 
 def render_toolchain(report: AuditReport, console: Console, verbose: bool = False, top: int = 10) -> None:
     """Print the toolchain's own per-node similarity beside graphaudit's: worst rows first, ``top`` unless verbose."""
+    _toolchain(safe_report(report), console, verbose, top)
+
+
+def _toolchain(report: AuditReport, console: Console, verbose: bool = False, top: int = 10) -> None:
     tc = report.toolchain
     if not tc:
         return

@@ -44,7 +44,7 @@ from ..errors import GraphAuditError, GraphvizMissingError
 from ..explain import Audit
 from ..fileio import atomic_write
 from .diffmodel import KIND_ORDER, build_items
-from .lint_console import printable
+from .text import printable
 from .diffstyle import FIRST_DIVERGENCE_COLOR, KIND_COLORS, SQNR_BANDS, legend_label, node_label, node_tooltip
 from .graphview import collapse_chains, neighbourhood
 

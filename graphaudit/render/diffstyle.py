@@ -6,7 +6,7 @@ import html
 from collections import Counter
 
 from .diffmodel import KIND_ORDER
-from .lint_console import printable
+from .text import printable
 
 #: Longest name shown in a node label (longer ones are cut with an ellipsis; the tooltip keeps more).
 MAX_LABEL_CHARS = 120

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-import math
 import os
 from pathlib import Path
 
 from ..fileio import check_output_path, write_atomic
+from ..jsonvalues import json_safe
 from ..report import AuditReport
 
 __all__ = ["write_json", "json_safe", "input_check_json", "write_atomic", "check_output_path"]  # the last two re-exported from fileio
@@ -18,18 +18,6 @@ def write_json(report: AuditReport | list[AuditReport], path: str | os.PathLike,
     """Write one report (a JSON object) or several (a JSON list of objects) to ``path`` (see :func:`write_atomic`)."""
     data = [r.to_dict() for r in report] if isinstance(report, list) else report.to_dict()
     return write_atomic(path, json.dumps(json_safe(data), indent=1, default=str, allow_nan=False) + "\n", protect)
-
-
-def json_safe(x):
-    """``x`` with non-finite floats as the strings ``"nan"``, ``"inf"``, ``"-inf"`` (standard JSON has no NaN or
-    Infinity; the report schema writes them so, e.g. ``sqnr_db: "inf"``)."""
-    if isinstance(x, float) and not math.isfinite(x):
-        return "nan" if math.isnan(x) else ("inf" if x > 0 else "-inf")
-    if isinstance(x, dict):
-        return {k: json_safe(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [json_safe(v) for v in x]
-    return x
 
 
 def input_check_json(stage_path: str, contracts: dict, stats: dict, findings: list) -> str:

@@ -3,31 +3,19 @@
 from __future__ import annotations
 
 import json
-import re
 
 from rich.console import Console
 from rich.text import Text
 
 from ..findings import SEVERITIES, Finding
 from .json_out import json_safe
+from .text import printable
 
 __all__ = ["render_lint", "lint_json_text", "printable", "LINT_SCHEMA_VERSION"]
 
 #: 1.1: ``scope`` (what was checked and what was skipped, and why); non-finite numbers as "nan"/"inf"/"-inf".
 LINT_SCHEMA_VERSION = "1.1"
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
-
-
-# C0 and C1 control characters, DEL, and the line/paragraph separators: a terminal acts on them (ESC starts a
-# sequence that clears the screen or sets the window title), so text from the user's files shows them escaped.
-# C0/C1 controls (ESC starts terminal escape sequences), line separators, and bidirectional overrides (which
-# reverse how a name reads)
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-
-
-def printable(text: str) -> str:
-    """``text`` with control characters shown as escapes (``"\\x1b"``, ``"\\n"``), safe to print on a terminal."""
-    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
 
 
 def _where(f: Finding) -> str:
