@@ -9,7 +9,7 @@ from functools import lru_cache
 import onnx
 
 from .lineage import Alignment, Region, WrapperDiff
-from .lineage.match import op_class
+from .toolchains.ops import is_fixed_point, op_class
 
 __all__ = ["Change", "CHANGE_KINDS", "KNOWN_PATTERNS", "classify", "coverage", "Coverage"]
 
@@ -135,6 +135,21 @@ def _attr_diff(na, nb) -> list[str]:
     return diffs
 
 
+def _fixed_point_confidence(al: Alignment, a_core: list[str], b_core: list[str]) -> float | None:
+    """Confidence of a region that turned float ops into one fixed-point op of Horizon's quantized stage:
+    1.0 when the fixed-point op computes the region's first op (HzSQuantizedConv for Conv(+Relu, +Add), an
+    HzSElementwise op for Add/Mul) or is a table lookup (HzLut) of one unary op; None for other regions."""
+    if len(b_core) != 1 or not is_fixed_point(al.b.nodes[b_core[0]]):
+        return None
+    nb = al.b.nodes[b_core[0]]
+    first = al.a.nodes[a_core[0]]
+    if op_class(nb) == op_class(first):
+        return 1.0
+    if nb.op_type.startswith(("HzLut", "HzSLut")) and len(a_core) == 1:
+        return 1.0
+    return 0.8
+
+
 def _classify_region(al: Alignment, r: Region) -> Change:
     a_core = [n for n in r.a_nodes if al.a.nodes[n].op_type != "Constant"]
     b_core = [n for n in r.b_nodes if al.b.nodes[n].op_type != "Constant"]
@@ -161,8 +176,9 @@ def _classify_region(al: Alignment, r: Region) -> Change:
                               "; ".join(diffs))
             return Change("kept", r.a_nodes, r.b_nodes, tensors, na.op_type, conf, ev)
         kind = "replaced"
+        fixed = _fixed_point_confidence(al, a_core, b_core)
         return Change(kind, r.a_nodes, r.b_nodes, tensors, pattern,
-                      KNOWN_PATTERNS.get(pattern, 0.9 if op_class(na) == op_class(nb) else 0.6),
+                      fixed or KNOWN_PATTERNS.get(pattern, 0.9 if op_class(na) == op_class(nb) else 0.6),
                       f"{na.op_type} {na.name or na.id!r} -> {nb.op_type} {nb.name or nb.id!r}")
     if not b_core:
         return _removed(al, r, a_core, tensors)
@@ -170,7 +186,7 @@ def _classify_region(al: Alignment, r: Region) -> Change:
         return Change("inserted", r.a_nodes, r.b_nodes, r.b_inputs + r.b_outputs, f"{'+'.join(_ops(al.b, b_core))} inserted",
                       0.8, "no counterpart in a")
     size = len(a_core) + len(b_core)
-    known = KNOWN_PATTERNS.get(pattern)
+    known = KNOWN_PATTERNS.get(pattern) or _fixed_point_confidence(al, a_core, b_core)
     if known is None and size > MAX_EXPLAINED_REGION:
         top = lambda st, ids: ", ".join(f"{op} x{c}" for op, c in Counter(_ops(st, ids)).most_common(4))  # noqa: E731
         return Change("unmatched", r.a_nodes, r.b_nodes, tensors, f"{len(a_core)} nodes -> {len(b_core)} nodes", 0.0,
@@ -252,6 +268,10 @@ def _classify_wrappers(al: Alignment, w: WrapperDiff) -> list[Change]:
     tensor = [w.a_root] if w.a_root else ([w.b_root] if w.b_root else [])
     for xa, xb in w.kept:
         na, nb = al.a.nodes[xa], al.b.nodes[xb]
+        if na.op_type != nb.op_type:  # e.g. HzPreprocess -> HzSQuantizedPreprocess in the fixed-point stage
+            out.append(Change("replaced", [xa], [xb], tensor, f"{na.op_type} -> {nb.op_type}", 1.0,
+                              f"{nb.op_type} {nb.name or xb!r} computes {na.op_type} {na.name or xa!r} on the same value"))
+            continue
         diffs = _attr_diff(na, nb) + _param_diff(al, na, nb)
         kind = "modified" if diffs else "kept"
         out.append(Change(kind, [xa], [xb], tensor, na.op_type if not diffs else f"{na.op_type} modified",
@@ -264,6 +284,10 @@ def _classify_wrappers(al: Alignment, w: WrapperDiff) -> list[Change]:
     if w.removed:
         ops = {al.a.nodes[x].op_type for x in w.removed}
         pattern = f"{'+'.join(sorted(ops))} removed"
+        if ops == {"HzCalibration"} and any(is_fixed_point(n) for n in al.b.nodes.values()):
+            out.append(Change("removed", list(w.removed), [], tensor, "HzCalibration consumed by fixed point", 1.0,
+                              f"the fake quantization of {w.a_root!r} became the integer scales of the fixed-point ops"))
+            return out
         out.append(Change("removed", list(w.removed), [], tensor, pattern, 1.0,
                           f"{len(w.removed)} node(s) on {w.a_root!r} no longer in b"))
     return out

@@ -6,7 +6,8 @@ from collections import Counter
 from typing import Iterator
 
 from ..findings import Finding
-from ..lineage.view import StageView, trace_back
+from ..lineage.view import StageView
+from ..toolchains.ops import trace_back
 from ..numeric.kernels import ort_has_kernel
 from ..stage import StageGraph
 from ..toolchains.horizon import decode_hzcalibration, decode_hzpreprocess

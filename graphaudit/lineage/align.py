@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from ..errors import StagesUnrelatedError
 from ..stage import StageGraph
+from ..toolchains.ops import op_class
 from .match import Matching, TensorMatch, match_stages
 from .view import StageView
 
@@ -147,11 +148,11 @@ def _tensor_map(m: Matching, wrappers: list[WrapperDiff]) -> tuple[dict[str, Ten
     kind of the wrappers in between (quantized, converted, layout, preprocessed)."""
     tmap: dict[str, TensorMatch] = {}
     kept_b = {xb: xa for w in wrappers for xa, xb in w.kept}
-    # anchor: b tensor -> (a tensor, wrapper kinds since that anchor, base kind, confidence, evidence)
-    anchor: dict[str, tuple[str, frozenset, str, float, str]] = {}
+    # anchor: b tensor -> (a tensor, wrapper kinds since that anchor, base kind, confidence, evidence, basis)
+    anchor: dict[str, tuple[str, frozenset, str, float, str, str]] = {}
     for rb, ra in m.b2a.items():
-        kind, conf, ev = m.info[ra]
-        anchor[rb] = (ra, frozenset(), kind, conf, ev)
+        kind, conf, ev, basis = m.info[ra]
+        anchor[rb] = (ra, frozenset(), kind, conf, ev, basis)
     for nid in m.vb.wrappers:  # file order is topological: inputs are resolved before outputs
         node = m.b.nodes[nid]
         out, inp = node.outputs[0], node.inputs[0]
@@ -159,15 +160,16 @@ def _tensor_map(m: Matching, wrappers: list[WrapperDiff]) -> tuple[dict[str, Ten
             continue
         if nid in kept_b and m.va.via.get(m.a.nodes[kept_b[nid]].outputs[0]) == kept_b[nid]:
             anchor[out] = (m.a.nodes[kept_b[nid]].outputs[0], frozenset(), "exact", 0.95,
-                           f"output of {node.op_type} kept in both stages")
+                           f"output of {node.op_type} kept in both stages", "structure")
         elif inp in anchor:
-            a_t, kinds, base, conf, ev = anchor[inp]
-            anchor[out] = (a_t, kinds | {m.vb.wrappers[nid]}, base, conf, f"{ev}; behind {node.op_type}")
-    for name, (a_t, kinds, base, conf, ev) in anchor.items():
-        tmap[name] = TensorMatch(a_t, name, _kind_of(kinds, base), conf, ev)
+            a_t, kinds, base, conf, ev, basis = anchor[inp]
+            anchor[out] = (a_t, kinds | {m.vb.wrappers[nid]}, base, conf, f"{ev}; behind {node.op_type}", basis)
+    for name, (a_t, kinds, base, conf, ev, basis) in anchor.items():
+        tmap[name] = TensorMatch(a_t, name, _kind_of(kinds, base), conf, ev, basis)
     for ra, (out_b, act) in m.absorbed.items():
         tmap[out_b] = TensorMatch(ra, out_b, "absorbed", 0.9,
-                                  f"{m.a.nodes[act].op_type} {act!r} absorbed into quantization; value is the dequantized output")
+                                  f"{m.a.nodes[act].op_type} {act!r} absorbed into quantization; value is the dequantized output",
+                                  "structure")
     a_to_b: dict[str, list[str]] = {}
     for name, tm in tmap.items():
         a_to_b.setdefault(tm.a, []).append(name)
@@ -196,14 +198,15 @@ def _wrapper_diffs(m: Matching) -> list[WrapperDiff]:
 
 
 def _diff_chains(m: Matching, ra: str | None, rb: str | None, wa: list[str], wb: list[str]) -> WrapperDiff:
-    """Pair a's and b's wrappers on one value by (op type, depth on the chain), then by op type alone."""
+    """Pair a's and b's wrappers on one value by (op class, depth on the chain), then by op class alone
+    (HzPreprocess pairs with the quantized stage's HzSQuantizedPreprocess)."""
     d = WrapperDiff(ra, rb)
     by_depth: dict[tuple[str, int], list[str]] = defaultdict(list)
     by_op: dict[str, list[str]] = defaultdict(list)
     for y in reversed(wb):
         nb = m.b.nodes[y]
-        by_depth[(nb.op_type, m.vb.depth[nb.outputs[0]])].append(y)
-        by_op[nb.op_type].append(y)
+        by_depth[(op_class(nb), m.vb.depth[nb.outputs[0]])].append(y)
+        by_op[op_class(nb)].append(y)
     used: set[str] = set()
 
     def take(stack: list[str]) -> str | None:
@@ -215,7 +218,7 @@ def _diff_chains(m: Matching, ra: str | None, rb: str | None, wa: list[str], wb:
 
     for x in wa:
         na = m.a.nodes[x]
-        hit = take(by_depth[(na.op_type, m.va.depth[na.outputs[0]])]) or take(by_op[na.op_type])
+        hit = take(by_depth[(op_class(na), m.va.depth[na.outputs[0]])]) or take(by_op[op_class(na)])
         if hit is None:
             d.removed.append(x)
         else:

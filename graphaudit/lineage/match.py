@@ -21,31 +21,18 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from ..stage import NodeInfo, StageGraph
+from ..toolchains.ops import ABSORBABLE_ACTIVATIONS, FIXED_POINT_TENSOR_SUFFIX, FOLDABLE_OPS, op_class
 from .view import StageView
 
-__all__ = ["TensorMatch", "Matching", "match_stages", "op_class", "ABSORBABLE_ACTIVATIONS"]
+__all__ = ["TensorMatch", "Matching", "match_stages", "op_class", "ABSORBABLE_ACTIVATIONS", "BASES"]
 
-#: Float Horizon ops and their standard ONNX equivalents (HORIZON.md section 3).
-_EQUIVALENT_OPS = {
-    "HzHardSwish": "HardSwish",
-    "HzGelu": "Gelu",
-    "HzSoftmax": "Softmax",
-    "HzLayerNorm": "LayerNormalization",
-    "HzReluX": "Clip",
-    "HzPad": "Pad",
-    "HzSpaceToDepth": "SpaceToDepth",
-}
-
-#: Activations a quantizer can absorb into QuantizeLinear (zero_point at qmin clamps at 0).
-ABSORBABLE_ACTIVATIONS = {"Relu", "Clip"}
+#: How a tensor pair was established, strongest first: ``io`` (graph input/output), ``name`` (same name,
+#: checked against the producers), ``hash`` (same weight content), ``structure`` (propagation through matched
+#: nodes, rewrites and signatures).
+BASES = ("io", "name", "hash", "structure")
 
 #: Attributes that describe a node's computation; used in structural signatures.
 _KEY_ATTRS = ("kernel_shape", "strides", "group", "dilations", "pads", "axis", "axes", "perm", "mode", "transA", "transB")
-
-
-def op_class(node: NodeInfo) -> str:
-    """Op type with Horizon float ops mapped to their standard equivalents (``HzHardSwish`` -> ``HardSwish``)."""
-    return _EQUIVALENT_OPS.get(node.op_type, node.op_type)
 
 
 @dataclass
@@ -56,7 +43,7 @@ class TensorMatch:
     ``"converted"`` (Cast), ``"layout"`` (transposed), ``"preprocessed"`` (behind HzPreprocess),
     ``"folded"`` (computed in a, a weight in b), ``"absorbed"`` (a's value is b's wrapper output
     after an activation absorbed into quantization). ``confidence`` is in [0, 1];
-    ``evidence`` says why.
+    ``evidence`` says why; ``basis`` how the pair was established (one of :data:`BASES`).
     """
 
     a: str
@@ -64,6 +51,7 @@ class TensorMatch:
     kind: str
     confidence: float
     evidence: str
+    basis: str = "structure"
 
 
 @dataclass
@@ -74,7 +62,7 @@ class Matching:
     vb: StageView
     a2b: dict[str, str] = field(default_factory=dict)
     b2a: dict[str, str] = field(default_factory=dict)
-    info: dict[str, tuple[str, float, str]] = field(default_factory=dict)  # a root -> (kind, conf, evidence)
+    info: dict[str, tuple[str, float, str, str]] = field(default_factory=dict)  # a root -> (kind, conf, evidence, basis)
     absorbed: dict[str, tuple[str, str]] = field(default_factory=dict)  # a tensor -> (b wrapper output, activation node id)
     node_a2b: dict[str, str] = field(default_factory=dict)
     node_b2a: dict[str, str] = field(default_factory=dict)
@@ -89,12 +77,12 @@ class Matching:
     def b(self) -> StageGraph:
         return self.vb.stage
 
-    def map(self, ra: str, rb: str, kind: str, conf: float, evidence: str) -> bool:
+    def map(self, ra: str, rb: str, kind: str, conf: float, evidence: str, basis: str = "structure") -> bool:
         """Record root ``ra`` (stage a) <-> root ``rb`` (stage b); False if either is taken."""
         if ra in self.a2b or rb in self.b2a or ra in self.absorbed:
             return False
         self.a2b[ra], self.b2a[rb] = rb, ra
-        self.info[ra] = (kind, conf, evidence)
+        self.info[ra] = (kind, conf, evidence, basis)
         if not self.a.tensors[ra].is_param:
             self.worklist.append((ra, rb))
         return True
@@ -117,14 +105,15 @@ def _seed_io(m: Matching) -> None:
     for names_a, names_b, what in ((a.inputs, b.inputs, "graph input"), (a.outputs, b.outputs, "graph output")):
         common = [n for n in names_a if n in set(names_b)]
         for n in common:
-            m.map(_root_a(m, n), _root_b(m, n), "exact", 1.0, f"{what} {n!r} in both")
+            m.map(_root_a(m, n), _root_b(m, n), "exact", 1.0, f"{what} {n!r} in both", "io")
         rest_a = [n for n in names_a if n not in common]
         rest_b = [n for n in names_b if n not in common]
         if rest_a and len(rest_a) == len(rest_b):
             for na, nb in zip(rest_a, rest_b):
                 sa, sb = a.tensors[na].shape, b.tensors[nb].shape
                 if sa is None or sb is None or len(sa) == len(sb):
-                    m.map(_root_a(m, na), _root_b(m, nb), "exact", 0.8, f"{what} at the same position ({na!r} -> {nb!r})")
+                    m.map(_root_a(m, na), _root_b(m, nb), "exact", 0.8, f"{what} at the same position ({na!r} -> {nb!r})",
+                          "io")
 
 
 def _quantize_output(m: Matching, rb: str) -> str | None:
@@ -136,34 +125,80 @@ def _quantize_output(m: Matching, rb: str) -> str | None:
     return None
 
 
-def _seed_names(m: Matching) -> None:
+def _name_pairs(m: Matching):
+    """(a tensor, b tensor, kind) for tensors named alike: the same name, or b's name with the fixed-point
+    suffix (``X_quantized`` in Horizon's quantized stage holds the integer form of ``X``)."""
     a, b = m.a, m.b
-    for name, ta in a.tensors.items():
-        tb = b.tensors.get(name)
-        if tb is None or ta.is_param or tb.is_param or ta.kind == "missing" or tb.kind == "missing":
+    for name, tb in b.tensors.items():
+        if name in a.tensors:
+            yield name, name, "exact"
+        elif name.endswith(FIXED_POINT_TENSOR_SUFFIX) and name[: -len(FIXED_POINT_TENSOR_SUFFIX)] in a.tensors:
+            yield name[: -len(FIXED_POINT_TENSOR_SUFFIX)], name, "quantized"
+
+
+def _seed_names(m: Matching) -> None:
+    """Pair tensors named alike, unless the producers say the value moved.
+
+    A name is evidence, not proof: when b's producer was changed by a fold (other weights, more inputs) and
+    a's tensor feeds a foldable follower that b no longer shows (BatchNormalization, an elementwise op with a
+    constant, an activation), b's tensor holds the value after that follower, and is paired with it
+    (hb_mapper keeps the pre-BatchNormalization name on the Conv that absorbed it; docs/HORIZON.md).
+    """
+    a, b = m.a, m.b
+    for an, bn, kind in list(_name_pairs(m)):
+        ta, tb = a.tensors[an], b.tensors[bn]
+        if ta.is_param or tb.is_param or ta.kind == "missing" or tb.kind == "missing":
             continue
-        ra, rb = _root_a(m, name), _root_b(m, name)
+        ra, rb = _root_a(m, an), _root_b(m, bn)
         if ra in m.a2b or rb in m.b2a:
             continue
         pa, pb = a.producer(ra), b.producer(rb)
         if pa is None or pb is None:
             if pa is None and pb is None:
-                m.map(ra, rb, "exact", 1.0, f"same name {name!r}")
+                m.map(ra, rb, kind, 1.0, f"same name {bn!r}", "name")
             continue
         if op_class(pa) == op_class(pb):
-            m.map(ra, rb, "exact", 1.0, f"same name {name!r}, both produced by {pa.op_type}")
+            target, skipped = _skip_fused_followers(m, ra, rb) if _changed(m, pa, pb) else (ra, 0)
+            if skipped:
+                m.map(target, rb, kind, 0.9, f"{bn!r} in {b.name} is produced by a {pb.op_type} that absorbed "
+                      f"{skipped} follower(s) of {an!r}: it holds the value of {target!r}", "structure")
+            else:
+                m.map(ra, rb, kind, 1.0, f"same name {bn!r}, both produced by {pa.op_type}", "name")
             continue
         q_out = _quantize_output(m, rb) if pa.op_type in ABSORBABLE_ACTIVATIONS else None
-        if q_out is not None and pa.inputs and pa.inputs[0]:
+        if q_out is not None and pa.inputs and pa.inputs[0] and kind == "exact":
             # onnxruntime's QDQ quantizer renames the producer's output to the activation's name: b's name-alike is the pre-activation; a's value is the dequantized output.
             pre = _root_a(m, pa.inputs[0])
             m.absorbed[ra] = (q_out, pa.id)
             m.worklist.append((ra, rb))
             m.map(pre, rb, "exact", 0.9,
-                  f"{name!r} in {b.name} is produced by {pb.op_type}: the {pa.op_type} was absorbed into quantization, "
-                  f"so it holds the pre-activation {pre!r}")
+                  f"{bn!r} in {b.name} is produced by {pb.op_type}: the {pa.op_type} was absorbed into quantization, "
+                  f"so it holds the pre-activation {pre!r}", "structure")
             continue
-        m.map(ra, rb, "exact", 0.9, f"same name {name!r}, produced by {pa.op_type} in {a.name} and {pb.op_type} in {b.name} (fusion keeps the name)")
+        m.map(ra, rb, kind, 0.9, f"same name {bn!r}, produced by {pa.op_type} in {a.name} and {pb.op_type} in {b.name} "
+              "(fusion keeps the name)", "name")
+
+
+def _weight_roots(view: StageView, node: NodeInfo) -> list[tuple[int, str]]:
+    return [(i, view.root.get(x, x)) for i, x in enumerate(node.inputs) if x and view.is_param_root(x)]
+
+
+def _changed(m: Matching, pa: NodeInfo, pb: NodeInfo) -> bool:
+    """True when b's producer computes something else than a's: other op, other key attributes, more or
+    fewer weights, or weights of other shape or content (content hashed only when shapes agree)."""
+    if op_class(pa) != op_class(pb):
+        return True
+    wa, wb = _weight_roots(m.va, pa), _weight_roots(m.vb, pb)
+    if [i for i, _ in wa] != [i for i, _ in wb]:
+        return True
+    for (_i, xa), (_j, xb) in zip(wa, wb):
+        ta, tb = m.a.tensors[xa], m.b.tensors[xb]
+        if ta.shape != tb.shape or ta.dtype != tb.dtype:
+            return True
+        da, db = ta.digest(), tb.digest()
+        if da and db and da != db:
+            return True
+    return any(pa.attributes.get(k) != pb.attributes.get(k) for k in _KEY_ATTRS)
 
 
 def _seed_params(m: Matching) -> None:
@@ -171,7 +206,7 @@ def _seed_params(m: Matching) -> None:
     for name, ta in a.tensors.items():
         tb = b.tensors.get(name)
         if ta.is_param and tb is not None and tb.is_param:
-            m.map(name, name, "exact", 1.0, f"weight {name!r} in both")
+            m.map(name, name, "exact", 1.0, f"weight {name!r} in both", "name")
     _match_params_by_hash(m, [n for n, t in a.tensors.items() if t.is_param and n not in m.a2b],
                           [n for n, t in b.tensors.items() if t.is_param and n not in m.b2a])
 
@@ -203,7 +238,7 @@ def _match_params_by_hash(m: Matching, cand_a: list[str], cand_b: list[str]) -> 
         for d, la in by_hash_a.items():
             lb = by_hash_b.get(d, [])
             if len(la) == 1 and len(lb) == 1:
-                m.map(la[0], lb[0], "exact", 0.95, f"weights {la[0]!r} and {lb[0]!r} have the same content")
+                m.map(la[0], lb[0], "exact", 0.95, f"weights {la[0]!r} and {lb[0]!r} have the same content", "hash")
 
 
 # --- structural propagation -------------------------------------------------------------------
@@ -236,10 +271,27 @@ def _input_ok(m: Matching, na: NodeInfo, nb: NodeInfo) -> tuple[bool, float]:
                 return False, 0.0
             score += 2
         elif rb in m.b2a:
-            return False, 0.0
+            if _folded_before(m, ra) != m.b2a[rb]:
+                return False, 0.0
+            score += 1  # a foldable op before the node in a was folded into it in b
         elif pa != pb:
             score -= 0.5  # computed on one side, a weight on the other (constant folding)
     return True, score
+
+
+def _folded_before(m: Matching, ra: str, limit: int = 4) -> str:
+    """Step back from a's tensor over foldable producers (BatchNormalization, elementwise with constants) whose
+    other inputs are constant: the tensor they were applied to (``ra`` itself when there are none)."""
+    cur = ra
+    for _ in range(limit):
+        p = m.a.producer(cur)
+        if p is None or p.op_type not in FOLDABLE_OPS or p.id in m.node_a2b:
+            break
+        data = [x for x in p.inputs if x and _root_a(m, x) not in m.va.const_derived]
+        if len(data) != 1:
+            break
+        cur = _root_a(m, data[0])
+    return cur
 
 
 def _reads_below(m: Matching, out_b: str, xb: str) -> bool:
@@ -294,14 +346,17 @@ def _skip_fused_followers(m: Matching, ra: str, rb: str) -> tuple[str, int]:
 
 
 def _try_pair(m: Matching, na: NodeInfo, nb: NodeInfo, conf: float, evidence: str) -> None:
+    """Pair two nodes and map their outputs and inputs; an output steps over a's followers that b's node
+    absorbed only when b's node was changed (a fold changes its weights)."""
     m.pair_nodes(na.id, nb.id, conf, evidence)
+    changed = _changed(m, na, nb)
     for i, (xa, xb) in enumerate(zip(na.outputs, nb.outputs)):
         if not xa or not xb:
             continue
         ra, rb = _root_a(m, xa), _root_b(m, xb)
         if rb in m.b2a or ra in m.a2b:
             continue
-        target, skipped = _skip_fused_followers(m, ra, rb)
+        target, skipped = _skip_fused_followers(m, ra, rb) if changed else (ra, 0)
         ev = f"output {i} of matched {na.op_type} {na.name or na.id!r}"
         if skipped:
             ev += f", after {skipped} follower(s) fused into it in {m.b.name}"

@@ -5,29 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..stage import NodeInfo, StageGraph
+from ..toolchains.ops import LAYOUT_PERMS, WRAPPER_KINDS, norm_domain, trace_back
 
 __all__ = ["WRAPPER_KINDS", "StageView", "wrapper_kind", "trace_back", "LAYOUT_PERMS"]
-
-#: Ops that pass one value through, possibly changing its numeric form, keyed by (domain, op_type).
-#: "quantize": QDQ / Horizon fake quantization; "convert": Cast; "layout": NCHW<->NHWC Transpose;
-#: "preprocess": Horizon HzPreprocess (HORIZON.md section 3); "identity": Identity, Dropout (inference).
-WRAPPER_KINDS: dict[tuple[str, str], str] = {
-    ("", "Identity"): "identity",
-    ("", "Dropout"): "identity",
-    ("", "QuantizeLinear"): "quantize",
-    ("", "DequantizeLinear"): "quantize",
-    ("com.microsoft", "QuantizeLinear"): "quantize",
-    ("com.microsoft", "DequantizeLinear"): "quantize",
-    ("horizon", "HzCalibration"): "quantize",
-    ("horizon", "HzQuantize"): "quantize",
-    ("horizon", "HzDequantize"): "quantize",
-    ("", "Cast"): "convert",
-    ("", "Transpose"): "layout",
-    ("horizon", "HzPreprocess"): "preprocess",
-}
-
-#: Transpose permutations that convert between NCHW and NHWC (rank 4) or NCW and NWC (rank 3).
-LAYOUT_PERMS = {(0, 2, 3, 1), (0, 3, 1, 2), (0, 2, 1)}
 
 
 def _param_like(stage: StageGraph, name: str, depth: int = 3) -> bool:
@@ -40,26 +20,9 @@ def _param_like(stage: StageGraph, name: str, depth: int = 3) -> bool:
     p = stage.nodes.get(t.producer) if t.producer else None
     if p is None or depth == 0 or not p.inputs:
         return False
-    if ("" if p.domain == "ai.onnx" else p.domain, p.op_type) not in WRAPPER_KINDS:
+    if (norm_domain(p.domain), p.op_type) not in WRAPPER_KINDS:
         return False
     return _param_like(stage, p.inputs[0], depth - 1)
-
-
-def trace_back(stage: StageGraph, name: str, max_depth: int = 8) -> str:
-    """Follow a tensor back through producers that are wrapper ops (first input) to the wrapped value.
-
-    E.g. HzPreprocess's weight behind an HzCalibration, or a graph input behind a Cast.
-    """
-    cur = name
-    for _ in range(max_depth):
-        t = stage.tensors.get(cur)
-        p = stage.nodes.get(t.producer) if t is not None and t.producer else None
-        if p is None or not p.inputs or p.outputs[0] != cur:
-            break
-        if ("" if p.domain == "ai.onnx" else p.domain, p.op_type) not in WRAPPER_KINDS or p.op_type == "HzPreprocess":
-            break
-        cur = p.inputs[0]
-    return cur
 
 
 def wrapper_kind(stage: StageGraph, node: NodeInfo) -> str | None:
@@ -68,12 +31,12 @@ def wrapper_kind(stage: StageGraph, node: NodeInfo) -> str | None:
     A node is a wrapper when its op is listed, its first input is its only non-weight input
     and only its first output is used. Transpose counts only with a layout permutation.
     """
-    kind = WRAPPER_KINDS.get(("" if node.domain == "ai.onnx" else node.domain, node.op_type))
+    kind = WRAPPER_KINDS.get((norm_domain(node.domain), node.op_type))
     if kind is None or not node.inputs or not node.inputs[0] or node.parent is not None:
         return None
     if not node.outputs or not node.outputs[0]:
         return None
-    if kind == "layout":
+    if kind == "layout" and node.op_type == "Transpose":
         perm = node.attributes.get("perm")
         if not isinstance(perm, list) or tuple(perm) not in LAYOUT_PERMS:
             return None

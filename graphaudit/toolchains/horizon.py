@@ -5,13 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from ..lineage.view import trace_back
 from ..stage import NodeInfo, StageGraph
+from .ops import HORIZON_DOMAIN, trace_back
 
 __all__ = ["HORIZON_DOMAIN", "PreprocessInfo", "CalibrationInfo", "decode_hzpreprocess", "decode_hzcalibration",
            "read_weight"]
-
-HORIZON_DOMAIN = "horizon"
 
 
 def read_weight(stage: StageGraph, name: str) -> np.ndarray | None:

@@ -1,0 +1,173 @@
+"""Run stage models in Horizon's own runtime and compare tensor pairs (a worker for the toolchain's Python).
+
+This file is a standalone script: it imports only the standard library, numpy, onnx and Horizon's runtime
+(``horizon_nn.executor.session.InferenceSession``, the HB ONNX Runtime fork that the public ``dg-nn-toolkit``
+wheel ships), so it runs in the toolchain's own environment (Python 3.10, numpy 1.23, onnx 1.15) without
+graphaudit installed there. graphaudit calls it with that environment's interpreter::
+
+    python hbworker.py REQUEST.json RESULT.json
+
+REQUEST holds ``{"a": STAGE, "b": STAGE, "pairs": [[a_tensor, b_tensor], ...]}`` with
+``STAGE = {"model": path, "feeds": npz path, "switch_off": bool}``. Each npz holds one array per graph input,
+samples stacked on a new leading axis (``[S, *input_shape]``, already in the dtype and layout the stage takes).
+``switch_off`` sets every HzCalibration's ``switch`` attribute to ``OFF`` (Horizon's debugger gets its float
+reference of a calibrated model the same way; HORIZON.md section 6c in the repository's docs).
+
+RESULT is ``{"samples": S, "pairs": [{"a", "b", "cosine", "max_abs", "ref_max_abs", "elements", "perm", "error"}]}``:
+cosine similarity ``sum(a*b) / (|a| |b|)`` over all samples (float64 sums), max |a - b|, max |a|; when the shapes
+differ by an NCHW<->NHWC permutation (the quantized stage computes in NHWC), a is transposed first and ``perm``
+says how. Integer tensors (the fixed-point stage) are compared as their integer values: cosine is invariant to
+a positive per-tensor scale, max_abs is not (it is then in the b tensor's integer units).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+
+import numpy as np
+import onnx
+
+_PERMS = ((0, 2, 3, 1), (0, 3, 1, 2), (0, 2, 1))
+
+
+def _prepare(path: str, wanted: set, switch_off: bool) -> bytes:
+    """The model with every wanted tensor added as a graph output (and HzCalibration switched off if asked)."""
+    m = onnx.load(path)
+    have = {o.name for o in m.graph.output}
+    produced = {o for n in m.graph.node for o in n.output if o}
+    for name in sorted(wanted):
+        if name in produced and name not in have:
+            m.graph.output.append(onnx.ValueInfoProto(name=name))
+            have.add(name)
+    if switch_off:
+        for n in m.graph.node:
+            if n.op_type == "HzCalibration":
+                for a in n.attribute:
+                    if a.name == "switch":
+                        a.s = b"OFF"
+    return m.SerializeToString()
+
+
+class _Stage:
+    """One stage loaded in Horizon's runtime, with the tensors to capture added as outputs."""
+
+    def __init__(self, spec: dict, wanted: set | None):
+        from horizon_nn.executor.session import InferenceSession
+
+        m = onnx.load(spec["model"])
+        if wanted is None:  # every produced tensor
+            wanted = {o for n in m.graph.node for o in n.output if o} | {i.name for i in m.graph.input}
+        self.wanted = wanted
+        self.sess = InferenceSession(_prepare(spec["model"], wanted, bool(spec.get("switch_off"))))
+        self.names = [o.name for o in self.sess.get_outputs()]
+        self.feeds = np.load(spec["feeds"], allow_pickle=False)
+        self.inputs = [i.name for i in self.sess.get_inputs()]
+        self.count = min(self.feeds[k].shape[0] for k in self.inputs)
+
+    def run(self, s: int) -> dict:
+        feed = {k: self.feeds[k][s] for k in self.inputs}
+        res = self.sess.run(self.names, feed)
+        got = {n: r for n, r in zip(self.names, res) if n in self.wanted}
+        got.update({k: v for k, v in feed.items() if k in self.wanted})
+        return got
+
+
+def _align_shape(x: np.ndarray, shape: tuple) -> tuple[np.ndarray | None, list | None]:
+    if x.shape == shape:
+        return x, None
+    for p in _PERMS:
+        if x.ndim == len(p) and tuple(x.shape[i] for i in p) == shape:
+            return np.transpose(x, p), list(p)
+    if x.size == int(np.prod(shape)):
+        return x.reshape(shape), None
+    return None, None
+
+
+class _Acc:
+    __slots__ = ("dot", "na", "nb", "max_abs", "ref_max_abs", "elements", "perm", "error")
+
+    def __init__(self):
+        self.dot = self.na = self.nb = self.max_abs = self.ref_max_abs = 0.0
+        self.elements, self.perm, self.error = 0, None, None
+
+    def add(self, xa, xb) -> None:
+        if self.error is not None:
+            return
+        a64, perm = _align_shape(np.asarray(xa, dtype=np.float64), tuple(np.shape(xb)))
+        if a64 is None:
+            self.error = f"shapes differ: {list(np.shape(xa))} vs {list(np.shape(xb))}"
+            return
+        b64 = np.asarray(xb, dtype=np.float64)
+        self.perm = perm
+        self.dot += float(np.sum(a64 * b64))
+        self.na += float(np.sum(a64 * a64))
+        self.nb += float(np.sum(b64 * b64))
+        if b64.size:
+            self.max_abs = max(self.max_abs, float(np.max(np.abs(a64 - b64))))
+            self.ref_max_abs = max(self.ref_max_abs, float(np.max(np.abs(a64))))
+        self.elements += int(b64.size)
+
+    def cosine(self) -> float | None:
+        if self.error is not None:
+            return None
+        den = math.sqrt(self.na) * math.sqrt(self.nb)
+        if den == 0:
+            return 1.0 if self.na == self.nb else 0.0
+        return self.dot / den
+
+
+def compare(req: dict) -> dict:
+    """Run both stages sample by sample and reduce every requested pair (see the module docstring).
+
+    With ``"best_match": true``, every b tensor of a pair is also compared with every tensor of a that has
+    the same number of elements, and the best of them is reported (``best``, ``best_cosine``): a pair is
+    right when no other tensor of a matches b's tensor better.
+    """
+    pairs = [tuple(p) for p in req["pairs"]]
+    best = bool(req.get("best_match"))
+    sa = _Stage(req["a"], None if best else {p[0] for p in pairs})
+    sb = _Stage(req["b"], {p[1] for p in pairs})
+    n = min(sa.count, sb.count, int(req.get("samples", 1 << 30)))
+    accs = [_Acc() for _ in pairs]
+    cand: dict[tuple[str, str], _Acc] = {}
+    for s in range(n):
+        ra, rb = sa.run(s), sb.run(s)
+        for acc, (ta, tb) in zip(accs, pairs):
+            xa, xb = ra.get(ta), rb.get(tb)
+            if xa is None or xb is None:
+                acc.error = acc.error or f"tensor not produced: {ta if xa is None else tb}"
+                continue
+            acc.add(xa, xb)
+            if best:
+                for name, x in ra.items():
+                    if np.size(x) == np.size(xb) and np.size(x) > 1:
+                        cand.setdefault((tb, name), _Acc()).add(x, xb)
+        del ra, rb
+    out = []
+    for acc, (ta, tb) in zip(accs, pairs):
+        r = {"a": ta, "b": tb, "cosine": acc.cosine(), "max_abs": acc.max_abs, "ref_max_abs": acc.ref_max_abs,
+             "elements": acc.elements, "perm": acc.perm, "error": acc.error}
+        if best:
+            scored = [(c.cosine(), name) for (b_t, name), c in cand.items() if b_t == tb and c.cosine() is not None]
+            if scored:
+                r["best_cosine"], r["best"] = max(scored)
+        out.append(r)
+    return {"samples": n, "pairs": out}
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print("usage: hbworker.py REQUEST.json RESULT.json", file=sys.stderr)
+        return 2
+    with open(argv[0], encoding="utf-8") as f:
+        req = json.load(f)
+    res = compare(req)
+    with open(argv[1], "w", encoding="utf-8") as f:
+        json.dump(res, f)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
