@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections import Counter
 
 from .checks import run_checks
 from .checks.base import AuditContext
@@ -12,8 +13,9 @@ from .errors import GraphAuditError
 from .findings import report_order
 from .numeric.data import InputSpec, input_specs, open_data, random_source
 from .toolchains.contracts import stage_contracts
+from .toolchains.ops import is_fixed_point
 
-__all__ = ["measure", "default_data_stage", "NUMERIC_CODES"]
+__all__ = ["measure", "default_data_stage", "unrunnable_stages", "NUMERIC_CODES"]
 
 #: Largest --random sample count (each sample runs every stage).
 MAX_RANDOM_SAMPLES = 100_000
@@ -26,6 +28,22 @@ def default_data_stage(au: Audit) -> int:
     """Index of the stage whose input contract user data follow: the toolchain's first stage
     (stage 1 when stage 0 is the user's ``--source`` model), else stage 0."""
     return 1 if au.stages[0].role == "source" and len(au.stages) > 1 else 0
+
+
+def unrunnable_stages(stages: list) -> list[tuple[int, str]]:
+    """Stages stock onnxruntime cannot run even after lowering, with the reason: ``(index, reason)``.
+
+    Horizon's fixed-point ops (HzSQuantizedConv, HzLut, ...) have no public bit-exact specification, so the
+    1.x ``*_quantized_model.onnx`` is not lowered (docs/HORIZON.md); its structure is still aligned and checked.
+    """
+    out = []
+    for i, st in enumerate(stages):
+        fixed = Counter(n.op_type for n in st.nodes.values() if is_fixed_point(n))
+        if fixed:
+            ops = ", ".join(f"{op} x{k}" for op, k in fixed.most_common(3)) + (", ..." if len(fixed) > 3 else "")
+            out.append((i, f"{st.name}: fixed-point ops ({ops}) have no public bit-exact specification; stock "
+                           "onnxruntime cannot run them, Horizon's own runtime can"))
+    return out
 
 
 def measure(au: Audit, data: str | os.PathLike | None = None, random: int | None = None, seed: int = 0,
@@ -82,8 +100,12 @@ def measure(au: Audit, data: str | os.PathLike | None = None, random: int | None
     total = len(src) if max_samples is None else min(len(src), max_samples)
     tick = progress(total) if progress else None
     names = [str(f) for f in src.files] if len(getattr(src, "files", [])) == len(src) else None
-    results = compare_stages(au.stages, au.lineage.alignments, au.changes, src, idx, src.domain, threshold,
-                             isolated, tick, names, max_samples, config=au.config)
+    cut = next((i for i, _why in unrunnable_stages(au.stages)), len(au.stages))
+    if cut < 2:
+        raise GraphAuditError("no two consecutive stages that stock onnxruntime can run: "
+                              + "; ".join(why for _i, why in unrunnable_stages(au.stages)))
+    results = compare_stages(au.stages[:cut], au.lineage.alignments[:cut - 1], au.changes[:cut - 1], src, idx,
+                             src.domain, threshold, isolated, tick, names, max_samples, config=au.config)
     au.report.numeric = [transition_dict(r) for r in results]
     ctx = AuditContext(stages=au.stages, lineage=au.lineage, changes=au.changes, coverage=au.coverage, numeric=results,
                        config=au.config)

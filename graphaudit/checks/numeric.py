@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Iterator
 
 from ..findings import Finding
+from ..toolchains.discovery import NUMERICALLY_EQUAL_TRANSITIONS
 from .base import AuditContext, check, make_finding
 
 __all__: list[str] = []
 
-#: Transitions documented as numerically equivalent (HORIZON.md section 1; onnxruntime graph optimizations).
-_FLOAT_TRANSITIONS = {("source", "original"), ("original", "optimized"), ("source", "optimized")}
+_FLOAT_TRANSITIONS = NUMERICALLY_EQUAL_TRANSITIONS
 
 
 @check("N401")
@@ -22,9 +22,11 @@ def check_float_divergence(ctx: AuditContext) -> Iterator[Finding]:
             continue
         te = res.first_divergence
         s = te.stats
+        below = (f"cosine {s.cosine:.6f} < {res.threshold}" if s.cosine < res.threshold
+                 else f"SQNR {s.sqnr_db:.1f} dB < {res.sqnr_threshold:g} dB")
         yield make_finding(
             "N401", f"{a.name} -> {b.name} should be numerically equal but first diverges at {te.b_tensor!r} "
-            f"(from {te.a_tensor!r}): cosine {s.cosine:.6f} < {res.threshold}, SQNR {s.sqnr_db:.1f} dB, max abs error "
+            f"(from {te.a_tensor!r}): {below}; cosine {s.cosine:.6f}, SQNR {s.sqnr_db:.1f} dB, max abs error "
             f"{s.max_abs:.4g} over {s.samples} sample(s); produced by {te.change or 'a kept node'}",
             stage=f"{a.name} -> {b.name}", location={"tensor": te.b_tensor},
             evidence={"a_tensor": te.a_tensor, "b_tensor": te.b_tensor, "change": te.change, **s.to_dict()})

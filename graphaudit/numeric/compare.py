@@ -12,6 +12,7 @@ from ..classify import Change
 from ..errors import GraphAuditError
 from ..lineage import Alignment
 from ..stage import StageGraph
+from ..toolchains.discovery import NUMERICALLY_EQUAL_TRANSITIONS
 from ..toolchains.contracts import convert_sample, pipeline_normalization, stage_contracts
 from .metrics import ErrorStats, top1_agreement
 from .runner import StageRunner, extract_submodel, session_options
@@ -24,6 +25,11 @@ MAX_ISOLATED_REGIONS = 400
 
 #: First-divergence threshold on cosine similarity (configurable per call).
 DEFAULT_COSINE_THRESHOLD = 0.999
+
+#: Between stages documented as numerically equal (original -> optimized), a tensor has also diverged when its
+#: SQNR falls below this (dB; 60 dB = relative L2 error 1e-3). Cosine alone misses a rescaled tensor (a Conv whose
+#: weights are 2% off keeps cosine 1.0 at 34 dB); float32 rewrites of the same math measure above 100 dB.
+FLOAT_EQUAL_SQNR_DB = 60.0
 
 _FLOAT = {"FLOAT", "FLOAT16", "DOUBLE", "BFLOAT16"}
 _COMPARABLE_KINDS = {"exact", "quantized", "absorbed", "converted"}
@@ -68,6 +74,7 @@ class TransitionNumeric:
     regions: list[RegionError]
     first_divergence: TensorError | None = None
     skipped_regions: int = 0
+    sqnr_threshold: float | None = None  # dB; set for transitions documented as numerically equal
 
     def worst_regions(self, n: int = 5) -> list[RegionError]:
         """Regions with the lowest isolated SQNR first."""
@@ -322,9 +329,12 @@ def compare_stages(stages: list[StageGraph], alignments: list[Alignment], change
     for i, res in enumerate(results):
         res.skipped_regions += sum(1 for v in region_sessions[i].values() if v is False)
         res.regions = [r for r in res.regions if r.stats.samples]
+        if (stages[i].role, stages[i + 1].role) in NUMERICALLY_EQUAL_TRANSITIONS:
+            res.sqnr_threshold = FLOAT_EQUAL_SQNR_DB
         for te in res.tensors:
             if te.stats.samples and ((math.isnan(te.stats.cosine) and te.stats.diverged_nonfinite)
-                                     or te.stats.cosine < threshold):
+                                     or te.stats.cosine < threshold
+                                     or (res.sqnr_threshold is not None and te.stats.sqnr_db < res.sqnr_threshold)):
                 res.first_divergence = te
                 break
     return results
@@ -349,7 +359,7 @@ def transition_dict(res: TransitionNumeric, worst: int = 10) -> dict:
     compared = [t for t in res.tensors if t.stats.samples]
     worst_t = min(compared, key=lambda t: (not math.isnan(t.stats.cosine), t.stats.cosine), default=None)
     return {
-        "a": res.a, "b": res.b, "threshold": res.threshold,
+        "a": res.a, "b": res.b, "threshold": res.threshold, "sqnr_threshold": res.sqnr_threshold,
         "tensors_compared": len(compared),
         "min_cosine": worst_t.stats.to_dict()["cosine"] if worst_t else None,
         "worst_tensor": _te_dict(worst_t) if worst_t else None,

@@ -200,6 +200,8 @@ def _numeric(report: AuditReport, console: Console) -> None:
     if bad:
         console.print(Text(f"Caution: the data violate the input contract ({', '.join(bad)}, below): these errors "
                            "measure the data as much as the toolchain; fix the data first.", style="bold yellow"))
+    for why in (report.run or {}).get("numeric_not_run") or []:
+        console.print(Text(f"not run: {why}", style="yellow"))
     for tr in report.numeric:
         wt = tr.get("worst_tensor") or {}
         console.print(Text.assemble(("\n", ""), (f"{tr['a']} -> {tr['b']}", "bold"),
@@ -215,14 +217,16 @@ def _numeric(report: AuditReport, console: Console) -> None:
                       _fmt(o["rel_l2"], ".3g"), _fmt(o["max_abs"], ".3g"), top1)
         console.print(t)
         fd = tr["first_divergence"]
+        crit = f"cosine < {tr['threshold']}" + (f" or SQNR < {tr['sqnr_threshold']:g} dB"
+                                                 if tr.get("sqnr_threshold") is not None else "")
         if fd:
             console.print(Text.assemble(("  first divergence ", "bold red"),
-                                        f"(cosine < {tr['threshold']}): {fd['b_tensor']} in {tr['b']} (from "
+                                        f"({crit}): {fd['b_tensor']} in {tr['b']} (from "
                                         f"{fd['a_tensor']} in {tr['a']}): cosine "
                                         f"{_fmt(fd['cosine'], '.6f')}, SQNR {_fmt(fd['sqnr_db'], '.1f')} dB; "
                                         f"{fd['change'] or 'kept node'}"))
         else:
-            console.print(Text(f"  no tensor below cosine {tr['threshold']}", style="green"))
+            console.print(Text(f"  no tensor with {crit}", style="green"))
         if tr["worst_regions"]:
             console.print(f"  worst changes measured alone ({tr['regions_measured']} measured"
                           f"{', %d skipped' % tr['regions_skipped'] if tr['regions_skipped'] else ''}):")

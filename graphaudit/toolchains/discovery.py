@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..errors import StageDiscoveryError
 
-__all__ = ["STAGE_SUFFIXES", "StageFile", "discover_stages", "role_of"]
+__all__ = ["NUMERICALLY_EQUAL_TRANSITIONS", "STAGE_SUFFIXES", "StageFile", "discover_stages", "role_of"]
 
 #: File-name suffix -> stage role, in pipeline order. Horizon names come from
 #: rdk_x3_doc ptq_process.md and the OE 3.x docs (HORIZON.md section 1); the plain
@@ -23,6 +23,10 @@ STAGE_SUFFIXES: tuple[tuple[str, str], ...] = (
     ("_optimized.onnx", "optimized"),
     ("_qdq.onnx", "quantized"),
 )
+
+#: Stage transitions documented as numerically equal: the toolchain's float stages compute the source model's
+#: values (Horizon: original_float and optimized_float, docs/HORIZON.md section 1; onnxruntime graph optimizations).
+NUMERICALLY_EQUAL_TRANSITIONS = frozenset({("source", "original"), ("original", "optimized"), ("source", "optimized")})
 
 _ORDER = {"source": 0, "original": 1, "optimized": 2, "calibrated": 3, "ptq": 4, "quantized": 5}
 
