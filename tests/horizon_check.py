@@ -1,8 +1,14 @@
-"""Check graphaudit's alignment of a real Horizon stage set with Horizon's own runtime.
+"""Check graphaudit's alignment with numbers: run both stages of every transition and compare each aligned pair.
 
-For every transition of the pipeline, every aligned tensor pair that graphaudit says holds the same value
-(match kinds exact/quantized/absorbed/converted/layout) is run in Horizon's runtime (``hbworker.py`` in the
-toolchain's Python) on the same real calibration samples, and its cosine similarity is returned.
+An alignment pair is right when the numbers of both tensors agree, not when their names do. For every
+transition, every b tensor that graphaudit pairs with an a tensor holding the same value (match kinds
+exact/quantized/absorbed/converted/layout) is run on the same real samples, and the pair's cosine similarity is
+measured, together with the best cosine any other tensor of a of that shape reaches against it.
+
+- Horizon stage sets run in Horizon's own runtime (``graphaudit/numeric/hbworker.py`` in the toolchain's Python);
+  optimized -> calibrated runs calibrated with every HzCalibration switched off, so both sides are float.
+- onnxruntime pipelines (and graphaudit's own Horizon-format sample) run in stock onnxruntime, Horizon ops
+  lowered by graphaudit first.
 
 Used by ``tests/test_horizon_real.py``; also a command for development::
 
@@ -11,6 +17,7 @@ Used by ``tests/test_horizon_real.py``; also a command for development::
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -23,10 +30,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 WORKER = ROOT / "graphaudit" / "numeric" / "hbworker.py"
 CHECKED_KINDS = {"exact", "quantized", "absorbed", "converted", "layout"}
+FLOAT_ROLES = {"source", "original", "optimized"}
 
 
 def toolchain_python() -> Path | None:
-    """The toolchain environment's interpreter that set-up recorded, or None."""
+    """The toolchain environment's interpreter that set-up recorded (``samples/build/hbenv.path``), or None."""
     rec = ROOT / "samples" / "build" / "hbenv.path"
     env = os.environ.get("GRAPHAUDIT_HBENV")
     base = Path(env) if env else (Path(rec.read_text().strip()) if rec.is_file() else None)
@@ -48,13 +56,16 @@ def calibration_samples(set_dir: Path, count: int) -> np.ndarray:
     return np.stack([np.fromfile(f, dtype=dtype).reshape(shape).astype(np.float32) for f in files])
 
 
-def stage_feeds(model: Path, pixels: np.ndarray, out: Path) -> Path:
-    """Feeds for one stage: ``pixel - 128`` (the ``*_128`` contract), int8 when the stage's input is int8."""
+def horizon_feeds(model: Path, pixels: np.ndarray, out: Path) -> Path:
+    """Feeds for one Horizon stage: ``pixel - 128`` (the ``*_128`` contract), int8 when its input is int8."""
     import onnx
 
     m = onnx.load(str(model), load_external_data=False)
     inp = m.graph.input[0]
     x = pixels - 128.0
+    dims = tuple(d.dim_value for d in inp.type.tensor_type.shape.dim)
+    if len(dims) == 4 and dims != x.shape[1:] and dims == tuple(x.shape[1:][i] for i in (1, 2, 0)):
+        x = x.transpose(0, 2, 3, 1)  # bernoulli2's quantized stage takes NHWC where the others take NCHW
     if inp.type.tensor_type.elem_type == onnx.TensorProto.INT8:
         x = np.clip(np.round(x), -128, 127).astype(np.int8)
     else:
@@ -76,6 +87,9 @@ def aligned_pairs(al) -> list[tuple[str, str, str]]:
             continue
         if al.b.tensors[bt].is_param or al.a.tensors[tm.a].is_param:
             continue
+        prod = al.b.producer(bt)
+        if prod is not None and prod.op_type in ("QuantizeLinear", "DynamicQuantizeLinear"):
+            continue  # integers with a zero point: their dequantized copy is the comparable value
         at = tm.a
         if fixed and bt == al.view_b.root.get(bt, bt):
             at = _fake_quantized(al.view_a, tm.a)
@@ -93,44 +107,117 @@ def _fake_quantized(view, tensor: str) -> str:
     return best
 
 
-def check_set(set_dir: Path, samples: int = 4, stage_files: list | None = None, best_match: bool = True) -> list[dict]:
-    """Run every transition's aligned pairs in Horizon's runtime.
+def _worker():
+    spec = importlib.util.spec_from_file_location("graphaudit_hbworker", WORKER)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
-    Returns one dict per transition: ``{"a", "b", "pairs": [{"a", "b", "kind", "cosine", ...}]}``.
-    The optimized -> calibrated transition runs calibrated with every HzCalibration switched off (so both
-    sides are float and must agree exactly); calibrated -> quantized runs calibrated as it is (fake
-    quantization) against the fixed-point model.
-    """
-    import graphaudit
 
+def _run_request(req: dict, tmp: Path) -> dict:
+    if req.get("runtime") == "onnxruntime":
+        return _worker().compare(req)
     py = toolchain_python()
     if py is None:
         raise RuntimeError("the toolchain environment is not set up (samples/build/hbenv.path)")
-    stages = graphaudit.load_pipeline(list(stage_files) if stage_files else [set_dir / "model_output"])
+    (tmp / "req.json").write_text(json.dumps(req))
+    subprocess.run([str(py), str(WORKER), str(tmp / "req.json"), str(tmp / "res.json")], check=True,
+                   stdout=subprocess.DEVNULL)
+    return json.loads((tmp / "res.json").read_text())
+
+
+def quantization_off(al) -> bool:
+    """Whether b runs with fake quantization switched off: when a is a float stage and b adds fake quantization
+    (calibrated, or an onnxruntime QDQ model), so that both sides compute in float."""
+    return al.a.role in FLOAT_ROLES and al.b.role in ("calibrated", "quantized") and not any(
+        n.op_type.startswith(("HzSQuantized", "HzQuantized", "HzSElementwise", "HzLut")) for n in al.b.nodes.values())
+
+
+def check_pipeline(paths: list, feeds, runtime: str, best_match: bool = True) -> list[dict]:
+    """Align the stages found at ``paths`` and check every transition's pairs in ``runtime``.
+
+    ``feeds(stage, tmp_dir, tag, quantization_off) -> (model path, npz path)`` gives each stage's model file
+    (lowered for stock onnxruntime) and its inputs. Returns one dict per transition:
+    ``{"a", "b", "samples", "pairs": [{"a", "b", "kind", "cosine", "best", "best_cosine", "same_value", ...}]}``;
+    ``same_value`` is True when the best-matching tensor of a has the claimed tensor's root (the same value
+    before or after a wrapper).
+    """
+    import graphaudit
+
+    stages = graphaudit.load_pipeline(list(paths))
     lineage = graphaudit.align_chain(stages)
-    pixels = calibration_samples(set_dir, samples)
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         t = Path(tmp)
         for i, al in enumerate(lineage.alignments):
             pairs = aligned_pairs(al)
-            roles = (al.a.role, al.b.role)
-            req = {
-                "a": {"model": str(al.a.path), "feeds": str(stage_feeds(al.a.path, pixels, t / f"a{i}.npz")),
-                      "switch_off": roles == ("calibrated", "quantized") and False},
-                "b": {"model": str(al.b.path), "feeds": str(stage_feeds(al.b.path, pixels, t / f"b{i}.npz")),
-                      "switch_off": roles[1] == "calibrated"},
-                "pairs": [[a, b] for a, b, _k in pairs],
-                "best_match": best_match,
-            }
-            (t / "req.json").write_text(json.dumps(req))
-            subprocess.run([str(py), str(WORKER), str(t / "req.json"), str(t / "res.json")], check=True,
-                           stdout=subprocess.DEVNULL)
-            res = json.loads((t / "res.json").read_text())
+            off = quantization_off(al)
+            ma, fa = feeds(al.a, t, f"a{i}", False)
+            mb, fb = feeds(al.b, t, f"b{i}", off)
+            req = {"a": {"model": str(ma), "feeds": str(fa), "switch_off": False},
+                   "b": {"model": str(mb), "feeds": str(fb), "switch_off": off},
+                   "pairs": [[a, b] for a, b, _k in pairs], "best_match": best_match, "runtime": runtime}
+            res = _run_request(req, t)
             for r, (_a, _b, kind) in zip(res["pairs"], pairs):
                 r["kind"] = kind
-            results.append({"a": al.a.role, "b": al.b.role, "samples": res["samples"], "pairs": res["pairs"]})
+                r["same_value"] = (r.get("best") is not None and
+                                   al.view_a.root.get(r["best"], r["best"]) == al.view_a.root.get(r["a"], r["a"]))
+            results.append({"a": al.a.role, "b": al.b.role, "a_name": al.a.name, "b_name": al.b.name,
+                            "samples": res["samples"], "pairs": res["pairs"]})
     return results
+
+
+def check_horizon_set(set_dir: Path, samples: int = 4, stage_files: list | None = None) -> list[dict]:
+    """Check a real Horizon stage set (``SET/model_output``, ``SET/config.yaml``, its calibration files) in
+    Horizon's runtime on the first ``samples`` calibration samples."""
+    pixels = calibration_samples(set_dir, samples)
+
+    def feeds(stage, tmp: Path, tag: str, _off: bool):
+        return stage.path, horizon_feeds(stage.path, pixels, tmp / f"{tag}.npz")
+
+    return check_pipeline(stage_files or [set_dir / "model_output"], feeds, "horizon")
+
+
+def check_ort_pipeline(stage_dir: Path, data: np.ndarray, input_name: str | None = None) -> list[dict]:
+    """Check a pipeline in stock onnxruntime: every stage gets ``data`` ([S, ...] float32), Horizon ops lowered."""
+    import onnx
+
+    from graphaudit.numeric.lower import lower_model, needs_lowering
+
+    def feeds(stage, tmp: Path, tag: str, off: bool):
+        m = onnx.load(str(stage.path))
+        path = stage.path
+        if off:  # HzCalibration switched off before lowering (then lowered to identity, weights stay float)
+            _worker()._quantization_off(m)
+            path = tmp / f"{tag}_off.onnx"
+            onnx.save(m, str(path))
+        if needs_lowering(m):
+            path = tmp / f"{tag}_lowered.onnx"
+            onnx.save(lower_model(m, str(stage.path)).model, str(path))
+        name = input_name or m.graph.input[0].name
+        np.savez(tmp / f"{tag}.npz", **{name: data})
+        return path, tmp / f"{tag}.npz"
+
+    return check_pipeline([stage_dir], feeds, "onnxruntime")
+
+
+def summary(tr: dict, show: int = 10) -> str:
+    """Lines for a person: pairs checked, worst cosine, pairs where another tensor of a matches better."""
+    ok = [p for p in tr["pairs"] if p["cosine"] is not None]
+    errs = [p for p in tr["pairs"] if p["cosine"] is None]
+    lines = [f"{tr['a']} -> {tr['b']}: {len(tr['pairs'])} pairs checked on {tr['samples']} samples, "
+             f"{len(errs)} not comparable, min cosine "
+             + (f"{min(p['cosine'] for p in ok):.6f}" if ok else "-")]
+    for p in sorted(ok, key=lambda p: p["cosine"])[:show]:
+        lines.append(f"   {p['cosine']:.6f}  {p['kind']:9s} {p['a']} ~ {p['b']}  best {p.get('best')} "
+                     f"{p.get('best_cosine', float('nan')):.6f}")
+    better = [p for p in ok if p.get("best_cosine", -1) > p["cosine"] + 1e-6 and not p["same_value"]]
+    lines.append(f"   {len(better)} pairs where another value of a matches better")
+    for p in better[:show]:
+        lines.append(f"   {p['a']} ~ {p['b']} ({p['cosine']:.6f}); better {p['best']} ({p['best_cosine']:.6f})")
+    for p in errs[:show]:
+        lines.append(f"   not comparable: {p['a']} ~ {p['b']}: {p['error']}")
+    return "\n".join(lines)
 
 
 def main(argv: list[str]) -> int:
@@ -139,25 +226,11 @@ def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("set_dir", type=Path)
     ap.add_argument("--samples", type=int, default=4)
-    ap.add_argument("--show", type=int, default=15)
+    ap.add_argument("--show", type=int, default=10)
     ap.add_argument("--stages", nargs="*", type=Path)
     args = ap.parse_args(argv)
-    for tr in check_set(args.set_dir, args.samples, args.stages):
-        ok = [p for p in tr["pairs"] if p["cosine"] is not None]
-        bad = sorted(ok, key=lambda p: p["cosine"])
-        errs = [p for p in tr["pairs"] if p["cosine"] is None]
-        print(f"{tr['a']} -> {tr['b']}: {len(tr['pairs'])} pairs, {len(errs)} not comparable, "
-              f"min cosine {bad[0]['cosine']:.6f}" if bad else "")
-        for p in bad[: args.show]:
-            print(f"   {p['cosine']:.6f}  {p['kind']:9s} {p['a']} ~ {p['b']}  perm={p['perm']} "
-                  f"best={p.get('best')} {p.get('best_cosine', float('nan')):.6f}")
-        worse = [p for p in ok if p.get("best_cosine", -1) > p["cosine"] + 1e-6]
-        print(f"   {len(worse)} pairs where another tensor of a matches better; worst gaps:")
-        for p in sorted(worse, key=lambda p: p["cosine"] - p["best_cosine"])[: args.show]:
-            print(f"   gap {p['best_cosine'] - p['cosine']:.6f}: {p['a']} ~ {p['b']} ({p['cosine']:.6f}) "
-                  f"best {p['best']} ({p['best_cosine']:.6f})")
-        for p in errs[:5]:
-            print(f"   ERR {p['a']} ~ {p['b']}: {p['error']}")
+    for tr in check_horizon_set(args.set_dir, args.samples, args.stages):
+        print(summary(tr, args.show))
     return 0
 
 

@@ -154,9 +154,9 @@ def _seed_names(m: Matching) -> None:
             continue
         pa, pb = a.producer(ra), b.producer(rb)
         if pa is None or pb is None:
-            if pa is None and pb is None:
+            if pa is None and pb is None and a.tensors[ra].kind == "input" and b.tensors[rb].kind == "input":
                 m.map(ra, rb, kind, 1.0, f"same name {bn!r}", "name")
-            continue
+            continue  # a value_info entry nothing computes is no tensor to pair
         if op_class(pa) == op_class(pb):
             target, skipped = _skip_fused_followers(m, ra, rb) if _changed(m, pa, pb) else (ra, 0)
             if skipped:

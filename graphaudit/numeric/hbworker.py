@@ -10,8 +10,9 @@ graphaudit installed there. graphaudit calls it with that environment's interpre
 REQUEST holds ``{"a": STAGE, "b": STAGE, "pairs": [[a_tensor, b_tensor], ...]}`` with
 ``STAGE = {"model": path, "feeds": npz path, "switch_off": bool}``. Each npz holds one array per graph input,
 samples stacked on a new leading axis (``[S, *input_shape]``, already in the dtype and layout the stage takes).
-``switch_off`` sets every HzCalibration's ``switch`` attribute to ``OFF`` (Horizon's debugger gets its float
-reference of a calibrated model the same way; HORIZON.md section 6c in the repository's docs).
+``switch_off`` turns fake quantization off: every HzCalibration's ``switch`` attribute becomes ``OFF`` (Horizon's
+debugger gets its float reference of a calibrated model the same way; docs/HORIZON.md), and activation
+QuantizeLinear/DequantizeLinear pairs become Identity.
 
 RESULT is ``{"samples": S, "pairs": [{"a", "b", "cosine", "max_abs", "ref_max_abs", "elements", "perm", "error"}]}``:
 cosine similarity ``sum(a*b) / (|a| |b|)`` over all samples (float64 sums), max |a - b|, max |a|; when the shapes
@@ -42,25 +43,80 @@ def _prepare(path: str, wanted: set, switch_off: bool) -> bytes:
             m.graph.output.append(onnx.ValueInfoProto(name=name))
             have.add(name)
     if switch_off:
-        for n in m.graph.node:
-            if n.op_type == "HzCalibration":
-                for a in n.attribute:
-                    if a.name == "switch":
-                        a.s = b"OFF"
+        _quantization_off(m)
     return m.SerializeToString()
 
 
+def _quantization_off(m: onnx.ModelProto) -> None:
+    """Switch fake quantization off in place, keeping the clamp of its range.
+
+    Every HzCalibration gets ``switch = OFF``. Every QuantizeLinear on an activation (not a weight initializer)
+    becomes ``Clip(x, (qmin - zp) * scale, (qmax - zp) * scale)`` and the DequantizeLinear nodes reading it
+    Identity, with the same tensor names: no rounding, but the range stays, so an activation the quantizer
+    absorbed into the range (onnxruntime drops Relu/Clip whose range the zero point covers) still clamps.
+    Weights stored as integers stay quantized (their float values are not in the file).
+    """
+    from onnx import numpy_helper
+
+    inits = {i.name: i for i in m.graph.initializer}
+    retyped: set[str] = set()
+    consumers: dict[str, list] = {}
+    for n in m.graph.node:
+        for x in n.input:
+            consumers.setdefault(x, []).append(n)
+    for k, n in enumerate(list(m.graph.node)):
+        if n.op_type == "HzCalibration":
+            for a in n.attribute:
+                if a.name == "switch":
+                    a.s = b"OFF"
+        elif n.op_type == "QuantizeLinear" and n.input and n.input[0] not in inits and n.input[1] in inits:
+            scale = float(numpy_helper.to_array(inits[n.input[1]]).ravel()[0])
+            zpt = inits.get(n.input[2]) if len(n.input) > 2 and n.input[2] else None
+            zp_arr = numpy_helper.to_array(zpt) if zpt is not None else np.zeros(1, np.uint8)
+            info = np.iinfo(zp_arr.dtype)
+            zp = float(zp_arr.ravel()[0])
+            lo, hi = (info.min - zp) * scale, (info.max - zp) * scale
+            names = [f"{n.output[0]}__qoff_lo", f"{n.output[0]}__qoff_hi"]
+            for name, v in zip(names, (lo, hi)):
+                m.graph.initializer.append(numpy_helper.from_array(np.array(v, np.float32), name))
+            retyped.add(n.output[0])  # was integer, is float now: its declared type must go
+            n.op_type, n.domain = "Clip", ""
+            del n.input[1:]
+            n.input.extend(names)
+            del n.attribute[:]
+            for d in consumers.get(n.output[0], []):
+                if d.op_type == "DequantizeLinear":
+                    d.op_type, d.domain = "Identity", ""
+                    del d.input[1:]
+                    del d.attribute[:]
+    kept = [v for v in m.graph.value_info if v.name not in retyped]
+    del m.graph.value_info[:]
+    m.graph.value_info.extend(kept)
+
+
+def _session(model: bytes, runtime: str):
+    """An inference session in Horizon's runtime (default) or in stock onnxruntime with graph optimizations
+    off (so fake quantization runs as the file says)."""
+    if runtime == "onnxruntime":
+        import onnxruntime as ort
+
+        so = ort.SessionOptions()
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        return ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+    from horizon_nn.executor.session import InferenceSession
+
+    return InferenceSession(model)
+
+
 class _Stage:
-    """One stage loaded in Horizon's runtime, with the tensors to capture added as outputs."""
+    """One stage loaded in the runtime, with the tensors to capture added as outputs."""
 
-    def __init__(self, spec: dict, wanted: set | None):
-        from horizon_nn.executor.session import InferenceSession
-
+    def __init__(self, spec: dict, wanted: set | None, runtime: str = "horizon"):
         m = onnx.load(spec["model"])
         if wanted is None:  # every produced tensor
             wanted = {o for n in m.graph.node for o in n.output if o} | {i.name for i in m.graph.input}
         self.wanted = wanted
-        self.sess = InferenceSession(_prepare(spec["model"], wanted, bool(spec.get("switch_off"))))
+        self.sess = _session(_prepare(spec["model"], wanted, bool(spec.get("switch_off"))), runtime)
         self.names = [o.name for o in self.sess.get_outputs()]
         self.feeds = np.load(spec["feeds"], allow_pickle=False)
         self.inputs = [i.name for i in self.sess.get_inputs()]
@@ -127,11 +183,17 @@ def compare(req: dict) -> dict:
     """
     pairs = [tuple(p) for p in req["pairs"]]
     best = bool(req.get("best_match"))
-    sa = _Stage(req["a"], None if best else {p[0] for p in pairs})
-    sb = _Stage(req["b"], {p[1] for p in pairs})
+    runtime = req.get("runtime", "horizon")
+    sa = _Stage(req["a"], None if best else {p[0] for p in pairs}, runtime)
+    sb = _Stage(req["b"], {p[1] for p in pairs}, runtime)
     n = min(sa.count, sb.count, int(req.get("samples", 1 << 30)))
     accs = [_Acc() for _ in pairs]
     cand: dict[tuple[str, str], _Acc] = {}
+
+    def by_shape(values: dict, shape: tuple) -> list[str]:
+        """Names of a's tensors whose shape is ``shape``, or becomes it under an NCHW<->NHWC permutation."""
+        shapes = {shape} | {tuple(shape[i] for i in np.argsort(p)) for p in _PERMS if len(p) == len(shape)}
+        return [k for k, v in values.items() if tuple(np.shape(v)) in shapes and np.size(v) > 1]
     for s in range(n):
         ra, rb = sa.run(s), sb.run(s)
         for acc, (ta, tb) in zip(accs, pairs):
@@ -141,9 +203,8 @@ def compare(req: dict) -> dict:
                 continue
             acc.add(xa, xb)
             if best:
-                for name, x in ra.items():
-                    if np.size(x) == np.size(xb) and np.size(x) > 1:
-                        cand.setdefault((tb, name), _Acc()).add(x, xb)
+                for name in by_shape(ra, tuple(np.shape(xb))):
+                    cand.setdefault((tb, name), _Acc()).add(ra[name], xb)
         del ra, rb
     out = []
     for acc, (ta, tb) in zip(accs, pairs):
