@@ -64,8 +64,9 @@ def horizon_feeds(model: Path, pixels: np.ndarray, out: Path) -> Path:
     inp = m.graph.input[0]
     x = pixels - 128.0
     dims = tuple(d.dim_value for d in inp.type.tensor_type.shape.dim)
-    if len(dims) == 4 and dims != x.shape[1:] and dims == tuple(x.shape[1:][i] for i in (1, 2, 0)):
-        x = x.transpose(0, 2, 3, 1)  # bernoulli2's quantized stage takes NHWC where the others take NCHW
+    one = x.shape[1:]
+    if len(dims) == 4 and dims != one and dims == tuple(one[i] for i in (0, 2, 3, 1)):
+        x = x.transpose(0, 1, 3, 4, 2)  # bernoulli2's quantized stage takes NHWC where the others take NCHW
     if inp.type.tensor_type.elem_type == onnx.TensorProto.INT8:
         x = np.clip(np.round(x), -128, 127).astype(np.int8)
     else:
@@ -91,20 +92,33 @@ def aligned_pairs(al) -> list[tuple[str, str, str]]:
         if prod is not None and prod.op_type in ("QuantizeLinear", "DynamicQuantizeLinear"):
             continue  # integers with a zero point: their dequantized copy is the comparable value
         at = tm.a
-        if fixed and bt == al.view_b.root.get(bt, bt):
+        if fixed:
+            if _per_channel_integers(al.b, bt):
+                continue  # integers with one scale per channel: the HzDequantize output is the comparable value
             at = _fake_quantized(al.view_a, tm.a)
         out.append((at, bt, tm.kind))
     return out
 
 
+def _per_channel_integers(stage, tensor: str) -> bool:
+    """Whether ``tensor`` holds integers read by an HzDequantize with one scale per channel (a cosine of the raw
+    integers would weigh channels by their scales)."""
+    for cid, _k in stage.tensors[tensor].consumers:
+        n = stage.nodes[cid]
+        if n.op_type == "HzDequantize" and len(n.inputs) > 1 and n.inputs[1] in stage.tensors:
+            shape = stage.tensors[n.inputs[1]].shape
+            if shape and int(np.prod([d for d in shape if isinstance(d, int)])) > 1:
+                return True
+    return False
+
+
 def _fake_quantized(view, tensor: str) -> str:
-    """The deepest HzCalibration output on ``tensor``'s wrapper tree, or the tensor itself."""
-    best, depth = tensor, 0
-    for nid in view.tree.get(tensor, []):
-        n = view.stage.nodes[nid]
-        if n.op_type == "HzCalibration" and view.depth[n.outputs[0]] > depth:
-            best, depth = n.outputs[0], view.depth[n.outputs[0]]
-    return best
+    """The output of the HzCalibration that reads ``tensor`` itself, or the tensor."""
+    for cid, _k in view.stage.tensors[tensor].consumers:
+        n = view.stage.nodes[cid]
+        if n.op_type == "HzCalibration":
+            return n.outputs[0]
+    return tensor
 
 
 def _worker():
@@ -204,9 +218,10 @@ def check_ort_pipeline(stage_dir: Path, data: np.ndarray, input_name: str | None
 def summary(tr: dict, show: int = 10) -> str:
     """Lines for a person: pairs checked, worst cosine, pairs where another tensor of a matches better."""
     ok = [p for p in tr["pairs"] if p["cosine"] is not None]
-    errs = [p for p in tr["pairs"] if p["cosine"] is None]
+    errs = [p for p in tr["pairs"] if p["cosine"] is None and not p.get("degenerate")]
+    flat = [p for p in tr["pairs"] if p.get("degenerate")]
     lines = [f"{tr['a']} -> {tr['b']}: {len(tr['pairs'])} pairs checked on {tr['samples']} samples, "
-             f"{len(errs)} not comparable, min cosine "
+             f"{len(errs)} not comparable, {len(flat)} all-zero on one side, min cosine "
              + (f"{min(p['cosine'] for p in ok):.6f}" if ok else "-")]
     for p in sorted(ok, key=lambda p: p["cosine"])[:show]:
         lines.append(f"   {p['cosine']:.6f}  {p['kind']:9s} {p['a']} ~ {p['b']}  best {p.get('best')} "

@@ -21,7 +21,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from ..stage import NodeInfo, StageGraph
-from ..toolchains.ops import ABSORBABLE_ACTIVATIONS, FIXED_POINT_TENSOR_SUFFIX, FOLDABLE_OPS, op_class
+from ..toolchains.ops import (ABSORBABLE_ACTIVATIONS, DECOMPOSED_TAILS, FIXED_POINT_TENSOR_SUFFIX, FOLDABLE_OPS,
+                              op_class)
 from .view import StageView
 
 __all__ = ["TensorMatch", "Matching", "match_stages", "op_class", "ABSORBABLE_ACTIVATIONS", "BASES"]
@@ -175,8 +176,42 @@ def _seed_names(m: Matching) -> None:
                   f"{bn!r} in {b.name} is produced by {pb.op_type}: the {pa.op_type} was absorbed into quantization, "
                   f"so it holds the pre-activation {pre!r}", "structure")
             continue
-        m.map(ra, rb, kind, 0.9, f"same name {bn!r}, produced by {pa.op_type} in {a.name} and {pb.op_type} in {b.name} "
-              "(fusion keeps the name)", "name")
+        if _fusion_keeps_name(m, pa, pb):
+            m.map(ra, rb, kind, 0.9, f"same name {bn!r}, produced by {pa.op_type} in {a.name} and {pb.op_type} in "
+                  f"{b.name} (fusion keeps the name)", "name")
+        # else: a name whose producers explain no rewrite (hb_mapper moves a Softmax across a Reshape and the
+        # name stays behind) is left to structural propagation
+
+
+def _fusion_keeps_name(m: Matching, pa: NodeInfo, pb: NodeInfo, hops: int = 4) -> bool:
+    """Whether a rewrite explains why differently produced tensors share a name, so they can hold one value.
+
+    True when b's producer fused a's producer with ops before it (its op is found on a's data path within
+    ``hops`` nodes above: Conv+Relu -> HzSQuantizedConv, Conv+BatchNormalization -> Conv), when one side writes
+    the other's op as a chain ending in the other producer (HardSwish -> ... Mul/Div), or when b's producer is a
+    table lookup (HzLut) of a's single-input op.
+    """
+    cb, ca = op_class(pb), op_class(pa)
+    if pb.op_type.startswith(("HzLut", "HzSLut")):
+        return sum(1 for x in pa.inputs if x and _root_a(m, x) not in m.va.const_derived) == 1
+    if ca in DECOMPOSED_TAILS.get(cb, ()) or cb in DECOMPOSED_TAILS.get(ca, ()):
+        return True
+    frontier, seen = [pa], {pa.id}
+    for _ in range(hops):
+        nxt = []
+        for n in frontier:
+            for x in n.inputs:
+                if not x or _root_a(m, x) in m.va.const_derived:
+                    continue
+                p = m.a.producer(_root_a(m, x))
+                if p is None or p.id in seen:
+                    continue
+                if op_class(p) == cb:
+                    return True
+                seen.add(p.id)
+                nxt.append(p)
+        frontier = nxt
+    return False
 
 
 def _weight_roots(view: StageView, node: NodeInfo) -> list[tuple[int, str]]:

@@ -14,7 +14,8 @@ samples stacked on a new leading axis (``[S, *input_shape]``, already in the dty
 debugger gets its float reference of a calibrated model the same way; docs/HORIZON.md), and activation
 QuantizeLinear/DequantizeLinear pairs become Identity.
 
-RESULT is ``{"samples": S, "pairs": [{"a", "b", "cosine", "max_abs", "ref_max_abs", "elements", "perm", "error"}]}``:
+RESULT is ``{"samples": S, "pairs": [{"a", "b", "cosine", "max_abs", "ref_max_abs", "elements", "perm", "error",
+"degenerate"}]}`` (``degenerate``: one side is all zeros, so the cosine is undefined):
 cosine similarity ``sum(a*b) / (|a| |b|)`` over all samples (float64 sums), max |a - b|, max |a|; when the shapes
 differ by an NCHW<->NHWC permutation (the quantized stage computes in NHWC), a is transposed first and ``perm``
 says how. Integer tensors (the fixed-point stage) are compared as their integer values: cosine is invariant to
@@ -166,11 +167,12 @@ class _Acc:
         self.elements += int(b64.size)
 
     def cosine(self) -> float | None:
+        """Cosine over all samples; None when not comparable or when one side is all zeros (degenerate)."""
         if self.error is not None:
             return None
         den = math.sqrt(self.na) * math.sqrt(self.nb)
         if den == 0:
-            return 1.0 if self.na == self.nb else 0.0
+            return 1.0 if self.na == self.nb else None
         return self.dot / den
 
 
@@ -209,7 +211,8 @@ def compare(req: dict) -> dict:
     out = []
     for acc, (ta, tb) in zip(accs, pairs):
         r = {"a": ta, "b": tb, "cosine": acc.cosine(), "max_abs": acc.max_abs, "ref_max_abs": acc.ref_max_abs,
-             "elements": acc.elements, "perm": acc.perm, "error": acc.error}
+             "elements": acc.elements, "perm": acc.perm, "error": acc.error,
+             "degenerate": acc.error is None and acc.cosine() is None}
         if best:
             scored = [(c.cosine(), name) for (b_t, name), c in cand.items() if b_t == tb and c.cosine() is not None]
             if scored:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from ..stage import NodeInfo, StageGraph
 
 __all__ = ["HORIZON_DOMAIN", "WRAPPER_KINDS", "LAYOUT_PERMS", "EQUIVALENT_OPS", "FIXED_POINT_OPS",
-           "FIXED_POINT_TENSOR_SUFFIX", "ABSORBABLE_ACTIVATIONS", "FOLDABLE_OPS",
+           "FIXED_POINT_TENSOR_SUFFIX", "DECOMPOSED_TAILS", "ABSORBABLE_ACTIVATIONS", "FOLDABLE_OPS",
            "op_class", "norm_domain", "is_fixed_point", "trace_back"]
 
 #: ONNX domain of Horizon's custom ops (logs print ``Opset version: ['ai.onnx v11', 'horizon v1']``).
@@ -67,8 +67,23 @@ EQUIVALENT_OPS = {
     "HzSQuantizedReduceMean": "ReduceMean",
     "HzQuantizedResize": "Resize",
     "HzSQuantizedResize": "Resize",
+    "HzQuantizedResizeUpsample": "Resize",
+    "HzQuantizedRoiResize": "Resize",
+    "HzSPRelu": "PRelu",
+    "HzPRelu": "PRelu",
     "HzQuantizedConcat": "Concat",
     "HzSQuantizedConcat": "Concat",
+}
+
+#: Ops that a toolchain writes as a chain of simpler ops (or back), with the ops that can end that chain: the
+#: tensor named alike after such a rewrite holds the same value although its producer's op differs
+#: (HardSwish = x * HardSigmoid(x), or (x * Clip(x + 3, 0, 6)) / 6 in Paddle exports; HzSwish = x * Sigmoid(x);
+#: Gelu and LayerNormalization end in Mul/Add).
+DECOMPOSED_TAILS = {
+    "HardSwish": {"Mul", "Div"},
+    "HzSwish": {"Mul"},
+    "Gelu": {"Mul"},
+    "LayerNormalization": {"Add", "Mul"},
 }
 
 #: Prefixes of the fixed-point ops (HzSQuantized*, HzQuantized*, HzSElementwise*, HzLut, HzLut2Layer).
