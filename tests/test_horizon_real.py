@@ -135,3 +135,52 @@ def test_aligned_pairs_agree_on_the_horizon_format_sample():
     _assert_float_pairs(results[0])
     _assert_float_pairs(results[1])  # calibrated with HzCalibration switched off
     _assert_float_pairs(results[2])  # calibrated -> ptq: the same fake-quantized math
+
+
+@pytest.mark.skipif(not SETS, reason=SKIP_REASON)
+def test_planted_fault_is_the_first_divergence(tmp_path):
+    """Scale one folded Conv's weights in a real optimized_float by 1.02 per output channel (nothing else rebuilt):
+    the first divergence of original -> optimized is that Conv's output, and N401 says so."""
+    import onnx
+    from onnx import numpy_helper
+
+    set_dir = next((s for s in SETS if s.name.startswith("ppocr_cls")), SETS[0])
+    mo = set_dir / "model_output"
+    opt = onnx.load(str(next(mo.glob("*_optimized_float_model.onnx"))))
+    original = next(mo.glob("*_original_float_model.onnx"))
+    om = onnx.load(str(original))
+    orig_w = {i.name: numpy_helper.to_array(i) for i in om.graph.initializer}
+    orig_w.update({n.output[0]: numpy_helper.to_array(n.attribute[0].t) for n in om.graph.node
+                   if n.op_type == "Constant" and n.attribute and n.attribute[0].name == "value"})
+    inits = {i.name: i for i in opt.graph.initializer}
+    # folded Convs, from the protobufs: the weight keeps its name from original_float, its values changed (a BN fold)
+    folded = [n for n in opt.graph.node if n.op_type == "Conv" and n.input[1] in orig_w
+              and orig_w[n.input[1]].shape == tuple(inits[n.input[1]].dims)
+              and not np.array_equal(orig_w[n.input[1]], numpy_helper.to_array(inits[n.input[1]]))]
+    assert len(folded) > 10
+    target = folded[len(folded) // 3]
+    w = numpy_helper.to_array(inits[target.input[1]])
+    inits[target.input[1]].CopyFrom(numpy_helper.from_array((w * np.float32(1.02)).astype(w.dtype), target.input[1]))
+    planted = tmp_path / "stages" / "planted_optimized_float_model.onnx"
+    planted.parent.mkdir()
+    onnx.save(opt, str(planted))
+    data = tmp_path / "data"
+    data.mkdir()
+    for k, px in enumerate(hc.calibration_samples(set_dir, 2)):
+        np.save(data / f"{k}.npy", (px - 128.0).astype(np.float32))
+    out = tmp_path / "r.json"
+    p = subprocess.run([sys.executable, "-m", "graphaudit", "explain", str(original), str(planted), "--data", str(data),
+                        "--no-report", "--no-isolated", "--json", str(out)], capture_output=True, text=True, cwd=tmp_path)
+    assert p.returncode == 1, p.stderr  # an error finding
+    rep = json.loads(out.read_text())
+    fd = rep["numeric"][0]["first_divergence"]
+    assert fd is not None and fd["b_tensor"] == target.output[0], (fd, target.output[0])
+    assert "Conv" in fd["change"]
+    n401 = [f for f in rep["findings"] if f["code"] == "N401"]
+    assert n401 and n401[0]["location"]["tensor"] == target.output[0]
+    # the unmodified pair: no divergence at all
+    q = subprocess.run([sys.executable, "-m", "graphaudit", "explain", str(original),
+                        str(next(mo.glob("*_optimized_float_model.onnx"))), "--data", str(data), "--no-report",
+                        "--no-isolated", "--json", str(out)], capture_output=True, text=True, cwd=tmp_path)
+    assert q.returncode == 0, q.stdout[-2000:] + q.stderr
+    assert json.loads(out.read_text())["numeric"][0]["first_divergence"] is None
