@@ -78,12 +78,14 @@ EQUIVALENT_OPS = {
 #: Ops that a toolchain writes as a chain of simpler ops (or back), with the ops that can end that chain: the
 #: tensor named alike after such a rewrite holds the same value although its producer's op differs
 #: (HardSwish = x * HardSigmoid(x), or (x * Clip(x + 3, 0, 6)) / 6 in Paddle exports; HzSwish = x * Sigmoid(x);
-#: Gelu and LayerNormalization end in Mul/Add).
+#: Gelu and LayerNormalization end in Mul/Add; hb_mapper for bernoulli2 writes a large GlobalAveragePool as a chain
+#: of averaging depthwise Convs).
 DECOMPOSED_TAILS = {
     "HardSwish": {"Mul", "Div"},
     "HzSwish": {"Mul"},
     "Gelu": {"Mul"},
     "LayerNormalization": {"Add", "Mul"},
+    "GlobalAveragePool": {"Conv"},  # bernoulli2: split into depthwise Convs (<node>_SPLIT_WITH_DEPTHWISE_CONV_k)
 }
 
 #: Prefixes of the fixed-point ops (HzSQuantized*, HzQuantized*, HzSElementwise*, HzLut, HzLut2Layer).

