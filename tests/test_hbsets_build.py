@@ -24,7 +24,7 @@ HB = SAMPLES / "build" / "hb"
 PATH_FILE = SAMPLES / "build" / "hbenv.path"
 STAGES = ("original_float", "optimized_float", "calibrated", "quantized")
 #: sets the toolchain is known to convert (a failure of any other set only has to be recorded properly)
-KNOWN_GOOD = {"ppocr_cls_bayes-e", "ppocr_cls_bernoulli2", "ppocr_det_bayes-e", "ppocr_det_bernoulli2"}
+KNOWN_GOOD = {f"{k}_{m}" for k in ("ppocr_cls", "ppocr_det", "ddddocr_det", "mtcnn_onet") for m in ("bayes-e", "bernoulli2")}
 
 sys.path.insert(0, str(SAMPLES))
 import horizon_specs  # noqa: E402

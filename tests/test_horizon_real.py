@@ -48,6 +48,11 @@ FLOAT_COSINE = 0.99999
 #: BEST_MATCH_TOLERANCE. A wrong pair (the tensor before an absorbed activation, a neighbour) loses that contest.
 FIXED_POINT_COSINE = 0.0
 BEST_MATCH_TOLERANCE = 1e-3
+#: The correlation that compares fixed-point integers ignores scale and offset, so an op that is linear over most
+#: of its range (HardSigmoid) correlates with its own input about as well as with its output (up to 0.0051 better
+#: on PP-OCR cls): 0.01, against gaps of 0.3 and more for wrong pairs (a Relu output against its input) seen while
+#: building this test.
+FIXED_POINT_TOLERANCE = 0.01
 
 
 def _ids(paths):
@@ -89,15 +94,16 @@ def _assert_float_pairs(tr):
     assert not bad, hc.summary(tr)
 
 
-def _assert_best_match(tr, floor):
+def _assert_best_match(tr, floor, tolerance=BEST_MATCH_TOLERANCE):
     """Every pair: comparable, at least ``floor``, and no other value of a matches b's tensor better. A tensor the
     quantization maps to all zeros (a near-constant sigmoid on a frame with no detection) has no cosine and is
     only required to be produced on both sides."""
     bad = [p for p in tr["pairs"] if (p["cosine"] is None and not p.get("degenerate"))
            or (p["cosine"] is not None and p["cosine"] < floor)
            or (p["cosine"] is not None and not p["same_value"]
-               and p.get("best_cosine", -1) > p["cosine"] + BEST_MATCH_TOLERANCE)]
-    assert not bad, hc.summary(tr)
+               and p.get("best_cosine", -1) > p["cosine"] + tolerance)]
+    assert not bad, "\n".join(f"{p['a']} ~ {p['b']}: {p['cosine']} (best {p.get('best')} {p.get('best_cosine')})"
+                               for p in bad[:10]) + "\n" + hc.summary(tr)
     assert sum(1 for p in tr["pairs"] if p.get("degenerate")) <= len(tr["pairs"]) // 10, hc.summary(tr)
 
 
@@ -111,7 +117,7 @@ def test_aligned_pairs_agree_in_horizon_runtime(set_dir):
                                                      ("calibrated", "quantized")]
     _assert_float_pairs(results[0])
     _assert_float_pairs(results[1])
-    _assert_best_match(results[2], FIXED_POINT_COSINE)
+    _assert_best_match(results[2], FIXED_POINT_COSINE, FIXED_POINT_TOLERANCE)
     assert all(len(t["pairs"]) >= 20 for t in results)
 
 

@@ -14,7 +14,7 @@ from .view import StageView
 __all__ = ["Region", "WrapperDiff", "Alignment", "align"]
 
 _WRAPPER_MATCH_KIND = {"quantize": "quantized", "convert": "converted", "layout": "layout",
-                       "preprocess": "preprocessed", "identity": "exact"}
+                       "preprocess": "preprocessed", "identity": "exact", "rescale": "rescaled"}
 
 
 @dataclass
@@ -138,7 +138,7 @@ def _group_nodes(view: StageView, mapped: set[str], prefix: str, uf: _UnionFind)
 def _kind_of(kinds: frozenset, base: str) -> str:
     if not kinds:
         return base
-    wk = next((k for k in ("quantize", "layout", "convert", "preprocess") if k in kinds), "identity")
+    wk = next((k for k in ("rescale", "quantize", "layout", "convert", "preprocess") if k in kinds), "identity")
     return _WRAPPER_MATCH_KIND[wk] if base == "exact" else base
 
 

@@ -43,7 +43,8 @@ class TensorMatch:
     ``kind`` is ``"exact"`` (same value expected), ``"quantized"`` (fake-quantized copy),
     ``"converted"`` (Cast), ``"layout"`` (transposed), ``"preprocessed"`` (behind HzPreprocess),
     ``"folded"`` (computed in a, a weight in b), ``"absorbed"`` (a's value is b's wrapper output
-    after an activation absorbed into quantization). ``confidence`` is in [0, 1];
+    after an activation absorbed into quantization), ``"rescaled"`` (behind an HzCalibration that also
+    multiplies each channel: not the same value). ``confidence`` is in [0, 1];
     ``evidence`` says why; ``basis`` how the pair was established (one of :data:`BASES`).
     """
 
@@ -159,7 +160,8 @@ def _seed_names(m: Matching) -> None:
                 m.map(ra, rb, kind, 1.0, f"same name {bn!r}", "name")
             continue  # a value_info entry nothing computes is no tensor to pair
         if op_class(pa) == op_class(pb):
-            target, skipped = _skip_fused_followers(m, ra, rb) if _changed(m, pa, pb) else (ra, 0)
+            absorbs = op_class(pb) in _ABSORBING_OPS and _changed(m, pa, pb)
+            target, skipped = _skip_fused_followers(m, ra, rb) if absorbs else (ra, 0)
             if skipped:
                 m.map(target, rb, kind, 0.9, f"{bn!r} in {b.name} is produced by a {pb.op_type} that absorbed "
                       f"{skipped} follower(s) of {an!r}: it holds the value of {target!r}", "structure")
@@ -176,26 +178,34 @@ def _seed_names(m: Matching) -> None:
                   f"{bn!r} in {b.name} is produced by {pb.op_type}: the {pa.op_type} was absorbed into quantization, "
                   f"so it holds the pre-activation {pre!r}", "structure")
             continue
-        if _fusion_keeps_name(m, pa, pb):
-            m.map(ra, rb, kind, 0.9, f"same name {bn!r}, produced by {pa.op_type} in {a.name} and {pb.op_type} in "
-                  f"{b.name} (fusion keeps the name)", "name")
+        why = _fusion_keeps_name(m, pa, pb)
+        if why:
+            target, skipped = (_skip_fused_followers(m, ra, rb) if why == "fused" and op_class(pb) in _ABSORBING_OPS
+                               else (ra, 0))
+            if skipped:  # e.g. ConvTranspose+Add+BatchNormalization -> ConvTranspose named like the Add output
+                m.map(target, rb, kind, 0.85, f"{bn!r} in {b.name} is produced by a {pb.op_type} that absorbed "
+                      f"{pa.op_type} and {skipped} follower(s) of {an!r}: it holds the value of {target!r}", "structure")
+            else:
+                m.map(ra, rb, kind, 0.9, f"same name {bn!r}, produced by {pa.op_type} in {a.name} and {pb.op_type} "
+                      f"in {b.name} (fusion keeps the name)", "name")
         # else: a name whose producers explain no rewrite (hb_mapper moves a Softmax across a Reshape and the
         # name stays behind) is left to structural propagation
 
 
-def _fusion_keeps_name(m: Matching, pa: NodeInfo, pb: NodeInfo, hops: int = 4) -> bool:
-    """Whether a rewrite explains why differently produced tensors share a name, so they can hold one value.
+def _fusion_keeps_name(m: Matching, pa: NodeInfo, pb: NodeInfo, hops: int = 4) -> str:
+    """Which rewrite explains why differently produced tensors share a name, so they can hold one value.
 
-    True when b's producer fused a's producer with ops before it (its op is found on a's data path within
-    ``hops`` nodes above: Conv+Relu -> HzSQuantizedConv, Conv+BatchNormalization -> Conv), when one side writes
-    the other's op as a chain ending in the other producer (HardSwish -> ... Mul/Div), or when b's producer is a
-    table lookup (HzLut) of a's single-input op.
+    ``"fused"`` when b's producer fused a's producer with ops before it (its op is found on a's data path within
+    ``hops`` nodes above: Conv+Relu -> HzSQuantizedConv, Conv+BatchNormalization -> Conv); ``"decomposed"`` when
+    one side writes the other's op as a chain ending in the other producer (HardSwish -> ... Mul/Div);
+    ``"lut"`` when b's producer is a table lookup (HzLut) of a's single-input op; ``""`` when nothing does.
     """
     cb, ca = op_class(pb), op_class(pa)
     if pb.op_type.startswith(("HzLut", "HzSLut")):
-        return sum(1 for x in pa.inputs if x and _root_a(m, x) not in m.va.const_derived) == 1
+        single = sum(1 for x in pa.inputs if x and _root_a(m, x) not in m.va.const_derived) == 1
+        return "lut" if single else ""
     if ca in DECOMPOSED_TAILS.get(cb, ()) or cb in DECOMPOSED_TAILS.get(ca, ()):
-        return True
+        return "decomposed"
     frontier, seen = [pa], {pa.id}
     for _ in range(hops):
         nxt = []
@@ -207,11 +217,11 @@ def _fusion_keeps_name(m: Matching, pa: NodeInfo, pb: NodeInfo, hops: int = 4) -
                 if p is None or p.id in seen:
                     continue
                 if op_class(p) == cb:
-                    return True
+                    return "fused"
                 seen.add(p.id)
                 nxt.append(p)
         frontier = nxt
-    return False
+    return ""
 
 
 def _weight_roots(view: StageView, node: NodeInfo) -> list[tuple[int, str]]:
@@ -347,6 +357,9 @@ def _attr_score(na: NodeInfo, nb: NodeInfo) -> float:
     same = sum(1 for k in keys if na.attributes.get(k) == nb.attributes.get(k))
     return same / len(keys)
 
+
+#: Ops with weights, into which a toolchain folds the constant followers of their output.
+_ABSORBING_OPS = {"Conv", "ConvTranspose", "Gemm", "MatMul"}
 
 #: Ops that a toolchain folds into the preceding Conv/Gemm/MatMul when their other inputs are constant.
 _FUSIBLE_FOLLOWERS = {"BatchNormalization", "Add", "Sub", "Mul", "Div", "Relu", "Clip", "LeakyRelu"}

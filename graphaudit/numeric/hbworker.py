@@ -18,8 +18,9 @@ RESULT is ``{"samples": S, "pairs": [{"a", "b", "cosine", "max_abs", "ref_max_ab
 "degenerate"}]}`` (``degenerate``: one side is all zeros, so the cosine is undefined):
 cosine similarity ``sum(a*b) / (|a| |b|)`` over all samples (float64 sums), max |a - b|, max |a|; when the shapes
 differ by an NCHW<->NHWC permutation (the quantized stage computes in NHWC), a is transposed first and ``perm``
-says how. Integer tensors (the fixed-point stage) are compared as their integer values: cosine is invariant to
-a positive per-tensor scale, max_abs is not (it is then in the b tensor's integer units).
+says how. Integer tensors (the fixed-point stage) are compared as their integer values by Pearson correlation,
+which is invariant to the per-tensor scale and to the -128 offset of unsigned tensors; max_abs is then in the b
+tensor's integer units.
 """
 
 from __future__ import annotations
@@ -143,11 +144,13 @@ def _align_shape(x: np.ndarray, shape: tuple) -> tuple[np.ndarray | None, list |
 
 
 class _Acc:
-    __slots__ = ("dot", "na", "nb", "max_abs", "ref_max_abs", "elements", "perm", "error")
+    """Mergeable sums of one tensor pair over samples: cosine, and for integer tensors the Pearson correlation."""
+
+    __slots__ = ("dot", "na", "nb", "sa", "sb", "max_abs", "ref_max_abs", "elements", "perm", "error", "integer")
 
     def __init__(self):
-        self.dot = self.na = self.nb = self.max_abs = self.ref_max_abs = 0.0
-        self.elements, self.perm, self.error = 0, None, None
+        self.dot = self.na = self.nb = self.sa = self.sb = self.max_abs = self.ref_max_abs = 0.0
+        self.elements, self.perm, self.error, self.integer = 0, None, None, False
 
     def add(self, xa, xb) -> None:
         if self.error is not None:
@@ -158,18 +161,31 @@ class _Acc:
             return
         b64 = np.asarray(xb, dtype=np.float64)
         self.perm = perm
+        self.integer = self.integer or np.asarray(xb).dtype.kind in "iu"
         self.dot += float(np.sum(a64 * b64))
         self.na += float(np.sum(a64 * a64))
         self.nb += float(np.sum(b64 * b64))
+        self.sa += float(np.sum(a64))
+        self.sb += float(np.sum(b64))
         if b64.size:
             self.max_abs = max(self.max_abs, float(np.max(np.abs(a64 - b64))))
             self.ref_max_abs = max(self.ref_max_abs, float(np.max(np.abs(a64))))
         self.elements += int(b64.size)
 
     def cosine(self) -> float | None:
-        """Cosine over all samples; None when not comparable or when one side is all zeros (degenerate)."""
+        """Cosine over all samples; None when not comparable or when one side is all zeros (degenerate).
+
+        When b holds integers (the fixed-point stage), the Pearson correlation instead: Horizon stores a
+        non-negative tensor (a Relu output) as int8 with an offset of -128, so only a correlation that ignores
+        scale and offset compares the integers with the float values they represent."""
         if self.error is not None:
             return None
+        if self.integer and self.elements > 1:
+            n = float(self.elements)
+            va, vb = self.na - self.sa * self.sa / n, self.nb - self.sb * self.sb / n
+            if va <= 0 or vb <= 0:
+                return 1.0 if va <= 0 and vb <= 0 else None
+            return (self.dot - self.sa * self.sb / n) / math.sqrt(va * vb)
         den = math.sqrt(self.na) * math.sqrt(self.nb)
         if den == 0:
             return 1.0 if self.na == self.nb else None

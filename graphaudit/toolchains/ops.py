@@ -18,7 +18,8 @@ HORIZON_DOMAIN = "horizon"
 
 #: Ops that pass one value through, possibly changing its numeric form, keyed by (domain, op_type).
 #: "quantize": QDQ / Horizon (fake) quantization; "convert": Cast; "layout": NCHW<->NHWC Transpose;
-#: "preprocess": Horizon HzPreprocess; "identity": Identity, Dropout (inference).
+#: "preprocess": Horizon HzPreprocess; "identity": Identity, Dropout (inference). (An HzCalibration with channel
+#: scales is a "rescale" wrapper: lineage/view.py.)
 WRAPPER_KINDS: dict[tuple[str, str], str] = {
     ("", "Identity"): "identity",
     ("", "Dropout"): "identity",
