@@ -53,6 +53,9 @@ BEST_MATCH_TOLERANCE = 1e-3
 #: on PP-OCR cls): 0.01, against gaps of 0.3 and more for wrong pairs (a Relu output against its input) seen while
 #: building this test.
 FIXED_POINT_TOLERANCE = 0.01
+#: ... and for small tensors (an SE block's [1, C, 1, 1]) the correlation itself is noisy: its standard error is
+#: about (1 - r^2) / sqrt(n), 0.01 for n = 100 elements at r = 0.95; three of those below 1,024 elements per sample.
+SMALL_TENSOR_TOLERANCE = 0.03
 
 
 def _ids(paths):
@@ -89,19 +92,24 @@ def test_explain_aligns_all_four_stages(set_dir, tmp_path):
     assert all(c["pattern"] for c in fixed["changes"])
 
 
+def _tolerance(p, tr, tolerance, small_tolerance):
+    small = small_tolerance is not None and p["elements"] < 1024 * max(1, tr["samples"])
+    return small_tolerance if small else tolerance
+
+
 def _assert_float_pairs(tr):
     bad = [p for p in tr["pairs"] if p["cosine"] is None or p["cosine"] < FLOAT_COSINE]
     assert not bad, hc.summary(tr)
 
 
-def _assert_best_match(tr, floor, tolerance=BEST_MATCH_TOLERANCE):
+def _assert_best_match(tr, floor, tolerance=BEST_MATCH_TOLERANCE, small_tolerance=None):
     """Every pair: comparable, at least ``floor``, and no other value of a matches b's tensor better. A tensor the
     quantization maps to all zeros (a near-constant sigmoid on a frame with no detection) has no cosine and is
     only required to be produced on both sides."""
     bad = [p for p in tr["pairs"] if (p["cosine"] is None and not p.get("degenerate"))
            or (p["cosine"] is not None and p["cosine"] < floor)
            or (p["cosine"] is not None and not p["same_value"]
-               and p.get("best_cosine", -1) > p["cosine"] + tolerance)]
+               and p.get("best_cosine", -1) > p["cosine"] + _tolerance(p, tr, tolerance, small_tolerance))]
     assert not bad, "\n".join(f"{p['a']} ~ {p['b']}: {p['cosine']} (best {p.get('best')} {p.get('best_cosine')})"
                                for p in bad[:10]) + "\n" + hc.summary(tr)
     assert sum(1 for p in tr["pairs"] if p.get("degenerate")) <= len(tr["pairs"]) // 10, hc.summary(tr)
@@ -110,14 +118,14 @@ def _assert_best_match(tr, floor, tolerance=BEST_MATCH_TOLERANCE):
 @pytest.mark.skipif(not SETS or hc.toolchain_python() is None, reason=SKIP_REASON)
 @pytest.mark.parametrize("set_dir", SETS, ids=_ids(SETS))
 def test_aligned_pairs_agree_in_horizon_runtime(set_dir):
-    results = hc.check_horizon_set(set_dir, samples=2)
+    results = hc.check_horizon_set(set_dir, samples=1 if "det" in set_dir.name and "ppocr" in set_dir.name else 2)
     for tr in results:
         print(hc.summary(tr, show=3))
     assert [(t["a"], t["b"]) for t in results] == [("original", "optimized"), ("optimized", "calibrated"),
                                                      ("calibrated", "quantized")]
     _assert_float_pairs(results[0])
     _assert_float_pairs(results[1])
-    _assert_best_match(results[2], FIXED_POINT_COSINE, FIXED_POINT_TOLERANCE)
+    _assert_best_match(results[2], FIXED_POINT_COSINE, FIXED_POINT_TOLERANCE, SMALL_TENSOR_TOLERANCE)
     assert all(len(t["pairs"]) >= 20 for t in results)
 
 
