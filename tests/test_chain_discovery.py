@@ -70,3 +70,20 @@ def test_stages_out_of_order_are_refused(tmp_path):
     b = save_text(tmp_path, "m_optimized_float_model.onnx", H + G)
     with pytest.raises(StageDiscoveryError, match="pipeline order"):
         discover_stages([a, b])
+
+
+def test_hb_mapper_project_directory_finds_its_working_dir(tmp_path):
+    """A directory with config.yaml and model_output/ (hb_mapper's layout): the stages are in model_output/."""
+    out = tmp_path / "model_output"
+    out.mkdir()
+    for role in ("original_float", "optimized_float", "calibrated", "quantized"):
+        save_text(out, f"net_{role}_model.onnx", H + G)
+    (tmp_path / "config.yaml").write_text("model_parameters: {}\n")
+    save_text(tmp_path, "net.onnx", H + G)  # the source model beside it is not a stage
+    files = discover_stages([tmp_path])
+    assert [f.path.parent for f in files] == [out] * 4
+    assert [f.role for f in files] == ["original", "optimized", "calibrated", "quantized"]
+    (tmp_path / "other_output").mkdir()
+    save_text(tmp_path / "other_output", "x_original_float_model.onnx", H + G)
+    with pytest.raises(StageDiscoveryError):  # two working dirs: ambiguous, the user must say which
+        discover_stages([tmp_path])

@@ -73,7 +73,7 @@ def _explain_json(target: Path, tmp_path: Path) -> tuple[int, dict]:
 @pytest.mark.skipif(not SETS, reason=SKIP_REASON)
 @pytest.mark.parametrize("set_dir", SETS, ids=_ids(SETS))
 def test_explain_aligns_all_four_stages(set_dir, tmp_path):
-    _rc, rep = _explain_json(set_dir / "model_output", tmp_path)
+    _rc, rep = _explain_json(set_dir, tmp_path)  # the hb_mapper project directory: model_output/ found in it
     roles = [s["role"] for s in rep["stages"]]
     assert roles == ["original", "optimized", "calibrated", "quantized"]
     for tr in rep["transitions"]:

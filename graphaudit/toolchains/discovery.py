@@ -48,6 +48,20 @@ def role_of(path: Path) -> tuple[str, str]:
     return "custom", path.stem
 
 
+def _working_dir_below(d: Path) -> Path | None:
+    """The one subdirectory of ``d`` that holds stage files (hb_mapper's ``working_dir``, by default
+    ``model_output/``), or None when none or several do."""
+    found = []
+    for entry in sorted(d.iterdir()):
+        try:
+            if entry.is_dir() and any(role_of(f)[0] != "custom" for f in entry.iterdir()
+                                      if f.is_file() and f.name.endswith(".onnx")):
+                found.append(entry)
+        except OSError:
+            continue
+    return found[0] if len(found) == 1 else None
+
+
 def _from_directory(d: Path) -> list[StageFile]:
     by_prefix: dict[str, dict[str, Path]] = {}
     for entry in sorted(d.iterdir()):
@@ -61,6 +75,9 @@ def _from_directory(d: Path) -> list[StageFile]:
             raise StageDiscoveryError(f"{d}: two {role} stage files for prefix {prefix!r}: {slot[role].name}, {entry.name}")
         slot[role] = entry
     if not by_prefix:
+        sub = _working_dir_below(d)
+        if sub is not None:  # an hb_mapper project directory: its stages are in working_dir (model_output/)
+            return _from_directory(sub)
         onnx_files = [e.name for e in d.iterdir() if e.name.endswith(".onnx")]
         hint = (f" ({len(onnx_files)} other .onnx file(s): pass them explicitly in pipeline order)" if onnx_files else "")
         raise StageDiscoveryError(
