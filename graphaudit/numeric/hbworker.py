@@ -172,6 +172,17 @@ class _Acc:
             self.ref_max_abs = max(self.ref_max_abs, float(np.max(np.abs(a64))))
         self.elements += int(b64.size)
 
+    def add_sums(self, a: "_Sums", b: "_Sums") -> None:
+        """Only what the cosine/correlation needs, from per-sample sums computed once per tensor (the best-match
+        contest compares every same-shape tensor of a with b's tensor)."""
+        self.integer = self.integer or b.integer
+        self.dot += float(np.dot(a.flat, b.flat))
+        self.na += a.sq
+        self.nb += b.sq
+        self.sa += a.sum
+        self.sb += b.sum
+        self.elements += b.flat.size
+
     def cosine(self) -> float | None:
         """Cosine over all samples; None when not comparable or when one side is all zeros (degenerate).
 
@@ -192,6 +203,17 @@ class _Acc:
         return self.dot / den
 
 
+class _Sums:
+    """One tensor of one sample as a flat float64 vector with its sum and sum of squares."""
+
+    __slots__ = ("flat", "sum", "sq", "integer")
+
+    def __init__(self, x: np.ndarray):
+        self.flat = np.ascontiguousarray(x, dtype=np.float64).ravel()
+        self.sum, self.sq = float(self.flat.sum()), float(np.dot(self.flat, self.flat))
+        self.integer = x.dtype.kind in "iu"
+
+
 def compare(req: dict) -> dict:
     """Run both stages sample by sample and reduce every requested pair (see the module docstring).
 
@@ -206,7 +228,7 @@ def compare(req: dict) -> dict:
     sb = _Stage(req["b"], {p[1] for p in pairs}, runtime)
     n = min(sa.count, sb.count, int(req.get("samples", 1 << 30)))
     accs = [_Acc() for _ in pairs]
-    cand: dict[tuple[str, str], _Acc] = {}
+    cand: dict[str, dict[str, _Acc]] = {}
 
     def by_shape(values: dict, shape: tuple) -> list[str]:
         """Names of a's tensors whose shape is ``shape``, or becomes it under an NCHW<->NHWC permutation."""
@@ -214,23 +236,31 @@ def compare(req: dict) -> dict:
         return [k for k, v in values.items() if tuple(np.shape(v)) in shapes and np.size(v) > 1]
     for s in range(n):
         ra, rb = sa.run(s), sb.run(s)
+        sums_a: dict[tuple[str, tuple], _Sums] = {}
+        done_b: set[str] = set()
         for acc, (ta, tb) in zip(accs, pairs):
             xa, xb = ra.get(ta), rb.get(tb)
             if xa is None or xb is None:
                 acc.error = acc.error or f"tensor not produced: {ta if xa is None else tb}"
                 continue
             acc.add(xa, xb)
-            if best:
-                for name in by_shape(ra, tuple(np.shape(xb))):
-                    cand.setdefault((tb, name), _Acc()).add(ra[name], xb)
-        del ra, rb
+            if best and tb not in done_b:
+                done_b.add(tb)
+                shape = tuple(np.shape(xb))
+                sb_ = _Sums(np.asarray(xb))
+                for name in by_shape(ra, shape):
+                    key = (name, shape)
+                    if key not in sums_a:
+                        sums_a[key] = _Sums(_align_shape(np.asarray(ra[name]), shape)[0])
+                    cand.setdefault(tb, {}).setdefault(name, _Acc()).add_sums(sums_a[key], sb_)
+        del ra, rb, sums_a
     out = []
     for acc, (ta, tb) in zip(accs, pairs):
         r = {"a": ta, "b": tb, "cosine": acc.cosine(), "max_abs": acc.max_abs, "ref_max_abs": acc.ref_max_abs,
              "elements": acc.elements, "perm": acc.perm, "error": acc.error,
              "degenerate": acc.error is None and acc.cosine() is None}
         if best:
-            scored = [(c.cosine(), name) for (b_t, name), c in cand.items() if b_t == tb and c.cosine() is not None]
+            scored = [(c.cosine(), name) for name, c in cand.get(tb, {}).items() if c.cosine() is not None]
             if scored:
                 r["best_cosine"], r["best"] = max(scored)
         out.append(r)
