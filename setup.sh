@@ -35,7 +35,15 @@ fi
 # Without Python 3.10 (or with GRAPHAUDIT_NO_HBENV=1) hbenv.sh says so in one line and the tests that need it skip.
 bash samples/hbenv.sh
 if [ -f samples/build/hbenv.path ]; then
+  hb="$(cat samples/build/hbenv.path)"
   echo "setup: Horizon OE 1.x stage sets (hb_mapper; cached; a cold build takes 3-5 min)"
-  "$(cat samples/build/hbenv.path)/bin/python" samples/build_horizon_sets.py
+  "$hb/bin/python" samples/build_horizon_sets.py
+  # graphaudit itself inside the toolchain's environment, held to the toolchain's own pins (numpy 1.23.0, onnx
+  # 1.15.0, onnxruntime 1.16.2, protobuf 3.20.3, ...: every name==version line of the venv's freeze is a
+  # constraint, so pip fails rather than move one), with pytest for the tests that need Horizon's runtime.
+  echo "setup: graphaudit into the toolchain environment ($hb)"
+  grep -E '^[A-Za-z0-9_.-]+==' "$hb/hbenv-freeze.txt" >"$hb/hbenv-pins.txt"
+  "$hb/bin/python" -m pip install -q --disable-pip-version-check --no-input -c "$hb/hbenv-pins.txt" '.[hbtest]' \
+    >"$hb/graphaudit-install.log" 2>&1 || { tail -20 "$hb/graphaudit-install.log" >&2; exit 1; }
 fi
 echo "setup: done (.venv ready, samples in samples/build)"

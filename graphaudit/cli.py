@@ -303,7 +303,8 @@ def _run_options(args: argparse.Namespace) -> RunOptions:
         raw_shape=_raw_shape(getattr(args, "raw_shape", None)),
         input_shapes=_input_shapes(getattr(args, "input_shape", [])), max_samples=getattr(args, "max_samples", None),
         progress=_progress_factory() if numeric else None, log=getattr(args, "log", None),
-        find_log=args.command == "explain" and not getattr(args, "no_log", True))
+        find_log=args.command == "explain" and not getattr(args, "no_log", True),
+        runtime=getattr(args, "runtime", "auto"))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,6 +6,7 @@ import argparse
 
 from . import __version__
 from .findings import SEVERITIES
+from .numeric.backends import RUNTIMES
 from .numeric.compare import DEFAULT_COSINE_THRESHOLD
 from .outputs import DEFAULT_OUT
 
@@ -125,6 +126,10 @@ def _numeric_args(p: argparse.ArgumentParser, required: bool) -> None:
     p.add_argument("--threshold", type=float, default=DEFAULT_COSINE_THRESHOLD,
                    help=f"cosine below which a tensor has diverged (default {DEFAULT_COSINE_THRESHOLD})")
     p.add_argument("--no-isolated", action="store_true", help="skip measuring each change on its own")
+    p.add_argument("--runtime", choices=RUNTIMES, default="auto",
+                   help="what runs the stages: stock onnxruntime with Horizon's float ops lowered, or Horizon's own "
+                        "runtime (horizon_nn, inside the toolchain's environment; runs the fixed-point stage too); "
+                        "auto (default): Horizon's when horizon_nn imports")
     p.add_argument("--input-shape", action="append", metavar="NAME=DIMS", default=[],
                    help="concrete shape for an input with symbolic dims, e.g. x=1x3x48x192 (repeatable)")
 

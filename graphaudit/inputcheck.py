@@ -12,6 +12,7 @@ from .checks.base import AuditContext
 from .errors import DataError
 from .findings import Finding, report_order
 from .numeric.data import InputSpec, input_specs, open_data
+from .numeric.hbcal import open_stage_data
 from .numeric.datastats import InputStats, data_stats
 from .stage import StageGraph
 from .toolchains.contracts import convert_sample, pipeline_normalization, stage_contracts
@@ -41,7 +42,7 @@ def check_inputs(stages: list[StageGraph], data: str | os.PathLike, data_stage: 
     """
     specs = input_specs(stages[data_stage])
     try:  # with the model's shapes, stacks split into samples as they would for the comparison
-        src = open_data(data, specs, raw_dtype=raw_dtype, raw_shape=raw_shape)
+        src = open_stage_data(data, specs, raw_dtype=raw_dtype, raw_shape=raw_shape, config=config)
     except DataError:  # data that do not fit: read them as they are, the rules say what is wrong
         src = open_data(data, [InputSpec(s.name, s.dtype, None) for s in specs], raw_dtype=raw_dtype,
                         raw_shape=raw_shape)

@@ -11,7 +11,9 @@ from .explain import Audit
 from .numeric.compare import DEFAULT_COSINE_THRESHOLD, TransitionNumeric, compare_stages, transition_dict
 from .errors import GraphAuditError
 from .findings import report_order
-from .numeric.data import InputSpec, input_specs, open_data, random_source
+from .numeric.backends import horizon_unavailable, resolve_runtime, runtime_label
+from .numeric.data import InputSpec, input_specs, random_source
+from .numeric.hbcal import open_stage_data
 from .toolchains.contracts import stage_contracts
 from .toolchains.ops import is_fixed_point
 
@@ -30,26 +32,32 @@ def default_data_stage(au: Audit) -> int:
     return 1 if au.stages[0].role == "source" and len(au.stages) > 1 else 0
 
 
-def unrunnable_stages(stages: list) -> list[tuple[int, str]]:
-    """Stages stock onnxruntime cannot run even after lowering, with the reason: ``(index, reason)``.
+def unrunnable_stages(stages: list, runtime: str = "onnxruntime") -> list[tuple[int, str]]:
+    """Stages the runtime cannot run, with the reason: ``(index, reason)``.
 
-    Horizon's fixed-point ops (HzSQuantizedConv, HzLut, ...) have no public bit-exact specification, so the
-    1.x ``*_quantized_model.onnx`` is not lowered (docs/HORIZON.md); its structure is still aligned and checked.
+    In stock onnxruntime: Horizon's fixed-point ops (HzSQuantizedConv, HzLut, ...) have no public bit-exact
+    specification, so the 1.x ``*_quantized_model.onnx`` is not lowered (docs/HORIZON.md); its structure is
+    still aligned and checked. Horizon's own runtime (``runtime="horizon"``) runs every stage.
     """
+    if runtime == "horizon":
+        return []
+    why_not = horizon_unavailable()
     out = []
     for i, st in enumerate(stages):
         fixed = Counter(n.op_type for n in st.nodes.values() if is_fixed_point(n))
         if fixed:
             ops = ", ".join(f"{op} x{k}" for op, k in fixed.most_common(3)) + (", ..." if len(fixed) > 3 else "")
             out.append((i, f"{st.name}: fixed-point ops ({ops}) have no public bit-exact specification; stock "
-                           "onnxruntime cannot run them, Horizon's own runtime can"))
+                           "onnxruntime cannot run them, Horizon's own runtime can (--runtime horizon"
+                           + (f"; here: {why_not}" if why_not else "") + ")"))
     return out
 
 
 def measure(au: Audit, data: str | os.PathLike | None = None, random: int | None = None, seed: int = 0,
             threshold: float = DEFAULT_COSINE_THRESHOLD, isolated: bool = True, data_stage: int | None = None,
             raw_dtype: str | None = None, raw_shape: tuple | None = None, progress=None,
-            input_shapes: dict[str, tuple] | None = None, max_samples: int | None = None) -> list[TransitionNumeric]:
+            input_shapes: dict[str, tuple] | None = None, max_samples: int | None = None,
+            runtime: str = "auto") -> list[TransitionNumeric]:
     """Run every stage of an audit on the same samples; attach results and numeric findings to ``au.report``.
 
     Parameters
@@ -71,6 +79,9 @@ def measure(au: Audit, data: str | os.PathLike | None = None, random: int | None
         Concrete shapes for inputs with symbolic dims (random data, and checks of given data).
     max_samples : int, optional
         Use only the first samples of the data.
+    runtime : {"auto", "onnxruntime", "horizon"}
+        Which runtime runs the stages (:func:`graphaudit.numeric.backends.resolve_runtime`); recorded in
+        ``au.report.run["runtime"]``.
 
     Raises
     ------
@@ -80,6 +91,10 @@ def measure(au: Audit, data: str | os.PathLike | None = None, random: int | None
         raise GraphAuditError(f"--threshold {threshold}: a cosine similarity threshold must be in (-1, 1]")
     if random is not None and not 1 <= random <= MAX_RANDOM_SAMPLES:
         raise GraphAuditError(f"--random {random}: give between 1 and {MAX_RANDOM_SAMPLES} samples")
+    try:
+        runtime = resolve_runtime(runtime)
+    except ValueError as e:
+        raise GraphAuditError(f"runtime: {e}") from e
     idx = default_data_stage(au) if data_stage is None else data_stage
     specs = input_specs(au.stages[idx])
     if input_shapes:
@@ -90,7 +105,7 @@ def measure(au: Audit, data: str | os.PathLike | None = None, random: int | None
                                       f"(inputs: {', '.join(sorted(known))})")
         specs = [InputSpec(sp.name, sp.dtype, input_shapes.get(sp.name, sp.shape)) for sp in specs]
     if data is not None:
-        src = open_data(data, specs, raw_dtype=raw_dtype, raw_shape=raw_shape)
+        src = open_stage_data(data, specs, raw_dtype=raw_dtype, raw_shape=raw_shape, config=au.config)
     else:
         x128 = any(c.domain == "x128" for c in stage_contracts(au.stages[idx]).values())
         low, high = (-128.0, 128.0) if x128 else (-1.0, 1.0)
@@ -100,12 +115,17 @@ def measure(au: Audit, data: str | os.PathLike | None = None, random: int | None
     total = len(src) if max_samples is None else min(len(src), max_samples)
     tick = progress(total) if progress else None
     names = [str(f) for f in src.files] if len(getattr(src, "files", [])) == len(src) else None
-    cut = next((i for i, _why in unrunnable_stages(au.stages)), len(au.stages))
+    cut = next((i for i, _why in unrunnable_stages(au.stages, runtime)), len(au.stages))
     if cut < 2:
         raise GraphAuditError("no two consecutive stages that stock onnxruntime can run: "
-                              + "; ".join(why for _i, why in unrunnable_stages(au.stages)))
+                              + "; ".join(why for _i, why in unrunnable_stages(au.stages, runtime)))
     results = compare_stages(au.stages[:cut], au.lineage.alignments[:cut - 1], au.changes[:cut - 1], src, idx,
-                             src.domain, threshold, isolated, tick, names, max_samples, config=au.config)
+                             src.domain, threshold, isolated, tick, names, max_samples, config=au.config,
+                             runtime=runtime)
+    run = {"config": None, "config_family": None, "data": str(data) if data is not None else None, "random": random,
+           "log": None, "numeric_skipped": None, **(au.report.run or {})}
+    au.report.run = {**run, "numeric_not_run": [why for _i, why in unrunnable_stages(au.stages, runtime)],
+                     "runtime": runtime, "runtimes": {st.name: runtime_label(runtime) for st in au.stages[:cut]}}
     au.report.numeric = [transition_dict(r) for r in results]
     ctx = AuditContext(stages=au.stages, lineage=au.lineage, changes=au.changes, coverage=au.coverage, numeric=results,
                        config=au.config)

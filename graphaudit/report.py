@@ -13,7 +13,7 @@ from .stage import StageGraph
 __all__ = ["SCHEMA_VERSION", "AuditReport", "StageSummary", "Transition", "summarize_stage", "make_transition"]
 
 #: Version of the JSON layout written by :meth:`AuditReport.to_dict` (documented in README.md).
-SCHEMA_VERSION = "1.4"
+SCHEMA_VERSION = "1.5"
 
 
 @dataclass

@@ -64,6 +64,25 @@ def _node_id(row: NodeRow, by_name: dict[str, str], names: list[str], st: StageG
     return None
 
 
+def _row_note(row: NodeRow, st: StageGraph | None, node_id: str | None, gfirst, tr: dict | None) -> str:
+    """Why a row's graphaudit figure is missing or measures another quantity than the toolchain's ("" when it is
+    the same quantity)."""
+    if row.cosine is None:
+        return "the toolchain prints no cosine for this node"
+    if st is None or node_id is None:
+        return f"no node of this name in {st.name if st else 'the stages'}"
+    if tr is None and gfirst is None:
+        return "no numeric run"
+    outs = st.nodes[node_id].outputs
+    for t in _wrapped(st, outs[0])[1:] if outs else []:
+        n = st.nodes.get(st.tensors[t].producer or "")
+        cs = n.attributes.get("channel_scales") if n is not None and n.op_type == "HzCalibration" else None
+        if isinstance(cs, list) and any(abs(float(x) - 1.0) > 1e-6 for x in cs):
+            return ("its HzCalibration also rescales channels (channel_scales): the toolchain compares the rescaled "
+                    "value with fake quantization on and off, graphaudit's reference stage holds it unscaled")
+    return "" if gfirst is not None else "graphaudit did not compare this node's output"
+
+
 def _wrapped(st: StageGraph, tensor: str) -> list[str]:
     """``tensor`` and the outputs of the single-consumer wrapper chain on it (HzCalibration, Q/DQ)."""
     chain = [tensor]
@@ -85,22 +104,30 @@ def _numeric_for(numeric: list[dict] | None, stage: str) -> dict | None:
 
 
 def _graphaudit_cosine(tr: dict | None, by_a: dict, by_b: dict, st: StageGraph, node_id: str | None,
-                       name: str) -> tuple[Any, str | None]:
-    """(cosine, b tensor) of graphaudit's numeric entry for a node's first output, preferring the wrapped
-    (fake-quantized) value, which is what the toolchain compares."""
+                       name: str) -> tuple[Any, str | None, Any]:
+    """(cosine over all samples, b tensor, cosine of the first sample) of graphaudit's numeric entry for a node's
+    first output, preferring the wrapped (fake-quantized) value, which is what the toolchain compares."""
+    e = _graphaudit_entry(tr, by_a, by_b, st, node_id, name)
+    if e is None:
+        return None, None, None
+    return e["cosine"], e["b_tensor"], e.get("first_sample_cosine")
+
+
+def _graphaudit_entry(tr: dict | None, by_a: dict, by_b: dict, st: StageGraph, node_id: str | None,
+                      name: str) -> dict | None:
     if tr is None:
-        return None, None
+        return None
     outs = list(st.nodes[node_id].outputs) if node_id else []
     if not outs and name in st.tensors:  # output tables of hb_mapper 1.18 name graph outputs
         outs = [name]
     if not outs:
-        return None, None
-    for t in reversed(_wrapped(st, outs[0])):
+        return None
+    chain = _wrapped(st, outs[0])
+    for t in reversed(chain):
         if t in by_b:
-            return by_b[t]["cosine"], t
-    if outs[0] in by_a:
-        return by_a[outs[0]]["cosine"], by_a[outs[0]]["b_tensor"]
-    return None, None
+            return by_b[t]
+    hit = by_a.get(outs[0])  # the stage mapped to is the reference (a) of the transition
+    return hit if hit is not None and hit["b_tensor"] in chain + [outs[0]] else None
 
 
 def toolchain_section(log: ToolchainLog, stages: list[StageGraph],
@@ -134,24 +161,25 @@ def toolchain_section(log: ToolchainLog, stages: list[StageGraph],
     nodes = []
     for row in log.nodes:
         nid = _node_id(row, by_name, names, st) if st else None
-        gcos, gt = _graphaudit_cosine(tr, by_a, by_b, st, nid, row.node) if st else (None, None)
+        gcos, gt, gfirst = _graphaudit_cosine(tr, by_a, by_b, st, nid, row.node) if st else (None, None, None)
         nodes.append({"node": row.node, "truncated": row.truncated, "line": row.line, "node_id": nid,
                       "on": row.on, "subgraph": row.subgraph, "type": row.type, "cosine": json_number(row.cosine),
                       "threshold": json_number(row.threshold), "dtype": row.dtype, "extra": dict(row.extra),
-                      "graphaudit_cosine": gcos, "graphaudit_tensor": gt})
+                      "graphaudit_cosine": gcos, "graphaudit_tensor": gt, "graphaudit_first_sample_cosine": gfirst,
+                      "graphaudit_note": _row_note(row, st, nid, gfirst, tr)})
     outputs = []
     for o in log.outputs:
         tensor = o.output if st and o.output in st.tensors else None
         if st and tensor is None and o.output in by_name:  # hb_mapper 1.18 names the output's node
             outs = st.nodes[by_name[o.output]].outputs
             tensor = outs[0] if outs else None
-        gcos = None
+        gcos = gfirst = None
         if tr is not None and tensor is not None:
             hit = next((t for t in tr.get("outputs", []) if tensor in (t["b_tensor"], t["a_tensor"])), None)
-            gcos = hit["cosine"] if hit else None
+            gcos, gfirst = (hit["cosine"], hit.get("first_sample_cosine")) if hit else (None, None)
         outputs.append({"output": o.output, "line": o.line, "tensor": tensor, "cosine": json_number(o.cosine),
                         "l1": json_number(o.l1), "l2": json_number(o.l2), "chebyshev": json_number(o.chebyshev),
-                        "extra": dict(o.extra), "graphaudit_cosine": gcos})
+                        "extra": dict(o.extra), "graphaudit_cosine": gcos, "graphaudit_first_sample_cosine": gfirst})
     return {"source": log.path, "tool": log.tool, "toolchain_version": log.toolchain_version,
             "horizon_nn_version": log.horizon_nn_version, "hbdk_version": log.hbdk_version,
             "config_line": log.config_line, "stage": st.name if st else None,

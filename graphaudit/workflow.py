@@ -41,6 +41,7 @@ class RunOptions:
     progress: Callable | None = None
     log: str | os.PathLike | None = None
     find_log: bool = False
+    runtime: str = "auto"
 
 
 def run_pipeline(paths: list[str | os.PathLike], title: str = "", opts: RunOptions | None = None) -> Audit:
@@ -80,7 +81,7 @@ def run_pipeline(paths: list[str | os.PathLike], title: str = "", opts: RunOptio
         try:
             measure(au, data=o.data, random=o.random, seed=o.seed, threshold=o.threshold, isolated=o.isolated,
                     raw_dtype=o.raw_dtype, raw_shape=o.raw_shape, progress=o.progress, input_shapes=o.input_shapes,
-                    max_samples=o.max_samples)
+                    max_samples=o.max_samples, runtime=o.runtime)
         except DataError as e:  # data that cannot be fed: fine when the input findings already say why
             why = sorted({f.code for f in contract_errors(au.report.findings)})
             if o.data is None or not why:
@@ -89,11 +90,13 @@ def run_pipeline(paths: list[str | os.PathLike], title: str = "", opts: RunOptio
         if tlog is not None and skipped is None:  # again, now with graphaudit's cosine beside the toolchain's
             attach_toolchain_log(au, tlog)
     cfg = o.config
-    au.report.run = {"config": str(cfg.path) if cfg is not None else None,
+    measured = dict(au.report.run or {})
+    au.report.run = {**measured, "config": str(cfg.path) if cfg is not None else None,
                      "config_family": cfg.family if cfg is not None else None,
                      "data": str(o.data) if o.data is not None else None, "random": o.random,
                      "log": str(found) if tlog is not None else None, "numeric_skipped": skipped,
-                     "numeric_not_run": [why for _i, why in unrunnable_stages(au.stages)]
+                     "numeric_not_run": [why for _i, why in unrunnable_stages(au.stages, measured.get("runtime",
+                                                                                                     "onnxruntime"))]
                      if (o.data is not None or o.random is not None) and skipped is None else []}
     return au
 

@@ -65,6 +65,8 @@ def lint_under_memory_limit(path: Path, limit: int = 1 << 30):
 
 #: Lines the numeric alignment checks want shown after the run (pairs checked per transition, worst cosine).
 PAIR_CHECK_LINES: list[str] = []
+#: The terminal summary of the suite that runs in the toolchain's own Python (tests/test_toolchain_env.py).
+TOOLCHAIN_ENV_LINES: list[str] = []
 
 
 def pytest_terminal_summary(terminalreporter):
@@ -72,4 +74,8 @@ def pytest_terminal_summary(terminalreporter):
     if PAIR_CHECK_LINES:
         terminalreporter.section("aligned pairs checked by their numbers")
         for line in PAIR_CHECK_LINES:
+            terminalreporter.write_line(line)
+    if TOOLCHAIN_ENV_LINES:
+        terminalreporter.section("tests/horizon_runtime, run in the Horizon toolchain's Python 3.10")
+        for line in TOOLCHAIN_ENV_LINES:
             terminalreporter.write_line(line)

@@ -33,6 +33,21 @@ CHECKED_KINDS = {"exact", "quantized", "absorbed", "converted", "layout"}
 FLOAT_ROLES = {"source", "original", "optimized"}
 
 
+def built_sets(root: Path | None = None) -> list[Path]:
+    """Real sets in ``samples/build/hb`` whose build.json says hb_mapper succeeded (a failed one keeps what
+    hb_mapper left behind), with their ``model_output/``."""
+    hb = (root or ROOT) / "samples" / "build" / "hb"
+    out = []
+    for p in sorted(hb.glob("*/")) if hb.is_dir() else []:
+        try:
+            ok = json.loads((p / "build.json").read_text()).get("status") == "ok"
+        except (OSError, ValueError):
+            ok = False
+        if ok and (p / "model_output").is_dir():
+            out.append(p)
+    return out
+
+
 def toolchain_python() -> Path | None:
     """The toolchain environment's interpreter that set-up recorded (``samples/build/hbenv.path``), or None."""
     rec = ROOT / "samples" / "build" / "hbenv.path"

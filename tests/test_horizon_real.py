@@ -21,20 +21,7 @@ from .conftest import PAIR_CHECK_LINES  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 HB = ROOT / "samples" / "build" / "hb"
-def _built_sets() -> list[Path]:
-    """Sets whose build.json says the conversion succeeded (a failed one keeps what hb_mapper left behind)."""
-    out = []
-    for p in sorted(HB.glob("*/")) if HB.is_dir() else []:
-        try:
-            ok = json.loads((p / "build.json").read_text()).get("status") == "ok"
-        except (OSError, ValueError):
-            ok = False
-        if ok and (p / "model_output").is_dir():
-            out.append(p)
-    return out
-
-
-SETS = _built_sets()
+SETS = hc.built_sets()
 SKIP_REASON = ("no real Horizon stage set in samples/build/hb (set-up builds them with the toolchain environment, "
                "which needs Python 3.10)")
 

@@ -142,6 +142,10 @@ def _kind_of(kinds: frozenset, base: str) -> str:
     return _WRAPPER_MATCH_KIND[wk] if base == "exact" else base
 
 
+#: Wrapper kinds whose output holds its input's value (up to quantization noise or dtype).
+_SAME_VALUE = frozenset({"identity", "quantize", "convert"})
+
+
 def _tensor_map(m: Matching, wrappers: list[WrapperDiff]) -> tuple[dict[str, TensorMatch], dict[str, list[str]]]:
     """b tensor -> a counterpart. Roots map through the matching; a wrapper output maps to the output of
     the nearest wrapper above it that both stages keep (e.g. HzPreprocess), else to the a root, with the
@@ -173,10 +177,12 @@ def _tensor_map(m: Matching, wrappers: list[WrapperDiff]) -> tuple[dict[str, Ten
     a_to_b: dict[str, list[str]] = {}
     for name, tm in tmap.items():
         a_to_b.setdefault(tm.a, []).append(name)
-    # a-side wrapper outputs (e.g. an Identity removed in b) map through their root too
+    # a-side wrapper outputs (e.g. an Identity removed in b) map through their root too, when the wrappers in
+    # between keep the value (a layout Transpose or an HzPreprocess does not: MTCNN ONet's NHWC preprocessing
+    # transposes, removed by hb_mapper's optimizer, would pair the normalized value with the raw graph input)
     for name in m.a.tensors:
         ra = m.va.root.get(name, name)
-        if name != ra and ra in m.a2b and name not in a_to_b:
+        if name != ra and ra in m.a2b and name not in a_to_b and m.va.kinds.get(name, frozenset()) <= _SAME_VALUE:
             a_to_b[name] = [m.a2b[ra]]
     return tmap, a_to_b
 

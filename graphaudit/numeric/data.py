@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import contextlib
-import warnings
+import inspect
 import math
 import os
 import re
 import struct
 import zipfile
+import warnings
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -200,6 +201,12 @@ class _ArrayRef:
     npy: bool  # has a .npy header (re-checked when read)
 
 
+#: numpy >= 1.24 bounds the header it parses (``max_header_size``); numpy 1.23, the Horizon toolchain's pin, has no
+#: such argument and reads headers up to its own limit with ``ast.literal_eval`` (never unpickling) either way.
+_HEADER_LIMIT = ({"max_header_size": _MAX_HEADER}
+                 if "max_header_size" in inspect.signature(np.lib.format.read_array_header_1_0).parameters else {})
+
+
 def _parse_header(fh: Any, label: str, size: int) -> tuple[np.dtype, tuple[int, ...], bool, int]:
     """Read a .npy header from ``fh`` (at its start): ``(dtype, shape, fortran_order, data offset)``.
 
@@ -215,9 +222,9 @@ def _parse_header(fh: Any, label: str, size: int) -> tuple[np.dtype, tuple[int, 
     version = (magic[6], magic[7])
     try:
         if version == (1, 0):
-            shape, fortran, dtype = np.lib.format.read_array_header_1_0(fh, max_header_size=_MAX_HEADER)
+            shape, fortran, dtype = np.lib.format.read_array_header_1_0(fh, **_HEADER_LIMIT)
         elif version == (2, 0):
-            shape, fortran, dtype = np.lib.format.read_array_header_2_0(fh, max_header_size=_MAX_HEADER)
+            shape, fortran, dtype = np.lib.format.read_array_header_2_0(fh, **_HEADER_LIMIT)
         else:
             raise _msg(label, f"unsupported .npy format version {version[0]}.{version[1]}")
     except (ValueError, SyntaxError, TypeError, struct.error) as e:

@@ -52,6 +52,11 @@ class ErrorStats:
     shape_mismatch: str = field(default="")
     nonfinite_a: int = 0  # NaN/inf elements seen in the reference (a) and in the test (b)
     nonfinite_b: int = 0
+    first: tuple | None = None  # (sum_ab, sum_aa, sum_bb) of the first sample alone
+
+    #: The ``eps`` of hb_mapper's per-node cosine: ``(dot(l, r) + eps) / (|l| |r| + eps)`` over the flattened
+    #: float32 tensors of one sample (horizon_nn ``reporter/calculate_similarity.py``, dg-nn-toolkit 1.0.0).
+    TOOLCHAIN_EPS = 1e-5
 
     def update(self, a: np.ndarray, b: np.ndarray, scale: np.ndarray | float | None = None, axis: int = 1) -> None:
         """Add one sample. ``a`` and ``b`` must have the same number of elements (compared flat).
@@ -68,8 +73,11 @@ class ErrorStats:
         self.count += a.size
         self.samples += 1
         af, bf = a.reshape(-1), b.reshape(-1)
+        before = (self.sum_ab, self.sum_aa, self.sum_bb)
         with np.errstate(all="ignore"):  # inf/nan in a stage's values show up in the figures, not as warnings
             self._sums(af, bf)
+        if self.first is None:
+            self.first = tuple(x - y for x, y in zip((self.sum_ab, self.sum_aa, self.sum_bb), before))
         if scale is not None and a.size:
             with np.errstate(all="ignore"):
                 self._lsb(a, b, scale, axis)
@@ -111,7 +119,7 @@ class ErrorStats:
                           max(self.max_abs, other.max_abs), max(self.lsb_max, other.lsb_max),
                           self.lsb_sum + other.lsb_sum, self.lsb_count + other.lsb_count,
                           self.shape_mismatch or other.shape_mismatch, self.nonfinite_a + other.nonfinite_a,
-                          self.nonfinite_b + other.nonfinite_b)
+                          self.nonfinite_b + other.nonfinite_b, self.first if self.first is not None else other.first)
 
     @property
     def cosine(self) -> float:
@@ -121,6 +129,16 @@ class ErrorStats:
         if self.sum_aa == 0.0 or self.sum_bb == 0.0:
             return 0.0
         return self.sum_ab / math.sqrt(self.sum_aa * self.sum_bb)
+
+    @property
+    def first_sample_cosine(self) -> float | None:
+        """The cosine of the first sample alone, as hb_mapper computes its per-node table
+        (:attr:`TOOLCHAIN_EPS`; the toolchain compares the first calibration sample only: ``Dataset.get_data()``
+        defaults to ``start=0, end=1``), or None before any sample."""
+        if self.first is None:
+            return None
+        ab, aa, bb = self.first
+        return (ab + self.TOOLCHAIN_EPS) / (math.sqrt(aa) * math.sqrt(bb) + self.TOOLCHAIN_EPS)
 
     @property
     def sqnr_db(self) -> float:
@@ -150,7 +168,9 @@ class ErrorStats:
                                                                  else self.sqnr_db),
                 "rel_l2": f(self.rel_l2), "max_abs": self.max_abs,
                 "lsb_max": self.lsb_max if self.lsb_count else None, "lsb_mean": f(self.lsb_mean),
-                "samples": self.samples, "elements": self.count, "nonfinite": [self.nonfinite_a, self.nonfinite_b]}
+                "samples": self.samples, "elements": self.count, "nonfinite": [self.nonfinite_a, self.nonfinite_b],
+                "first_sample_cosine": f(round(self.first_sample_cosine, 8))
+                if self.first_sample_cosine is not None else None}
 
     @property
     def diverged_nonfinite(self) -> bool:

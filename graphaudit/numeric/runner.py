@@ -9,29 +9,10 @@ import onnx
 
 from ..errors import GraphAuditError
 from ..stage import StageGraph
+from .backends import make_session, session_options
 from .lower import lower_model, needs_lowering
 
 __all__ = ["StageRunner", "session_options", "extract_submodel"]
-
-
-def session_options(threads: int = 0):
-    """CPU session options with graph optimizations disabled, so fake quantization runs exactly as the file says.
-
-    ``threads``: intra-op threads (0 = onnxruntime's default, one per core). Thread spinning is
-    off: graphaudit keeps many sessions alive (one per measured region), and spinning pools of idle
-    sessions would starve the busy one.
-    """
-    import onnxruntime as ort
-
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = threads
-    so.inter_op_num_threads = 1
-    so.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    so.add_session_config_entry("session.inter_op.allow_spinning", "0")
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    so.log_severity_level = 4  # errors reach the user as one GraphAuditError line, not as ORT log lines
-    ort.set_default_logger_severity(4)
-    return so
 
 
 class StageRunner:
@@ -43,6 +24,10 @@ class StageRunner:
     capture : iterable of str
         Tensor names to expose as outputs (names absent from the model are ignored and listed
         in :attr:`missing`).
+    runtime : {"onnxruntime", "horizon"}
+        ``"onnxruntime"``: stock onnxruntime, Horizon's custom ops lowered first
+        (:func:`graphaudit.numeric.lower.lower_model`); ``"horizon"``: Horizon's own runtime runs the file as the
+        toolchain wrote it, fixed-point stage included (:mod:`graphaudit.numeric.backends`).
 
     Raises
     ------
@@ -50,16 +35,15 @@ class StageRunner:
         The model cannot be read with its weights, lowered (LoweringError) or loaded by onnxruntime.
     """
 
-    def __init__(self, stage: StageGraph, capture: Iterable[str]):
-        import onnxruntime as ort
-
+    def __init__(self, stage: StageGraph, capture: Iterable[str], runtime: str = "onnxruntime"):
         self.stage = stage
+        self.runtime = runtime
         try:
             model = onnx.load(stage.path)
         except Exception as e:  # noqa: BLE001 - external data or protobuf problems become one line
             raise GraphAuditError(f"{stage.path}: cannot load weights for execution ({e})") from e
         self.lowered: dict[str, int] = {}
-        if needs_lowering(model):
+        if runtime != "horizon" and needs_lowering(model):
             res = lower_model(model, stage.path)
             model, self.lowered = res.model, res.lowered
         produced = {o for n in model.graph.node for o in n.output if o}
@@ -76,10 +60,10 @@ class StageRunner:
             have.add(name)
         self.model = model
         try:
-            self.session = ort.InferenceSession(model.SerializeToString(), session_options(),
-                                                providers=["CPUExecutionProvider"])
+            self.session = make_session(model.SerializeToString(), runtime)
         except Exception as e:  # noqa: BLE001 - onnxruntime raises several unrelated types
-            raise GraphAuditError(f"{stage.path}: onnxruntime cannot load the stage ({str(e).splitlines()[0]})") from e
+            who = "Horizon's runtime" if runtime == "horizon" else "onnxruntime"
+            raise GraphAuditError(f"{stage.path}: {who} cannot load the stage ({_first_line(e)})") from e
         self.input_names = [i.name for i in self.session.get_inputs()]
         self.output_names = [o.name for o in self.session.get_outputs()]
 
@@ -96,8 +80,13 @@ class StageRunner:
         except KeyError as e:
             raise GraphAuditError(f"{self.stage.path}: no data for input {e.args[0]!r}") from e
         except Exception as e:  # noqa: BLE001
-            raise GraphAuditError(f"{self.stage.path}: onnxruntime failed on the data ({str(e).splitlines()[0]})") from e
+            who = "Horizon's runtime" if self.runtime == "horizon" else "onnxruntime"
+            raise GraphAuditError(f"{self.stage.path}: {who} failed on the data ({_first_line(e)})") from e
         return dict(zip(self.output_names, values))
+
+
+def _first_line(e: Exception) -> str:
+    return (str(e).strip().splitlines() or [type(e).__name__])[0]
 
 
 def extract_submodel(model: onnx.ModelProto, inputs: dict[str, np.ndarray], outputs: list[str]) -> onnx.ModelProto | None:

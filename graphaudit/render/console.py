@@ -146,6 +146,9 @@ def _run_line(report: AuditReport, console: Console) -> None:
         parts.append("numeric comparison not run (give --data or --random)")
     if run.get("log"):
         parts.append(f"toolchain log {run['log']}")
+    labels = sorted(set((run.get("runtimes") or {}).values()))
+    if labels:
+        parts.append("measured by " + ", ".join(labels) + f" ({', '.join(run['runtimes'])})")
     console.print(Text("Run: " + "; ".join(parts), style="dim"))
 
 
@@ -288,21 +291,26 @@ def _toolchain(report: AuditReport, console: Console, verbose: bool = False, top
     if not rows:
         console.print("  the file has no per-node cosine similarity (checker log, aborted run or skip mode)")
     else:
-        console.print(Text("  toolchain: its own model vs float on its calibration data; graphaudit: "
-                           + (tc["compared"] + " on this run's samples" if tc["compared"]
-                              else "no numeric run (--data / --random)"), style="dim"))
+        console.print(Text("  toolchain: the calibrated model with fake quantization on vs off, on its first calibration "
+                           "sample; graphaudit: " + (tc["compared"] + ", on the first sample of this run (same quantity "
+                                                     "when the data are the config's cal_data_dir) and on all samples"
+                                                     if tc["compared"] else "no numeric run (--data / --random)"),
+                           style="dim"))
         rows.sort(key=lambda n: _cos_key(n["cosine"]))
         shown = rows if verbose else rows[:top]
         t = Table(box=None, pad_edge=False)
-        for col in ("node", "type", "ON", "toolchain cosine", "graphaudit cosine", f"node in {tc['stage'] or '-'}"):
+        for col in ("node", "type", "ON", "toolchain cosine", "graphaudit, 1st sample", "graphaudit, all samples",
+                    f"node in {tc['stage'] or '-'}"):
             t.add_column(col, overflow="fold")
         for n in shown:
             t.add_row(escape(("..." if n["truncated"] else "") + n["node"]), escape(n["type"] or "-"), n["on"] or "-",
-                      _fmt(n["cosine"], ".6f"), _fmt(n["graphaudit_cosine"], ".6f"), escape(n["node_id"] or "-"))
+                      _fmt(n["cosine"], ".6f"), _fmt(n.get("graphaudit_first_sample_cosine"), ".6f"),
+                      _fmt(n["graphaudit_cosine"], ".6f"), escape(n["node_id"] or "-"))
         console.print(t)
         if len(rows) > len(shown):
             console.print(Text(f"  ... {len(rows) - len(shown)} more rows (--verbose)", style="dim"))
     for o in tc["outputs"]:
         console.print(f"  output {escape(o['output'])}: toolchain cosine {_fmt(o['cosine'], '.6f')}, L1 "
                       f"{_fmt(o['l1'], '.6g')}, L2 {_fmt(o['l2'], '.6g')}, Chebyshev {_fmt(o['chebyshev'], '.6g')}; "
-                      f"graphaudit cosine {_fmt(o['graphaudit_cosine'], '.6f')}")
+                      f"graphaudit cosine {_fmt(o.get('graphaudit_first_sample_cosine'), '.6f')} (1st sample), "
+                      f"{_fmt(o['graphaudit_cosine'], '.6f')} (all samples)")

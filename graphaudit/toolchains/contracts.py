@@ -212,6 +212,24 @@ def _declare(ic: InputContract, ci, role: str, config) -> None:
         ic.color, ic.color_source = train.upper(), f"input_type_train {train} in {where}"
 
 
+def _fixed_point_preprocess(stage: StageGraph, name: str):
+    """``(node, layout, layout source)`` when graph input ``name`` feeds Horizon's HzSQuantizedPreprocess (the 1.x
+    fixed-point stage), directly or through one layout Transpose; else None.
+
+    The input then holds int8 ``pixel - 128`` (docs/HORIZON.md section 7). Its layout is the tensor's own: the
+    fixed-point ops compute in NHWC, so a direct consumer means NHWC and a Transpose perm [0, 2, 3, 1] in front
+    of it means NCHW (bayes-e keeps the NCHW input and transposes inside)."""
+    for node_id, _slot in stage.tensors[name].consumers if name in stage.tensors else []:
+        n = stage.nodes[node_id]
+        if n.op_type == "HzSQuantizedPreprocess":
+            return n, "NHWC", "HzSQuantizedPreprocess reads it (the fixed-point ops compute in NHWC)"
+        if n.op_type == "Transpose" and n.outputs and list(n.attributes.get("perm") or []) == [0, 2, 3, 1]:
+            for c, _s in stage.tensors[n.outputs[0]].consumers if n.outputs[0] in stage.tensors else []:
+                if stage.nodes[c].op_type == "HzSQuantizedPreprocess":
+                    return stage.nodes[c], "NCHW", "Transpose perm=[0, 2, 3, 1] into HzSQuantizedPreprocess"
+    return None
+
+
 def stage_contracts(stage: StageGraph, config=None) -> dict[str, InputContract]:
     """Contract of every graph input of a stage (graph input name -> :class:`InputContract`).
 
@@ -241,6 +259,15 @@ def stage_contracts(stage: StageGraph, config=None) -> dict[str, InputContract]:
                                       layout_source="HzPreprocess data_format",
                                       color_source=f"HzPreprocess input_type {info.input_type}" if color else "",
                                       node=info.node)
+        elif (fixed := _fixed_point_preprocess(stage, name)) is not None:
+            node, layout, source = fixed
+            itype = str(node.attributes.get("input_type", ""))
+            color = "BGR" if itype.upper().startswith("BGR") else ("RGB" if itype.upper().startswith("RGB") else "")
+            out[name] = InputContract(stage.name, name, t.dtype, t.shape, "x128", layout, None, None, color,
+                                      [f"HzSQuantizedPreprocess (fixed point, input_type {itype})"],
+                                      layout_source=source,
+                                      color_source=f"HzSQuantizedPreprocess input_type {itype}" if color else "",
+                                      node=node.id)
         else:
             layout, source = _consumer_layout(stage, name) if t.shape is not None and len(t.shape) == 4 else ("", "")
             if not layout:

@@ -36,6 +36,8 @@ class _Lowerer(QuantLowerings, OpLowerings):
         self.lowered: Counter = Counter()
         self.strategies: Counter = Counter()
         self.ignored_attrs: Counter = Counter()
+        #: (op type, remark) -> nodes: where the lowering's reading differs from what Horizon's runtime does
+        self.remarks: Counter = Counter()
         self.failures: dict[tuple, tuple[str, str, str, bool]] = {}
         self.deferred: dict[tuple, tuple[str, str, str, bool]] = {}
         self.shapes: _Shapes | None = None
@@ -222,6 +224,8 @@ class _Lowerer(QuantLowerings, OpLowerings):
                for (op, strategy), k in sorted(self.strategies.items())]
         for (op, attr), k in sorted(self.ignored_attrs.items()):
             out.append(f"{op}: attribute {attr!r} ignored on {k} node(s) (no documented effect on the output)")
+        for (op, remark), k in sorted(self.remarks.items()):
+            out.append(f"{op} x{k}: {remark}")
         return out
 
 
@@ -240,10 +244,14 @@ def lower_model(model: onnx.ModelProto, name: str = "") -> LoweringResult:
       per-channel along ``axis`` (default 1) when there are several scales. QuantizeLinear+DequantizeLinear
       when the opset has the type (int8/uint8: 10 per-tensor, 13 per-axis; int16/uint16: 21), else Div, Round
       (half to even, as QuantizeLinear), Add, Clip, Sub, Mul. ``switch="OFF"`` and qtype float32: Identity;
-      float16: Cast to float16 and back.
+      float16: Cast to float16 and back. With ``dequantize_scale`` (HMCT's activation equalization) the
+      dequantization uses that one scale instead of ``s``, and ``switch="OFF"`` is ``x * dequantize_scale / s``.
+      Horizon's runtime passes a node with ``constant`` 0/absent or without ``scales`` through unquantized; such
+      nodes are still fake-quantized here and named in the notes (hb_mapper writes neither).
     - ``HzQuantize``/``HzDequantize``: QuantizeLinear/DequantizeLinear, or the same formula.
-    - ``HzPreprocess(x, w, b?)``: NCHW: Reshape(w, [C,1,1,1]) + 1x1 Conv, group C, bias b; NHWC: Mul/Add
-      with w, b reshaped to [1,1,1,C].
+    - ``HzPreprocess(x, w, b?)``: Reshape(w, [C,1,1,1]) + 1x1 Conv, group C, bias b, on channel axis 1 whatever
+      ``data_format`` says (it names the training layout; Horizon's kernel scales axis 1); only an input whose
+      dim 1 is not C but whose last dim is: Mul/Add with w, b reshaped to [1,1,1,C].
     - ``HzSwish``: Sigmoid + Mul; ``HzHardSwish``: HardSigmoid(alpha=1/6, beta=0.5) + Mul; ``HzGelu``: Gelu
       (opset >= 20) or its erf/tanh formula; ``HzSoftmax(axis=-1)``: Softmax; ``HzLayerNorm``:
       LayerNormalization (opset >= 17) or the ReduceMean formula; ``HzRsqrt``: Reciprocal(Sqrt(x + eps))

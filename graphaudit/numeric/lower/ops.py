@@ -16,9 +16,16 @@ class OpLowerings:
     """Mixin of :class:`~graphaudit.numeric.lower.core.Lowerer`: preprocessing and float ops (HORIZON.md section 3)."""
 
     def _preprocess(self, e: _Emitter, n: onnx.NodeProto, a: dict) -> str:
-        """HzPreprocess(x, w, b?) = 1x1 convolution with group C: ``y[c] = w[c] * x[c] + b[c]``.
+        """HzPreprocess(x, w, b?) = 1x1 convolution with group C on an NCHW input: ``y[c] = w[c] * x[c] + b[c]``.
 
-        Source: HORIZON.md section 3 and the hbdk4 frontend (conv2d with group = channel_group).
+        Source: HORIZON.md section 3 and the hbdk4 frontend (conv2d with group = channel_group). The channel axis
+        is 1 whatever ``data_format`` says: ``data_format`` names the user's training layout, not the layout of the
+        node's input (HORIZON.md section 6b: for an NHWC-trained model hb_mapper puts the HzPreprocess, with
+        ``data_format`` NHWC, between two Transposes, so its input is NCHW), and Horizon's own kernel
+        (``horizon_ops/cpu/hz_preprocess.cc`` in horizon_nn 1.1.0) scales along axis 1 for both values; checked
+        against it by ``tests/horizon_runtime/test_lowering_vs_horizon.py`` on the NHWC-trained MTCNN ONet sets.
+        Only an input whose dim 1 is known not to be C while its last dim is C takes the per-last-axis reading
+        (Mul/Add): Horizon's kernel refuses such an input, so that reading is graphaudit's, not Horizon's.
         """
         self._ignore(n, a, {"channel_group", "data_format", "input_type"})
         x, w, b, y = n.input[0], _inp(n, 1), _inp(n, 2), n.output[0]
@@ -28,21 +35,26 @@ class OpLowerings:
         if xs is not None and len(xs) != 4:
             raise _Failure(f"input {x!r} has rank {len(xs)}; HzPreprocess is defined for rank-4 inputs")
         fmt = str(a.get("data_format", "NCHW")).upper()
-        if fmt == "NHWC":
+        if fmt not in ("NCHW", "NHWC"):
+            raise _Failure(f"data_format {fmt!r} is neither NCHW nor NHWC")
+        c_attr = int(a["channel_group"]) if "channel_group" in a else None
+        wsize, bsize = self.shapes.size(w), (self.shapes.size(b) if b else None)
+        c_vals = wsize if wsize and wsize > 1 else (bsize if bsize and bsize > 1 else None)
+        c_known = c_attr or c_vals
+        d1 = xs[1] if xs is not None else None
+        d3 = xs[3] if xs is not None else None
+        if c_known is not None and d1 is not None and d1 != c_known and d3 == c_known:
             wr = e.op("Reshape", [w, e.const("w_shape", np.asarray([1, 1, 1, -1], np.int64))])
             t = e.op("Mul", [x, wr], out=None if b else y)
             if b:
                 br = e.op("Reshape", [b, e.const("b_shape", np.asarray([1, 1, 1, -1], np.int64))])
                 e.op("Add", [t, br], out=y)
-            return "NHWC -> Reshape + Mul/Add"
-        if fmt != "NCHW":
-            raise _Failure(f"data_format {fmt!r} is neither NCHW nor NHWC")
-        c_x = xs[1] if xs is not None else None
-        c_attr = int(a["channel_group"]) if "channel_group" in a else None
+            return ("channels last (dim 3 of the input, not dim 1) -> Reshape + Mul/Add "
+                    "(Horizon's own kernel refuses such an input)")
+        c_x = d1
         if c_x is not None and c_attr is not None and c_x != c_attr:
-            raise _Failure(f"channel_group {c_attr} but input {x!r} has {c_x} channels")
-        wsize, bsize = self.shapes.size(w), (self.shapes.size(b) if b else None)
-        c = c_x or c_attr or (wsize if wsize and wsize > 1 else None)
+            raise _Failure(f"channel_group {c_attr} but input {x!r} has {c_x} channels on axis 1")
+        c = c_x or c_attr or c_vals
         if c is None:
             raise _Defer(f"number of channels of {x!r} unknown")
         for nm, size in ((w, wsize), (b, bsize)):
@@ -62,7 +74,8 @@ class OpLowerings:
                     br = e.op("Expand", [br, e.const("b_expand", np.asarray([c], np.int64))])
             ins.append(br)
         e.op("Conv", ins, out=y, kernel_shape=[1, 1], group=c)
-        return f"NCHW -> Reshape + 1x1 Conv (group {c})"
+        return (f"channel axis 1 (data_format {fmt} names the training layout) -> Reshape + 1x1 Conv (group {c})"
+                if fmt == "NHWC" else f"NCHW -> Reshape + 1x1 Conv (group {c})")
 
     # ---- float ops ---------------------------------------------------------------------------------
     def _swish(self, e: _Emitter, n: onnx.NodeProto, a: dict) -> str:

@@ -19,13 +19,25 @@ class QuantLowerings:
     def _calibration(self, e: _Emitter, n: onnx.NodeProto, a: dict) -> str:
         """HzCalibration: fake quantization ``y = (clip(round(x/s) + zp, qmin, qmax) - zp) * s``.
 
-        Source: HORIZON.md section 3 (the hbdk4 frontend's reading of HMCT's HzCalibration).
+        Source: HORIZON.md section 3 (the hbdk4 frontend's reading of HMCT's HzCalibration); rounding is half to
+        even, as QuantizeLinear (Horizon's kernel rounds ties 0.5 -> 0, 1.5 -> 2, 2.5 -> 2).
+
+        ``dequantize_scale`` (a float; written with ``channel_scales`` by HMCT's activation equalization pass,
+        ``hmct/quantizer/calibrater/activation/activation_equalization.py``, on per-channel activation nodes
+        feeding a Conv whose weights it rescales by ``scales / max(scales)``) replaces the dequantization scale:
+        ``y = (clip(round(x/s[c]) + zp, qmin, qmax) - zp) * dequantize_scale``, and with ``switch`` OFF
+        ``y = x * dequantize_scale / s[c]``: the output is the input rescaled per channel, not its fake-quantized
+        value. ``channel_scales`` (``dequantize_scale / scales`` as written) has no effect of its own. Both read
+        off Horizon's kernel (horizon_nn 1.1.0) on single-node models and checked on the PP-OCRv4 det sets by
+        ``tests/horizon_runtime/test_lowering_vs_horizon.py``.
         """
         self._ignore(n, a, {"thresholds", "scales", "zero_point", "qtype", "axis", "group", "constant", "switch",
                             "quant_attrs", "bits", "info_strings", "cali_attrs", "max_num_bins", "num_bins",
-                            "percentiles"})
+                            "percentiles", "channel_scales", "dequantize_scale"})
         x, y = n.input[0], n.output[0]
-        if str(a.get("switch", "ON")).upper() == "OFF":
+        dq = a.get("dequantize_scale")
+        off = str(a.get("switch", "ON")).upper() == "OFF"
+        if off and dq is None:
             e.op("Identity", [x], out=y)
             return "switch OFF -> Identity"
         qtype = a.get("qtype")
@@ -34,6 +46,8 @@ class QuantLowerings:
             qtype = f"int{int(bits)}" if bits is not None else "int8"
         qtype = str(qtype).lower()
         ft = self._float_type(x)
+        if qtype in ("float32", "float16") and dq is not None:
+            raise _Failure(f"dequantize_scale with qtype {qtype}: no known semantics")
         if qtype == "float32":
             e.op("Identity", [x], out=y)
             return "float32 -> Identity"
@@ -76,7 +90,60 @@ class QuantLowerings:
                 if d is not None and d != c:
                     raise _Failure(f"{c} scales but dim {axis} of {x!r} is {d}")
         kind = f"{qtype} {'per-channel' if axis is not None else 'per-tensor'}"
+        if not off:
+            self._remark_pass_through(a)
+        if dq is not None:
+            dqs = float(_floats(dq)[0]) if _floats(dq) else float("nan")
+            if len(_floats(dq)) != 1 or not np.isfinite(dqs) or dqs <= 0:
+                raise _Failure(f"dequantize_scale {dq!r} is not one positive finite float")
+            return kind + self._rescale(e, x, y, s, np.float32(dqs), zp, qmin, qmax, axis, ft, off)
         return kind + self._fake_quant(e, x, y, s, zp, qmin, qmax, (signed, bits), axis, ft)
+
+    def _remark_pass_through(self, a: dict) -> None:
+        """Note the nodes that Horizon's runtime would not fake-quantize although the lowering does.
+
+        Horizon's kernel (horizon_nn 1.1.0, single-node models in ``tests/horizon_runtime``) fake-quantizes only when
+        ``constant`` is 1 or 2 and ``scales`` is given; with ``constant`` 0 or absent, or with thresholds only, it
+        passes the input through unchanged (what HMCT means by ``constant`` 0 is not documented).
+        hb_mapper's calibrated models set both on every node; graphaudit keeps the fake-quantizing reading of
+        HORIZON.md section 3 for the other cases and says so here.
+        """
+        if int(a.get("constant", 0) or 0) not in (1, 2):
+            self.remarks[("HzCalibration", "constant 0 or absent: Horizon's runtime passes such a node through "
+                                           "unquantized; lowered as fake quantization (HORIZON.md section 3)")] += 1
+        elif not _floats(a.get("scales")):
+            self.remarks[("HzCalibration", "no scales (thresholds only): Horizon's runtime passes such a node "
+                                           "through unquantized; lowered as fake quantization with thresholds / "
+                                           "qmax")] += 1
+
+    def _rescale(self, e: _Emitter, x: str, y: str, s: np.ndarray, dq: np.float32, zp: np.ndarray, qmin: int,
+                 qmax: int, axis: int | None, ft: type, off: bool) -> str:
+        """HzCalibration with ``dequantize_scale``: quantize with ``s``, dequantize with ``dq`` (see above)."""
+        shape = self._channel_shape(x, axis, len(s)) if axis is not None else ()
+        if off:
+            r = (np.float64(dq) / s.astype(np.float64)).astype(ft)
+            e.op("Mul", [x, e.const("rescale", r.reshape(shape))], out=y)
+            return " with dequantize_scale, switch OFF -> Mul by dequantize_scale / scales"
+        self._need(11, "the fake-quant formula (Round)")
+        s_c = e.const("scale", s.astype(ft).reshape(shape))
+        t, z_c = self._round_clip(e, x, s_c, zp, qmin, qmax, shape, ft)
+        e.op("Mul", [t, e.const("dequantize_scale", np.asarray(dq, ft))], out=y)
+        return " with dequantize_scale -> Div/Round/Clip/Mul formula (Mul by dequantize_scale)"
+
+    @staticmethod
+    def _round_clip(e: _Emitter, x: str, s_c: str, zp: np.ndarray, qmin: int, qmax: int, shape: tuple,
+                    ft: type) -> tuple[str, str | None]:
+        """``clip(round(x / s) + zp, qmin, qmax) - zp`` (the integer grid in float), and the zero-point constant
+        (None when every zero point is 0)."""
+        t = e.op("Round", [e.op("Div", [x, s_c])])
+        z_c = None
+        if np.any(zp != 0):
+            z_c = e.const("zero_point", zp.astype(ft).reshape(shape))
+            t = e.op("Add", [t, z_c])
+        t = e.op("Clip", [t, e.const("qmin", np.asarray(qmin, ft)), e.const("qmax", np.asarray(qmax, ft))])
+        if z_c is not None:
+            t = e.op("Sub", [t, z_c])
+        return t, z_c
 
     def _fake_quant(self, e: _Emitter, x: str, y: str, s: np.ndarray, zp: np.ndarray, qmin: int, qmax: int,
                     sb: tuple[bool, int], axis: int | None, ft: type) -> str:
@@ -94,14 +161,7 @@ class QuantLowerings:
         self._need(11, "the fake-quant formula (Round)")
         shape = self._channel_shape(x, axis, len(s)) if axis is not None else ()
         s_c = e.const("scale", s.astype(ft).reshape(shape))
-        t = e.op("Round", [e.op("Div", [x, s_c])])
-        z_c = None
-        if np.any(zp != 0):
-            z_c = e.const("zero_point", zp.astype(ft).reshape(shape))
-            t = e.op("Add", [t, z_c])
-        t = e.op("Clip", [t, e.const("qmin", np.asarray(qmin, ft)), e.const("qmax", np.asarray(qmax, ft))])
-        if z_c is not None:
-            t = e.op("Sub", [t, z_c])
+        t, z_c = self._round_clip(e, x, s_c, zp, qmin, qmax, shape, ft)
         e.op("Mul", [t, s_c], out=y)
         return " -> Div/Round/Add/Clip/Sub/Mul formula" if z_c is not None else " -> Div/Round/Clip/Mul formula"
 

@@ -1,0 +1,104 @@
+"""Runtimes that execute stage models: stock onnxruntime (custom ops lowered first) or Horizon's own runtime.
+
+Horizon's runtime is the HB ONNX Runtime fork that the toolchain's ``horizon_nn`` package ships
+(``horizon_nn.executor.session.InferenceSession``; public wheel ``dg-nn-toolkit``, OE 1.x). It registers the
+``horizon`` domain's float ops (HzPreprocess, HzCalibration, HzHardSwish, ...) and the fixed-point ops of the
+``*_quantized_model.onnx`` (HzSQuantizedConv, HzLut, ...), so it runs every stage file as the toolchain wrote it.
+It imports only inside the toolchain's environment (Python 3.10, numpy 1.23, onnx 1.15; README "Horizon's
+runtime").
+"""
+
+from __future__ import annotations
+
+import functools
+
+__all__ = ["RUNTIMES", "session_options", "horizon_unavailable", "resolve_runtime", "make_session", "runtime_label"]
+
+#: Values of ``--runtime``.
+RUNTIMES = ("auto", "onnxruntime", "horizon")
+
+
+def session_options(threads: int = 0):
+    """CPU session options with graph optimizations disabled, so fake quantization runs exactly as the file says.
+
+    ``threads``: intra-op threads (0 = onnxruntime's default, one per core). Thread spinning is
+    off: graphaudit keeps many sessions alive (one per measured region), and spinning pools of idle
+    sessions would starve the busy one.
+    """
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    so.add_session_config_entry("session.inter_op.allow_spinning", "0")
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    so.log_severity_level = 4  # errors reach the user as one GraphAuditError line, not as ORT log lines
+    ort.set_default_logger_severity(4)
+    return so
+
+
+@functools.lru_cache(maxsize=1)
+def horizon_unavailable() -> str | None:
+    """Why Horizon's runtime cannot be used here (one line), or ``None`` when ``horizon_nn`` imports."""
+    try:
+        from horizon_nn.executor.session import InferenceSession  # noqa: F401
+    except Exception as e:  # noqa: BLE001 - ImportError, or a broken install raising anything
+        first = (str(e).splitlines() or [type(e).__name__])[0]
+        return (f"Horizon's runtime (horizon_nn, from the toolchain's dg-nn-toolkit wheel) does not import in this "
+                f"Python ({type(e).__name__}: {first}); run graphaudit inside the toolchain's environment")
+    return None
+
+
+def resolve_runtime(name: str) -> str:
+    """The concrete runtime for a ``--runtime`` value: ``"auto"`` is ``"horizon"`` when ``horizon_nn`` imports,
+    else ``"onnxruntime"``.
+
+    Raises
+    ------
+    ValueError
+        An unknown name, or ``"horizon"`` where it does not import (the message says why).
+    """
+    if name not in RUNTIMES:
+        raise ValueError(f"unknown runtime {name!r} (choose from {', '.join(RUNTIMES)})")
+    if name == "auto":
+        return "onnxruntime" if horizon_unavailable() else "horizon"
+    if name == "horizon" and horizon_unavailable():
+        raise ValueError(horizon_unavailable())
+    return name
+
+
+def runtime_label(runtime: str) -> str:
+    """How reports name a runtime (with its version where it has one)."""
+    if runtime == "horizon":
+        try:
+            import horizon_nn
+
+            return f"Horizon runtime (horizon_nn {getattr(horizon_nn, '__version__', '?')})"
+        except Exception:  # noqa: BLE001
+            return "Horizon runtime"
+    import onnxruntime as ort
+
+    return f"onnxruntime {ort.__version__}"
+
+
+def make_session(model: bytes, runtime: str, threads: int = 0):
+    """An inference session for a serialized model in a concrete runtime.
+
+    Both sessions expose onnxruntime's interface: ``get_inputs()``, ``get_outputs()`` and
+    ``run(output_names, feeds) -> list[ndarray]``. Stock onnxruntime runs on the CPU with graph optimizations off
+    (:func:`session_options`), so fake quantization runs exactly as the file says;
+    Horizon's session is built as the toolchain builds it for its own accuracy tools.
+
+    Raises
+    ------
+    Exception
+        Whatever the runtime raises for a model it refuses (callers turn it into one line).
+    """
+    if runtime == "horizon":
+        from horizon_nn.executor.session import InferenceSession
+
+        return InferenceSession(model)
+    import onnxruntime as ort
+
+    return ort.InferenceSession(model, session_options(threads), providers=["CPUExecutionProvider"])

@@ -1,0 +1,158 @@
+"""Read an hb_mapper 1.x calibration folder of raw files (``cal_data_dir``) as pixels.
+
+hb_mapper 1.x calibrates on a folder of raw files, one per sample, each holding the bytes of one input of
+``input_shape`` in the config's ``input_layout_train`` and ``input_type_train`` colour order, of dtype
+``cal_data_type`` (uint8 or float32), before any normalization: the model's HzPreprocess subtracts 128 and
+applies mean/scale itself (docs/HORIZON.md sections 2 and 7; the samples ``samples/build_horizon_sets.py``
+writes are such files: ``calibration_data_bgr/00.bgr``). The files' names carry the colour order by
+convention (``.rgb``, ``.bgr``, ``.gray``; hb_mapper reads any name in the folder, sorted).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import DataError
+from .data import DataSource, InputSpec, natural_key
+
+__all__ = ["RAW_PIXEL_SUFFIXES", "is_raw_pixel_dir", "open_raw_pixels", "open_stage_data", "config_data_dir"]
+
+#: Suffixes of raw pixel files hb_mapper's samples and users write (colour order by name; the config decides).
+RAW_PIXEL_SUFFIXES = (".rgb", ".bgr", ".gray", ".rgbchw", ".bgrchw", ".rgbp", ".bgrp", ".bin", ".raw")
+#: Colour spaces the raw bytes cannot be read as pixels without a colour conversion graphaudit does not do.
+_UNREAD = {"yuv444": "YUV444", "nv12": "NV12", "yuv444_128": "YUV444", "featuremap": "feature map"}
+
+
+def _files(d: Path) -> list[Path]:
+    try:
+        entries = [p for p in d.iterdir() if p.is_file() and not p.name.startswith(".")]
+    except OSError as e:
+        raise DataError(f"{d}: cannot list directory: {e.strerror or e}") from None
+    return sorted(entries, key=lambda p: natural_key(p.name))
+
+
+def is_raw_pixel_dir(path: str | os.PathLike) -> bool:
+    """True for a directory whose files all carry a raw pixel suffix (and at least one does)."""
+    p = Path(path)
+    if not p.is_dir():
+        return False
+    try:
+        files = _files(p)
+    except DataError:
+        return False
+    return bool(files) and all(f.suffix.lower() in RAW_PIXEL_SUFFIXES for f in files)
+
+
+class _PixelChunk:
+    """One raw file: ``[1,H,W,C]`` pixels in RGB order (float32 data keep their values)."""
+
+    count = 1
+
+    def __init__(self, path: Path, name: str, dtype: np.dtype, shape: tuple, layout: str, color: str):
+        self.path, self.name, self.dtype, self.shape, self.layout, self.color = path, name, dtype, shape, layout, color
+
+    def samples(self):
+        x = np.fromfile(self.path, dtype=self.dtype).reshape(self.shape)
+        if self.layout == "NCHW":
+            x = np.transpose(x, (0, 2, 3, 1))
+        if self.color == "bgr":
+            x = x[..., ::-1]
+        yield {self.name: np.ascontiguousarray(x)}
+
+
+def open_raw_pixels(path: str | os.PathLike, spec: InputSpec, shape: tuple | None, dtype: str | None,
+                    layout: str | None, color: str | None) -> DataSource:
+    """Open a folder of raw pixel files (or one file) for streaming, domain ``"pixels"`` (RGB, NHWC).
+
+    Parameters
+    ----------
+    path : path-like
+        The ``cal_data_dir`` (every regular, non-hidden file, naturally sorted) or one raw file.
+    spec : InputSpec
+        The model input the pixels feed.
+    shape : tuple of int
+        ``input_shape`` of the config (rank 4, batch 1), in ``layout``.
+    dtype : str
+        ``cal_data_type``: ``"uint8"`` or ``"float32"`` (default uint8, as hb_mapper 1.x).
+    layout : {"NCHW", "NHWC"}
+        ``input_layout_train``.
+    color : str
+        ``input_type_train`` (``rgb``, ``bgr``, ``gray``; ``yuv444``/``nv12`` refused).
+
+    Raises
+    ------
+    DataError
+        No files, a file whose size is not ``prod(shape) * itemsize``, a shape that is not rank 4 with one
+        colour axis, or a colour space that cannot be read as pixels.
+    """
+    p = Path(path)
+    color = (color or "").lower()
+    if color in _UNREAD:
+        raise DataError(f"{p}: input_type_train {color!r}: {_UNREAD[color]} bytes are not read as pixels by graphaudit")
+    lay = (layout or "NCHW").upper()
+    if shape is None or len(shape) != 4 or shape[0] != 1 or lay not in ("NCHW", "NHWC"):
+        raise DataError(f"{p}: raw pixel files need a config input_shape of rank 4 with batch 1 and a layout "
+                        f"(got input_shape {shape}, layout {layout})")
+    channels = shape[1] if lay == "NCHW" else shape[3]
+    if channels not in (1, 3):
+        raise DataError(f"{p}: input_shape {shape} in {lay} has {channels} channels; pixels have 1 or 3")
+    try:
+        dt = np.dtype(dtype or "uint8")
+    except TypeError:
+        raise DataError(f"{p}: cal_data_type {dtype!r} is not a numpy dtype") from None
+    files = _files(p) if p.is_dir() else [p]
+    if not files:
+        raise DataError(f"{p}: no calibration files in directory")
+    need = math.prod(shape) * dt.itemsize
+    for f in files:
+        size = f.stat().st_size
+        if size != need:
+            raise DataError(f"{f}: {size} bytes, but input_shape {'x'.join(map(str, shape))} of {dt.name} "
+                            f"needs {need}")
+    chunks = [_PixelChunk(f, spec.name, dt, tuple(shape), lay, color) for f in files]
+    return DataSource("raw", p, "pixels", [spec], chunks, files)
+
+
+def _config_input(config, spec: InputSpec):
+    inputs = list(getattr(config, "inputs", None) or [])
+    by_name = [ci for ci in inputs if ci.name == spec.name]
+    if by_name:
+        return by_name[0]
+    return inputs[0] if len(inputs) == 1 else None
+
+
+def config_data_dir(config) -> Path | None:
+    """The ``cal_data_dir`` of a one-input config, resolved against the config file's directory (as hb_mapper
+    resolves it, docs/HORIZON.md section 2), or None when the config names none or it does not exist."""
+    inputs = list(getattr(config, "inputs", None) or [])
+    if len(inputs) != 1 or not inputs[0].cal_data_dir:
+        return None
+    d = Path(inputs[0].cal_data_dir)
+    if not d.is_absolute():
+        d = Path(getattr(config, "path", ".")).resolve().parent / d
+    return d if d.is_dir() else None
+
+
+def open_stage_data(path: str | os.PathLike, specs: list[InputSpec], raw_dtype: str | None = None,
+                    raw_shape: tuple | None = None, config=None) -> DataSource:
+    """Open user data for the stages: an hb_mapper raw pixel folder when the conversion config describes one
+    (a single input, files with raw pixel suffixes, no explicit ``raw_dtype``/``raw_shape``), read with the
+    config's ``input_shape``, ``cal_data_type``, ``input_layout_train`` and ``input_type_train``
+    (:func:`open_raw_pixels`); anything else through :func:`graphaudit.numeric.data.open_data`.
+
+    Raises
+    ------
+    DataError
+    """
+    from .data import open_data
+
+    ci = _config_input(config, specs[0]) if config is not None and len(specs) == 1 else None
+    if ci is not None and raw_dtype is None and raw_shape is None and is_raw_pixel_dir(path) and ci.shape:
+        dtype = ci.cal_data_type or ("float32" if str(ci.cal_data_dir or "").rstrip("/").endswith("_f32")
+                                     else "uint8")
+        return open_raw_pixels(path, specs[0], tuple(ci.shape), dtype, ci.layout_train, ci.type_train)
+    return open_data(path, specs, raw_dtype=raw_dtype, raw_shape=raw_shape)

@@ -1,0 +1,20 @@
+"""Figures of the tests that run in Horizon's runtime (tests/horizon_runtime/), printed in the terminal summary."""
+
+from __future__ import annotations
+
+#: One line per real set and stage (worst tensor), appended by the tests.
+LOWERING_LINES: list[str] = []
+#: The toolchain-table reproduction per real set (tests/horizon_runtime/test_explain_horizon_runtime.py).
+EXPLAIN_LINES: list[str] = []
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Print the worst tensor per set and stage of the lowering-vs-Horizon check."""
+    if LOWERING_LINES:
+        terminalreporter.section("graphaudit lowering vs Horizon's runtime: worst tensor per set and stage")
+        for line in LOWERING_LINES:
+            terminalreporter.write_line(line)
+    if EXPLAIN_LINES:
+        terminalreporter.section("hb_mapper's per-node cosine table reproduced by graphaudit (--runtime horizon)")
+        for line in EXPLAIN_LINES:
+            terminalreporter.write_line(line)
