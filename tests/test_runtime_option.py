@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from graphaudit.numeric.backends import horizon_unavailable, resolve_runtime
-from graphaudit.numeric.compare import FixedPointCodec
+from graphaudit.numeric.fixedpoint import FixedPointCodec
 
 pytestmark = pytest.mark.skipif(horizon_unavailable() is None, reason="horizon_nn imports here: auto is horizon")
 

@@ -16,6 +16,7 @@ from ..toolchains.discovery import NUMERICALLY_EQUAL_TRANSITIONS
 from ..toolchains.contracts import convert_sample, pipeline_normalization, stage_contracts
 from .metrics import ErrorStats, top1_agreement
 from .backends import make_session
+from .fixedpoint import FixedPointCodec, fixed_point_codec
 from .runner import StageRunner, extract_submodel
 
 __all__ = ["TensorError", "FixedPointCodec", "RegionError", "TransitionNumeric", "compare_stages", "transition_dict", "DEFAULT_COSINE_THRESHOLD"]
@@ -54,60 +55,6 @@ class TensorError:
     is_output: bool = False
     top1: list[int] = field(default_factory=lambda: [0, 0])
     codec: "FixedPointCodec | None" = None  # b holds integers of a fixed-point stage: how to read them as reals
-
-
-@dataclass(frozen=True)
-class FixedPointCodec:
-    """How an integer tensor of Horizon's fixed-point stage maps to the real values of the calibrated stage.
-
-    ``real = (q + offset) * scale`` (per tensor, or per channel along ``axis`` of the calibrated layout), where
-    ``scale`` is the ``scales`` attribute of the calibrated stage's HzCalibration on the same tensor (its scalar
-    ``dequantize_scale`` when it also rescales channels), ``q`` the stored integer, computed in NHWC for rank-4
-    tensors, and ``offset`` 128 for an HzCalibration of qtype uint8 (stored as int8 with -128), else 0 (int8,
-    int16). Checked on the real stage sets in Horizon's runtime: every tensor ``X_quantized`` equals
-    ``HzCalibration(X) / scale - offset`` of the calibrated stage to within the rounding of the fixed-point
-    arithmetic (docs/HORIZON.md section 7). ``a_value`` names that HzCalibration's
-    output in the calibrated stage: the fake-quantized value both stages propagate, which is what b is compared
-    with.
-    """
-
-    scale: tuple
-    axis: int
-    a_value: str
-    offset: int = 0  # 128 for qtype uint8: stored as int8 round(x / scale) - 128
-    dtype: str = "INT8"
-
-    def decode(self, q: np.ndarray, a_shape: tuple) -> np.ndarray:
-        """Real values of ``q`` (float64) in ``a_shape``'s layout (NHWC -> NCHW where that is the difference)."""
-        v = _to_a_layout(np.asarray(q), a_shape).astype(np.float64) + self.offset
-        return v * _broadcast(self.scale, self.axis, v.ndim)
-
-    def encode(self, x: np.ndarray, b_shape: tuple | None, dtype: np.dtype) -> np.ndarray:
-        """The integers the fixed-point stage would hold for real values ``x`` (in a's layout): round half
-        to even of ``x / scale``, saturated to ``dtype``, transposed to NHWC when ``b_shape`` says so."""
-        q = np.rint(np.asarray(x, np.float64) / _broadcast(self.scale, self.axis, np.ndim(x))) - self.offset
-        info = np.iinfo(dtype)
-        q = np.clip(q, info.min, info.max).astype(dtype)
-        if b_shape is not None and q.ndim == 4 and tuple(q.shape) != tuple(b_shape) \
-                and tuple(q.shape[i] for i in (0, 2, 3, 1)) == tuple(b_shape):
-            q = np.transpose(q, (0, 2, 3, 1))
-        return q
-
-
-def _broadcast(scale: tuple, axis: int, ndim: int) -> np.ndarray:
-    arr = np.asarray(scale, np.float64)
-    if arr.size == 1 or ndim == 0:
-        return arr.reshape(()) if arr.size == 1 else arr
-    shape = [1] * ndim
-    shape[axis % ndim] = arr.size
-    return arr.reshape(shape)
-
-
-def _to_a_layout(v: np.ndarray, a_shape: tuple) -> np.ndarray:
-    """A rank-4 fixed-point (NHWC) array in the calibrated stage's NCHW shape, when that is how they differ."""
-    if v.ndim == 4 and tuple(v.shape) != tuple(a_shape) and tuple(v.shape[i] for i in (0, 3, 1, 2)) == tuple(a_shape):
-        return np.transpose(v, (0, 3, 1, 2))
-    return v
 
 
 @dataclass
@@ -158,35 +105,6 @@ def _quant_scale(stage: StageGraph, al_view, tensor: str) -> tuple | None:
     return None
 
 
-#: HzCalibration qtype -> (the fixed-point stage's dtype of the tensor, offset added before scaling).
-_QTYPES = {"int8": ("INT8", 0), "uint8": ("INT8", 128), "int16": ("INT16", 0)}
-
-
-def _fixed_point_codec(a: StageGraph, a_tensor: str) -> FixedPointCodec | None:
-    """The codec of the fixed-point copy of calibrated tensor ``a_tensor``: from the HzCalibration that reads it
-    (or produced it), when that HzCalibration is an int8 activation quantizer with ``scales``."""
-    t = a.tensors.get(a_tensor)
-    if t is None:
-        return None
-    cands = [a.nodes[c] for c, _slot in t.consumers]
-    if t.producer is not None:
-        cands.append(a.nodes[t.producer])
-    for n in cands:
-        if n.op_type != "HzCalibration" or not n.outputs:
-            continue
-        scales = n.attributes.get("scales")
-        qtype = str(n.attributes.get("qtype", "int8")).lower()
-        kind = _QTYPES.get(qtype)
-        if isinstance(scales, list) and scales and kind is not None:
-            axis = n.attributes.get("axis", 1)
-            dq = n.attributes.get("dequantize_scale")
-            if isinstance(dq, (int, float)) and n.attributes.get("channel_scales") is not None:
-                scales = [float(dq)]  # switch ON: clip(round(x / s_c)) * dequantize_scale (HMCT equalization)
-            return FixedPointCodec(tuple(float(x) for x in scales), axis if isinstance(axis, int) else 1,
-                                   n.outputs[0], offset=kind[1], dtype=kind[0])
-    return None
-
-
 def _pairs(al: Alignment, changes: list[Change]) -> list[TensorError]:
     a, b, vb = al.a, al.b, al.view_b
     b_order = {nid: i for i, nid in enumerate(b.nodes)}
@@ -208,7 +126,7 @@ def _pairs(al: Alignment, changes: list[Change]) -> list[TensorError]:
                 continue
             codec = None
             if b.tensors[bt].dtype and b.tensors[bt].dtype not in _FLOAT:
-                codec = _fixed_point_codec(a, t)
+                codec = fixed_point_codec(a, t)
                 if codec is None or codec.dtype != b.tensors[bt].dtype:
                     continue
             seen.add(t)
@@ -383,7 +301,7 @@ def _plan(stages: list[StageGraph], alignments: list[Alignment], changes: list[l
             items.append((c, io[0], io[1]))
             for a_name in [a for _b, a in io[0]] + [a for a, _b in io[1]]:
                 capture[i].add(a_name)
-                codec = _fixed_point_codec(al.a, a_name)
+                codec = fixed_point_codec(al.a, a_name)
                 if codec is not None:
                     capture[i].add(codec.a_value)
         regions.append(items)
@@ -461,7 +379,7 @@ class _RegionRunner:
             v = va[a_in]
             bt = b.tensors.get(b_in)
             if bt is not None and bt.dtype in ("INT8", "INT16") and v.dtype.kind == "f":
-                codec = _fixed_point_codec(a, a_in)
+                codec = fixed_point_codec(a, a_in)
                 if codec is None or codec.dtype != bt.dtype:
                     return None
                 v = codec.encode(va.get(codec.a_value, v), bt.shape if bt.shape and all(
@@ -508,7 +426,7 @@ class _RegionRunner:
                 continue
             got = sess.run([b for _a, b in outs], feeds)
             for (a_out, _b_out), bv in zip(outs, got):
-                codec = _fixed_point_codec(a_stage, a_out) if bv.dtype.kind in "iu" else None
+                codec = fixed_point_codec(a_stage, a_out) if bv.dtype.kind in "iu" else None
                 ref = va.get(codec.a_value if codec else a_out)
                 if ref is None and a_stage.tensors.get(a_out) is not None and a_stage.tensors[a_out].is_param:
                     ref = a_stage.tensors[a_out].value()  # a weight: the fake-quantized copy vs the float one

@@ -1,0 +1,98 @@
+"""Reading the integer tensors of Horizon's 1.x fixed-point stage (``*_quantized_model.onnx``) as reals.
+
+The quantized stage stores each tensor ``X_quantized`` on the integer grid of the calibrated stage's HzCalibration
+on ``X`` (docs/HORIZON.md section 7, measured in Horizon's runtime on the real stage sets).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..stage import StageGraph
+
+__all__ = ["FixedPointCodec", "fixed_point_codec"]
+
+
+@dataclass(frozen=True)
+class FixedPointCodec:
+    """How an integer tensor of Horizon's fixed-point stage maps to the real values of the calibrated stage.
+
+    ``real = (q + offset) * scale`` (per tensor, or per channel along ``axis`` of the calibrated layout), where
+    ``scale`` is the ``scales`` attribute of the calibrated stage's HzCalibration on the same tensor (its scalar
+    ``dequantize_scale`` when it also rescales channels), ``q`` the stored integer, computed in NHWC for rank-4
+    tensors, and ``offset`` 128 for an HzCalibration of qtype uint8 (stored as int8 with -128), else 0 (int8,
+    int16). Checked on the real stage sets in Horizon's runtime: every tensor ``X_quantized`` equals
+    ``HzCalibration(X) / scale - offset`` of the calibrated stage to within the rounding of the fixed-point
+    arithmetic (docs/HORIZON.md section 7). ``a_value`` names that HzCalibration's
+    output in the calibrated stage: the fake-quantized value both stages propagate, which is what b is compared
+    with.
+    """
+
+    scale: tuple
+    axis: int
+    a_value: str
+    offset: int = 0  # 128 for qtype uint8: stored as int8 round(x / scale) - 128
+    dtype: str = "INT8"
+
+    def decode(self, q: np.ndarray, a_shape: tuple) -> np.ndarray:
+        """Real values of ``q`` (float64) in ``a_shape``'s layout (NHWC -> NCHW where that is the difference)."""
+        v = _to_a_layout(np.asarray(q), a_shape).astype(np.float64) + self.offset
+        return v * _broadcast(self.scale, self.axis, v.ndim)
+
+    def encode(self, x: np.ndarray, b_shape: tuple | None, dtype: np.dtype) -> np.ndarray:
+        """The integers the fixed-point stage would hold for real values ``x`` (in a's layout): round half
+        to even of ``x / scale``, saturated to ``dtype``, transposed to NHWC when ``b_shape`` says so."""
+        q = np.rint(np.asarray(x, np.float64) / _broadcast(self.scale, self.axis, np.ndim(x))) - self.offset
+        info = np.iinfo(dtype)
+        q = np.clip(q, info.min, info.max).astype(dtype)
+        if b_shape is not None and q.ndim == 4 and tuple(q.shape) != tuple(b_shape) \
+                and tuple(q.shape[i] for i in (0, 2, 3, 1)) == tuple(b_shape):
+            q = np.transpose(q, (0, 2, 3, 1))
+        return q
+
+
+def _broadcast(scale: tuple, axis: int, ndim: int) -> np.ndarray:
+    arr = np.asarray(scale, np.float64)
+    if arr.size == 1 or ndim == 0:
+        return arr.reshape(()) if arr.size == 1 else arr
+    shape = [1] * ndim
+    shape[axis % ndim] = arr.size
+    return arr.reshape(shape)
+
+
+def _to_a_layout(v: np.ndarray, a_shape: tuple) -> np.ndarray:
+    """A rank-4 fixed-point (NHWC) array in the calibrated stage's NCHW shape, when that is how they differ."""
+    if v.ndim == 4 and tuple(v.shape) != tuple(a_shape) and tuple(v.shape[i] for i in (0, 3, 1, 2)) == tuple(a_shape):
+        return np.transpose(v, (0, 3, 1, 2))
+    return v
+
+
+#: HzCalibration qtype -> (the fixed-point stage's dtype of the tensor, offset added before scaling).
+_QTYPES = {"int8": ("INT8", 0), "uint8": ("INT8", 128), "int16": ("INT16", 0)}
+
+
+def fixed_point_codec(a: StageGraph, a_tensor: str) -> FixedPointCodec | None:
+    """The codec of the fixed-point copy of calibrated tensor ``a_tensor``: from the HzCalibration that reads it
+    (or produced it), when that HzCalibration is an int8 activation quantizer with ``scales``."""
+    t = a.tensors.get(a_tensor)
+    if t is None:
+        return None
+    cands = [a.nodes[c] for c, _slot in t.consumers]
+    if t.producer is not None:
+        cands.append(a.nodes[t.producer])
+    for n in cands:
+        if n.op_type != "HzCalibration" or not n.outputs:
+            continue
+        scales = n.attributes.get("scales")
+        qtype = str(n.attributes.get("qtype", "int8")).lower()
+        kind = _QTYPES.get(qtype)
+        if isinstance(scales, list) and scales and kind is not None:
+            axis = n.attributes.get("axis", 1)
+            dq = n.attributes.get("dequantize_scale")
+            if isinstance(dq, (int, float)) and n.attributes.get("channel_scales") is not None:
+                scales = [float(dq)]  # switch ON: clip(round(x / s_c)) * dequantize_scale (HMCT equalization)
+            return FixedPointCodec(tuple(float(x) for x in scales), axis if isinstance(axis, int) else 1,
+                                   n.outputs[0], offset=kind[1], dtype=kind[0])
+    return None
