@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import Iterator
 
 from ..findings import Finding
-from ..toolchains.contracts import stage_contracts
+from ..toolchains.contracts import pipeline_normalization, pixel_domain, stage_contracts
+from ..toolchains.valuedomain import DomainVerdict, PixelDomain, judge_domain
 from .base import AuditContext, check, make_finding
 
 __all__: list[str] = []
@@ -28,6 +29,51 @@ def _pairs(ctx: AuditContext):
 
 def _ch(values: list[float]) -> str:
     return ", ".join(f"{v:.4g}" for v in values)
+
+
+def _domain_verdicts(ctx: AuditContext):
+    """``(stage, contract, stats, domain, verdict)`` for every Horizon ``*_128`` input whose data the value-domain
+    rule (:func:`graphaudit.toolchains.valuedomain.judge_domain`) finds wrong."""
+    pairs = list(_pairs(ctx))
+    if not pairs:
+        return
+    norm = pipeline_normalization([stage_contracts(s, ctx.config) for s in ctx.stages])
+    for stage, ic, st in pairs:
+        dom = pixel_domain(ic, norm.get(ic.name))
+        if dom is None:
+            continue
+        verdict = judge_domain(st.channel_min or [st.minimum], st.channel_max or [st.maximum], dom)
+        if verdict is not None:
+            yield stage, ic, st, dom, verdict
+
+
+def _ranges(lo: list[float], hi: list[float]) -> str:
+    return ", ".join(f"[{a:.4g}, {b:.4g}]" for a, b in zip(lo, hi))
+
+
+def _domain_finding(code: str, stage, ic, st, dom: PixelDomain, v: DomainVerdict) -> Finding:
+    """One finding for data whose value range contradicts the input's pixel domain (the form in words, the
+    per-channel evidence, what the data mean as pixels under the contract and under the recognised form)."""
+    lo, hi = st.channel_min or [st.minimum], st.channel_max or [st.maximum]
+    norm = f"mean [{_ch(list(dom.mean))}] and scale [{_ch(list(dom.scale))}]"
+    by = f" ({ic.in_model[0].split()[0]})" if ic.in_model else ""
+    took = (f"{stage.name} takes {dom.label} and normalizes with {norm} itself{by}. Per channel the data span "
+            f"{_ranges(lo, hi)}: as {dom.label} that is pixels {_ranges(*zip(*v.contract_range))}")
+    if v.form is None:
+        msg = (f"data for input {ic.name!r} lie outside its value domain by {v.overflow:.4g} pixel levels and match "
+               f"no known harness mistake: {took}")
+    else:
+        also = f" (the same data as: {', '.join(v.also)})" if v.also else ""
+        msg = (f"data for input {ic.name!r}: {v.form.describe(dom)}{also}. {took}, read as {v.form.key} pixels "
+               f"{_ranges(*zip(*v.implied))}")
+    evidence = {**v.to_dict(), "data_channel_min": lo, "data_channel_max": hi, "data_mean": st.channel_mean,
+                "data_std": st.channel_std, "min": st.minimum, "max": st.maximum, "model_mean": list(dom.mean),
+                "model_scale": list(dom.scale), "domain": dom.label}
+    f = make_finding(code, msg, stage=stage.name, location={"tensor": ic.name, **({"node": ic.node} if ic.node
+                                                                                 else {})}, evidence=evidence)
+    if v.form is not None:
+        f.fix = v.form.fix[0].upper() + v.form.fix[1:] + "."
+    return f
 
 
 @check("P201")
@@ -68,8 +114,11 @@ def _looks_normalized(st) -> bool:
 @check("P203")
 def check_double_normalization(ctx: AuditContext) -> Iterator[Finding]:
     """Rule P203 (rules/inputs.yaml): yields its findings over ``ctx``."""
+    for stage, ic, st, dom, v in _domain_verdicts(ctx):
+        if v.form is not None and v.form.code == "P203":
+            yield _domain_finding("P203", stage, ic, st, dom, v)
     for stage, ic, st in _pairs(ctx):
-        if not ic.normalizes or not _looks_normalized(st):
+        if ic.domain == "x128" or not ic.normalizes or not _looks_normalized(st):
             continue
         how = (f"subtracts mean [{_ch(ic.mean)}] and multiplies by [{_ch(ic.scale)}] (HzPreprocess)"
                if ic.domain == "x128" else "normalizes with " + "; ".join(ic.in_model))
@@ -98,34 +147,17 @@ def check_missing_normalization(ctx: AuditContext) -> Iterator[Finding]:
 @check("P205")
 def check_offset(ctx: AuditContext) -> Iterator[Finding]:
     """Rule P205 (rules/inputs.yaml): yields its findings over ``ctx``."""
-    for stage, ic, st in _pairs(ctx):
-        if ic.domain != "x128":
-            continue
-        if st.minimum >= 0 and st.maximum > 127.5:
-            yield make_finding(
-                "P205", f"data for input {ic.name!r} span [{st.minimum:.3g}, {st.maximum:.3g}] (mean {st.mean:.3g}) "
-                f"but {stage.name} takes pixel - 128 in [-128, 127]: the -128 offset is missing", stage=stage.name,
-                location={"tensor": ic.name}, evidence={"min": st.minimum, "max": st.maximum, "mean": st.mean,
-                                                        "expected": [-128, 127]})
-        elif st.maximum <= 0 and st.minimum < -128.5:
-            yield make_finding(
-                "P205", f"data for input {ic.name!r} span [{st.minimum:.3g}, {st.maximum:.3g}]: the -128 offset was "
-                "applied twice", stage=stage.name, location={"tensor": ic.name},
-                evidence={"min": st.minimum, "max": st.maximum, "expected": [-128, 127]})
+    for stage, ic, st, dom, v in _domain_verdicts(ctx):
+        if v.form is None or v.form.code == "P205":
+            yield _domain_finding("P205", stage, ic, st, dom, v)
 
 
 @check("P206")
 def check_unit_range(ctx: AuditContext) -> Iterator[Finding]:
     """Rule P206 (rules/inputs.yaml): yields its findings over ``ctx``."""
-    for stage, ic, st in _pairs(ctx):
-        if ic.domain != "x128" or st.minimum < 0 or st.maximum > 1.0 or st.maximum <= 0:
-            continue
-        yield make_finding(
-            "P206", f"data for input {ic.name!r} are in [0, 1] ([{st.minimum:.3g}, {st.maximum:.3g}], mean "
-            f"{st.mean:.3g}) but {stage.name} takes pixel - 128 in [-128, 127] and divides by 255*std itself "
-            f"(scale [{_ch(ic.scale)}]): the data were scaled by 1/255 in the harness", stage=stage.name,
-            location={"tensor": ic.name}, evidence={"min": st.minimum, "max": st.maximum, "mean": st.mean,
-                                                    "model_scale": ic.scale})
+    for stage, ic, st, dom, v in _domain_verdicts(ctx):
+        if v.form is not None and v.form.code == "P206":
+            yield _domain_finding("P206", stage, ic, st, dom, v)
 
 
 def _fits(shape: tuple, model: tuple) -> bool:

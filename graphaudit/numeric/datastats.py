@@ -28,7 +28,7 @@ def guess_layout(shape: tuple) -> str:
 class InputStats:
     """Statistics of one input over all samples.
 
-    ``channel_*`` are per channel along the guessed channel axis (rank-4 data), else one entry.
+    ``channel_*`` (mean, std, min, max) are per channel along the guessed channel axis (rank-4 data), else one entry.
     ``per_sample`` holds per-image statistics (a batched sample counts once per image): constant images,
     spatial correlation, near-duplicates (:mod:`graphaudit.numeric.samplestats`).
     """
@@ -42,11 +42,15 @@ class InputStats:
     maximum: float = float("-inf")
     channel_mean: list[float] = field(default_factory=list)
     channel_std: list[float] = field(default_factory=list)
+    channel_min: list[float] = field(default_factory=list)
+    channel_max: list[float] = field(default_factory=list)
     per_sample: SampleSet = field(default_factory=SampleSet)
     shapes: list[tuple] = field(default_factory=list)  # distinct sample shapes seen (the first 20)
     _n: int = 0
     _s: np.ndarray | None = None
     _ss: np.ndarray | None = None
+    _lo: np.ndarray | None = None
+    _hi: np.ndarray | None = None
 
     @property
     def constant_samples(self) -> int:
@@ -80,6 +84,10 @@ def data_stats(samples: Iterable[dict[str, np.ndarray]], max_samples: int | None
                 flat = np.moveaxis(v, axis, 0).reshape(v.shape[axis], -1)
             if st._s is None or st._s.shape[0] != flat.shape[0]:
                 st._s, st._ss, st._n = np.zeros(flat.shape[0]), np.zeros(flat.shape[0]), 0
+                st._lo, st._hi = np.full(flat.shape[0], np.inf), np.full(flat.shape[0], -np.inf)
+            if flat.shape[1]:
+                st._lo = np.minimum(st._lo, flat.min(axis=1))
+                st._hi = np.maximum(st._hi, flat.max(axis=1))
             st._s += flat.sum(axis=1)
             st._ss += (flat * flat).sum(axis=1)
             st._n += flat.shape[1]
@@ -96,6 +104,8 @@ def data_stats(samples: Iterable[dict[str, np.ndarray]], max_samples: int | None
             m = st._s / st._n
             st.channel_mean = [float(x) for x in m]
             st.channel_std = [float(x) for x in np.sqrt(np.maximum(st._ss / st._n - m * m, 0.0))]
+            st.channel_min = [float(x) for x in st._lo]
+            st.channel_max = [float(x) for x in st._hi]
     return out
 
 
@@ -103,5 +113,6 @@ def stats_dict(st: InputStats) -> dict:
     """JSON-ready statistics of one input."""
     return {"dtype": st.dtype, "shape": list(st.shape), "layout": st.layout, "samples": st.samples,
             "min": st.minimum, "max": st.maximum, "channel_mean": st.channel_mean, "channel_std": st.channel_std,
+            "channel_min": st.channel_min, "channel_max": st.channel_max,
             "constant_samples": st.constant_samples, "shapes": [list(x) for x in st.shapes],
             "per_sample": st.per_sample.to_dict()}

@@ -14,8 +14,10 @@ import numpy as np
 
 from ..stage import StageGraph
 from .horizon import decode_hzpreprocess
+from .valuedomain import PixelDomain
 
-__all__ = ["InputContract", "stage_contracts", "pipeline_normalization", "convert_sample", "CONTRACT_DOMAINS"]
+__all__ = ["InputContract", "stage_contracts", "pipeline_normalization", "convert_sample", "pixel_domain",
+           "CONTRACT_DOMAINS"]
 
 #: ``x128``: Horizon *_128 values (pixel - 128) normalized inside the model by HzPreprocess;
 #: ``float``: the model's own float values (already normalized by the caller);
@@ -290,6 +292,18 @@ def pipeline_normalization(contracts: list[dict[str, InputContract]]) -> dict[st
             if ic.mean is not None and name not in out:
                 out[name] = ic
     return out
+
+
+def pixel_domain(ic: InputContract, norm: InputContract | None = None) -> PixelDomain | None:
+    """The pixel domain of a Horizon ``*_128`` input (:class:`graphaudit.toolchains.valuedomain.PixelDomain`):
+    ``pixel - 128``, normalized by the mean/scale of its own HzPreprocess, else of ``norm`` (the pipeline's
+    HzPreprocess, for the fixed-point stage's HzSQuantizedPreprocess); None for any other input."""
+    if ic.domain != "x128":
+        return None
+    src = ic if ic.mean and ic.scale else norm
+    mean = tuple(src.mean) if src is not None and src.mean else (0.0,)
+    scale = tuple(src.scale) if src is not None and src.scale else (1.0,)
+    return PixelDomain(-128.0, mean, scale, "pixel - 128 in [-128, 127]")
 
 
 def _per_channel(v: list[float], ndim: int, axis: int) -> np.ndarray:
