@@ -16,6 +16,7 @@ from ..errors import DataError
 from ..numeric.data import IMAGE_EXTS, NPY_EXTS, RAW_EXTS, InputSpec, natural_key, open_data
 from ..stage import StageGraph
 from ..toolchains.horizon import decode_hzpreprocess
+from ..toolchains.valuedomain import PixelDomain, channel_ranges, judge_domain
 from .common import (effective_normalization, effective_shape, finding, fmt, is_image, model_input, nontrivial,
                      static_shape)
 from .parse import ConfigInput, ConversionConfig, is_unset, split_per_input
@@ -364,11 +365,56 @@ def _value_stats(p: Path, layout: tuple[int, np.dtype, int]) -> tuple[float, flo
     return (lo, hi, total, count) if count else None
 
 
-def cal_data_normalized(cfg: ConversionConfig, model: StageGraph | None, data) -> Iterator[Finding]:
-    """C326 (CASES.md case 3 for the config): calibration data already normalized while the config normalizes too.
+def _channel_axis(inp: ConfigInput, shape: tuple | None, channels: int) -> int | None:
+    """Channel axis of a calibration file's array (``input_layout_train``), when its size there is ``channels``."""
+    if shape is None or len(shape) != 4:
+        return None
+    axis = {"NCHW": 1, "NHWC": 3}.get((inp.layout_train or "").upper())
+    return axis if axis is not None and shape[axis] == channels else None
 
-    Already normalized = values in [0, 1] (divided by 255), or small values around 0 with negatives (mean/std
-    normalized: max |x| < 10, |mean| < 3). The toolchain applies the YAML's mean/scale to calibration data as well.
+
+def _channel_stats(p: Path, layout: tuple[int, np.dtype, int], shape: tuple | None, axis: int | None
+                   ) -> tuple[list[float], list[float], float, int] | None:
+    """Per-channel (min, max), sum and count of a calibration file: per channel along ``axis`` when the whole file
+    fits :data:`VALUE_BLOCK` x :data:`MAX_VALUE_BLOCKS` elements and has ``shape`` (read memory-mapped, never
+    unpickled), else one range for every channel from :func:`_value_stats`. None when unreadable or not finite."""
+    offset, dt, n = layout
+    if axis is not None and shape is not None and math.prod(shape) == n and n <= VALUE_BLOCK * MAX_VALUE_BLOCKS:
+        try:
+            arr = np.memmap(p, dtype=dt, mode="r", offset=offset, shape=tuple(shape))
+            v = np.moveaxis(np.asarray(arr, dtype=np.float64), axis, 0).reshape(shape[axis], -1)
+        except (OSError, ValueError):
+            return None
+        if not np.isfinite(v).all():
+            return None
+        return [float(x) for x in v.min(axis=1)], [float(x) for x in v.max(axis=1)], float(v.sum()), v.size
+    st = _value_stats(p, layout)
+    return None if st is None else ([st[0]], [st[1]], st[2], st[3])
+
+
+def _normalized_3x(cfg, inp, d, key, lo, hi, avg, used, mean, scale) -> Iterator[Finding]:
+    """C326 for 3.x configs, whose calibration-file domain (pixels or pixel - 128) is not public: only data in
+    [0, 1] (divided by 255) or small values around 0 with negatives (mean/std normalized: max |x| < 10, |mean| < 3)."""
+    unit = lo >= 0.0 and 0.0 < hi <= 1.0
+    standardized = lo < 0.0 and max(abs(lo), abs(hi)) < 10.0 and abs(avg) < 3.0
+    if unit or standardized:
+        what = "in [0, 1] (already divided by 255)" if unit else "already mean/std normalized"
+        yield finding(cfg, "C326", ("input_parameters", key),
+                      f"input {inp.index}: calibration data in {d} are {what} (range [{lo:.3g}, {hi:.3g}], mean "
+                      f"{avg:.3g} over {used} file(s)) while the config normalizes again with mean {fmt(mean)} "
+                      f"and scale {fmt(scale)}: duplicated normalization", {"dir": str(d), "min": lo, "max": hi,
+                                                                           "mean": avg, "files": used})
+
+
+def cal_data_normalized(cfg: ConversionConfig, model: StageGraph | None, data) -> Iterator[Finding]:
+    """C326 (docs/CASES.md case 3 for the config): calibration data prepared with part of the normalization the
+    toolchain applies again (mean, scale, both), divided by 255, or given the -128 offset.
+
+    hb_mapper 1.x calibrates on pixels (0..255, training colour order and layout) and applies the config's
+    mean/scale itself (docs/HORIZON.md section 2). The per-channel value range of the first
+    :data:`MAX_VALUE_FILES` files is judged by :func:`graphaudit.toolchains.valuedomain.judge_domain` against that
+    pixel domain, which names the form of the mistake. 3.x configs get only the plain cases
+    (:func:`_normalized_3x`).
     """
     n = n_inputs(cfg, model)
     for inp, d in cal_dirs(cfg, data):
@@ -377,24 +423,37 @@ def cal_data_normalized(cfg: ConversionConfig, model: StageGraph | None, data) -
             continue
         shape = static_shape(effective_shape(inp, model, n))
         want, _ = _expected_cal_dtype(cfg, inp, d)
-        lo, hi, total, count, used = math.inf, -math.inf, 0.0, 0, 0
+        dom = PixelDomain(0.0, tuple(mean or [0.0]), tuple(scale or [1.0]), "pixels 0..255")
+        axis = _channel_axis(inp, shape, dom.channels)
+        lo = hi = None
+        total, count, used = 0.0, 0, 0
         for p in _files(d)[:MAX_VALUE_FILES]:
             layout = _value_layout(p, _file_dtype(p, shape) or want, shape)
-            st = _value_stats(p, layout) if layout is not None else None
+            st = _channel_stats(p, layout, shape, axis) if layout is not None else None
             if st is None:
                 continue
-            lo, hi = min(lo, st[0]), max(hi, st[1])
+            flo, fhi = channel_ranges(st[0], st[1], dom.channels)
+            lo = flo if lo is None else np.minimum(lo, flo)
+            hi = fhi if hi is None else np.maximum(hi, fhi)
             total, count, used = total + st[2], count + st[3], used + 1
         if not used:
             continue
-        avg = total / count
-        unit = lo >= 0.0 and 0.0 < hi <= 1.0
-        standardized = lo < 0.0 and max(abs(lo), abs(hi)) < 10.0 and abs(avg) < 3.0
-        if unit or standardized:
-            what = "in [0, 1] (already divided by 255)" if unit else "already mean/std normalized"
-            key = "scale_value" if nontrivial(scale, 1.0) and not nontrivial(mean, 0.0) else "mean_value"
-            yield finding(cfg, "C326", ("input_parameters", key),
-                          f"input {inp.index}: calibration data in {d} are {what} (range [{lo:.3g}, {hi:.3g}], mean "
-                          f"{avg:.3g} over {used} file(s)) while the config normalizes again with mean {fmt(mean)} "
-                          f"and scale {fmt(scale)}: duplicated normalization", {"dir": str(d), "min": lo, "max": hi,
-                                                                               "mean": avg, "files": used})
+        key = "scale_value" if nontrivial(scale, 1.0) and not nontrivial(mean, 0.0) else "mean_value"
+        if cfg.family != "1.x":  # 3.x: the domain of calibration files is not public; only the plain cases
+            yield from _normalized_3x(cfg, inp, d, key, float(np.min(lo)), float(np.max(hi)), total / count, used,
+                                      mean, scale)
+            continue
+        v = judge_domain(list(lo), list(hi), dom)
+        if v is None:
+            continue
+        key = "scale_value" if nontrivial(scale, 1.0) and not nontrivial(mean, 0.0) else "mean_value"
+        ranges = ", ".join(f"[{a:.4g}, {b:.4g}]" for a, b in zip(lo, hi))
+        what = (f"{v.form.describe(dom)}" + (f" (the same data as: {', '.join(v.also)})" if v.also else "")
+                if v.form is not None else f"outside the pixel range by {v.overflow:.4g} levels, no known form")
+        yield finding(cfg, "C326", ("input_parameters", key),
+                      f"input {inp.index}: calibration data in {d}: {what}. Per channel they span {ranges} (mean "
+                      f"{total / count:.4g} over {used} file(s)); hb_mapper takes pixels 0..255 and normalizes them "
+                      f"with mean {fmt(mean)} and scale {fmt(scale)} itself",
+                      {"dir": str(d), "min": float(np.min(lo)), "max": float(np.max(hi)), "mean": total / count,
+                       "files": used, "channel_min": [float(x) for x in lo], "channel_max": [float(x) for x in hi],
+                       **v.to_dict()})
