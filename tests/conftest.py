@@ -65,6 +65,8 @@ def lint_under_memory_limit(path: Path, limit: int = 1 << 30):
 
 #: Lines the numeric alignment checks want shown after the run (pairs checked per transition, worst cosine).
 PAIR_CHECK_LINES: list[str] = []
+#: False-alarm figures of the value-domain rule on correct data (tests/test_value_domain_real.py).
+VALUE_DOMAIN_LINES: list[str] = []
 #: The terminal summary of the suite that runs in the toolchain's own Python (tests/test_toolchain_env.py).
 TOOLCHAIN_ENV_LINES: list[str] = []
 
@@ -74,6 +76,10 @@ def pytest_terminal_summary(terminalreporter):
     if PAIR_CHECK_LINES:
         terminalreporter.section("aligned pairs checked by their numbers")
         for line in PAIR_CHECK_LINES:
+            terminalreporter.write_line(line)
+    if VALUE_DOMAIN_LINES:
+        terminalreporter.section("input value-domain rule on correct data")
+        for line in VALUE_DOMAIN_LINES:
             terminalreporter.write_line(line)
     if TOOLCHAIN_ENV_LINES:
         terminalreporter.section("tests/horizon_runtime, run in the Horizon toolchain's Python 3.10")

@@ -198,3 +198,53 @@ def test_explain_ranks_the_form_first(set_dir, tmp_path):
     first = rep["findings"][0]
     assert first["code"] in ("P203", "P206") and first["location"].get("tensor") == facts["input"], first
     assert key in {first["evidence"]["form"], *first["evidence"].get("also", [])}, first["message"]
+
+
+def _judge_alone(x: np.ndarray, axis: int, dom) -> object:
+    from graphaudit.toolchains.valuedomain import judge_domain
+
+    v = np.moveaxis(x, axis, 0).reshape(x.shape[axis], -1)
+    return judge_domain(list(v.min(axis=1)), list(v.max(axis=1)), dom)
+
+
+def test_no_false_alarm_on_correct_samples():
+    """The false-alarm rate of the rule, measured on correct data one sample at a time (harder than the whole set,
+    which the rule judges): every calibration sample of every real set, as the stage takes it (p - 128) and as the
+    calibration folder holds it (p), with its config's mean/scale; and every image the bundled samples ship, as
+    pixels - 128 with PP-OCR's and ImageNet's normalizations. The figures are printed at the end of the run."""
+    from PIL import Image
+
+    from graphaudit.toolchains.valuedomain import PixelDomain
+
+    from .conftest import VALUE_DOMAIN_LINES
+
+    judged, alarms = 0, []
+    for s in SETS:
+        cfg = _config(s)
+        ip = cfg["input_parameters"]
+        shape = [int(x) for x in str(ip["input_shape"]).split("x")]
+        axis = 1 if ip["input_layout_train"] == "NCHW" else 3
+        _p, facts = _pixels(s)
+        mean = tuple(np.ravel(facts["mean"])) if facts["mean"] is not None else (0.0,)
+        scale = tuple(np.ravel(facts["scale"])) if facts["scale"] is not None else (1.0,)
+        cal = s / cfg["calibration_parameters"]["cal_data_dir"]
+        for f in sorted(cal.iterdir()):
+            px = np.fromfile(f, np.uint8).reshape(shape).astype(np.float64)
+            for off in (-128.0, 0.0):
+                judged += 1
+                if _judge_alone(px + off, axis, PixelDomain(off, mean, scale, "")) is not None:
+                    alarms.append(f"{s.name}/{f.name} offset {off}")
+    images = sorted((Path(__file__).resolve().parent.parent / "samples" / "build" / "data").glob("*/images/*.png"))
+    norms = {"PP-OCR": ((127.5,) * 3, (1 / 127.5,) * 3), "ImageNet": ((123.675, 116.28, 103.53),
+                                                                     (1 / 58.395, 1 / 57.12, 1 / 57.375))}
+    for path in images:
+        px = np.asarray(Image.open(path).convert("RGB"), np.float64)[None]
+        for label, (mean, scale) in norms.items():
+            judged += 1
+            if _judge_alone(px - 128.0, 3, PixelDomain(-128.0, mean, scale, "")) is not None:
+                alarms.append(f"{path.parent.parent.name}/{path.name} {label}")
+    line = (f"false alarms on correct data, one sample at a time: {len(alarms)} of {judged} judgements "
+            f"({len(SETS)} real sets' calibration samples as stage data and as calibration files, "
+            f"{len(images)} bundled images under 2 normalizations)")
+    VALUE_DOMAIN_LINES.append(line)
+    assert judged >= 30 and not alarms, alarms
