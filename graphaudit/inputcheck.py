@@ -17,7 +17,7 @@ from .numeric.datastats import InputStats, data_stats
 from .stage import StageGraph
 from .toolchains.contracts import convert_sample, pipeline_normalization, stage_contracts
 
-__all__ = ["check_inputs", "attach_input_findings", "INPUT_CODES"]
+__all__ = ["check_inputs", "attach_input_findings", "attach_form_effects", "fed_samples", "INPUT_CODES"]
 
 #: Rule codes of the input-contract checks.
 INPUT_CODES = ("P201", "P202", "P203", "P204", "P205", "P206", "P207", "P208", "P209", "P210")
@@ -40,6 +40,22 @@ def check_inputs(stages: list[StageGraph], data: str | os.PathLike, data_stage: 
     DataError
         Unreadable data (missing, pickled, truncated, empty directory...).
     """
+    stats = data_stats(fed_samples(stages, data, data_stage, raw_dtype, raw_shape, config), max_samples=max_samples)
+    ctx = AuditContext(stages=stages, input_stats=stats, data_stage=data_stage, config=config)
+    return stats, run_checks(ctx, INPUT_CODES)
+
+
+def fed_samples(stages: list[StageGraph], data: str | os.PathLike, data_stage: int = 0, raw_dtype: str | None = None,
+                raw_shape: tuple | None = None, config=None) -> Iterator[dict[str, np.ndarray]]:
+    """The samples of ``data`` as ``stages[data_stage]`` is fed them (input name -> array, one sample at a time):
+    arrays as they are, images and raw hb_mapper pixel folders converted to the stage's contract (layout, colour
+    order, ``*_128`` offset) as :func:`graphaudit.numeric.compare.compare_stages` converts them.
+
+    Raises
+    ------
+    DataError
+        Unreadable data.
+    """
     specs = input_specs(stages[data_stage])
     try:  # with the model's shapes, stacks split into samples as they would for the comparison
         src = open_stage_data(data, specs, raw_dtype=raw_dtype, raw_shape=raw_shape, config=config)
@@ -47,10 +63,8 @@ def check_inputs(stages: list[StageGraph], data: str | os.PathLike, data_stage: 
         src = open_data(data, [InputSpec(s.name, s.dtype, None) for s in specs], raw_dtype=raw_dtype,
                         raw_shape=raw_shape)
     if src.domain == "pixels":  # images: check what the stage will be fed, as compare feeds it
-        src = _as_fed(src, stages, data_stage, config)
-    stats = data_stats(src, max_samples=max_samples)
-    ctx = AuditContext(stages=stages, input_stats=stats, data_stage=data_stage, config=config)
-    return stats, run_checks(ctx, INPUT_CODES)
+        return _as_fed(src, stages, data_stage, config)
+    return iter(src)
 
 
 def _as_fed(src, stages: list[StageGraph], data_stage: int, config) -> Iterator[dict[str, np.ndarray]]:
@@ -92,3 +106,49 @@ def attach_input_findings(au, data: str | os.PathLike, data_stage: int, raw_dtyp
     au.report.findings.extend(f for f in findings if (f.code, f.stage, f.message) not in known)
     au.report.findings.sort(key=report_order)
     return stats
+
+
+def _effect_line(eff: dict) -> str:
+    if "error" in eff:
+        return f" Its cost could not be measured: {eff['error']}."
+    outs = "; ".join(f"{name}: cosine {o['cosine']:.4f}, SQNR {o['sqnr_db']:.1f} dB"
+                     for name, o in list(eff["outputs"].items())[:4])
+    return (f" Its cost on {eff['stage']} ({eff['samples']} sample(s), the same data corrected as reference): "
+            f"{outs}.")
+
+
+def attach_form_effects(au, data: str | os.PathLike, data_stage: int, raw_dtype: str | None = None,
+                        raw_shape: tuple | None = None, runtime: str = "onnxruntime", config=None) -> int:
+    """For every input finding that names a data mistake with a correction (P203/P205/P206 from the value-domain
+    rule), run the data stage on the data as given and corrected (:func:`graphaudit.numeric.effect.correction_effect`)
+    and add the effect at the outputs to the finding (``evidence["effect"]`` and one sentence of the message).
+
+    A stage the runtime cannot run (the fixed-point stage in stock onnxruntime) is skipped. Returns the number of
+    findings that got an effect.
+    """
+    from .measure import unrunnable_stages
+    from .numeric.effect import correction_effect
+    from .toolchains.valuedomain import FORMS, DomainVerdict, PixelDomain
+
+    stage = au.stages[data_stage]
+    if data_stage in {i for i, _ in unrunnable_stages(au.stages, runtime)}:
+        return 0
+    cfg = config if config is not None else au.config
+    contracts = stage_contracts(stage, cfg)
+    done = 0
+    for f in au.report.findings:
+        ev = f.evidence
+        if f.code not in ("P203", "P205", "P206") or f.stage != stage.name or not ev.get("form_a"):
+            continue
+        ic = contracts.get(f.location.get("tensor", ""))
+        if ic is None:
+            continue
+        form = next((x for x in FORMS if x.key == ev["form"]), None)
+        dom = PixelDomain(-128.0, tuple(ev.get("model_mean") or [0.0]), tuple(ev.get("model_scale") or [1.0]), "")
+        k, c = DomainVerdict(form, a=ev["form_a"], b=ev["form_b"]).correction(dom)
+        samples = fed_samples(au.stages, data, data_stage, raw_dtype, raw_shape, cfg)
+        eff = correction_effect(stage, samples, ic.name, list(k), list(c), ic.channel_axis, runtime)
+        ev["effect"] = eff
+        f.message += _effect_line(eff)
+        done += 1
+    return done

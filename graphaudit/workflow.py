@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 from .errors import DataError, GraphAuditError
 from .explain import Audit, audit, load_pipeline
-from .inputcheck import attach_input_findings
+from .inputcheck import attach_form_effects, attach_input_findings
 from .measure import unrunnable_stages, default_data_stage, measure
 from .numeric.compare import DEFAULT_COSINE_THRESHOLD
 from .toolchain_log import attach_toolchain_log, load_toolchain_file, pick_toolchain_file
@@ -89,6 +89,9 @@ def run_pipeline(paths: list[str | os.PathLike], title: str = "", opts: RunOptio
             skipped = f"{e} (the input findings {', '.join(why)} say why)"
         if tlog is not None and skipped is None:  # again, now with graphaudit's cosine beside the toolchain's
             attach_toolchain_log(au, tlog)
+        if o.data is not None:  # what each recognised data mistake costs at the data stage's outputs
+            attach_form_effects(au, o.data, default_data_stage(au), o.raw_dtype, o.raw_shape,
+                                (au.report.run or {}).get("runtime", "onnxruntime"))
     cfg = o.config
     measured = dict(au.report.run or {})
     au.report.run = {**measured, "config": str(cfg.path) if cfg is not None else None,

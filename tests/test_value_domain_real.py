@@ -198,6 +198,33 @@ def test_explain_ranks_the_form_first(set_dir, tmp_path):
     first = rep["findings"][0]
     assert first["code"] in ("P203", "P206") and first["location"].get("tensor") == facts["input"], first
     assert key in {first["evidence"]["form"], *first["evidence"].get("also", [])}, first["message"]
+    # what it costs: the float model the set converted (the original stage without its HzPreprocess), run here in
+    # stock onnxruntime on the normalization of the wrong data and of the right data, output by output
+    eff = first["evidence"]["effect"]
+    assert eff["samples"] == 2 and eff["stage"] == "original", eff
+    want = _independent_effect(set_dir, variants[key][:2], variants["correct"][:2], facts)
+    got = [o["cosine"] for o in eff["outputs"].values()]
+    np.testing.assert_allclose(got, want, atol=1e-3)
+    assert "Its cost on original" in first["message"]
+
+
+def _independent_effect(set_dir: Path, wrong: np.ndarray, right: np.ndarray, facts: dict) -> list[float]:
+    """Cosine per output of the set's source float model fed ((x + 128) - mean) * scale of the wrong data against
+    the right data (the HzPreprocess formula, docs/HORIZON.md section 2), over all samples."""
+    import onnxruntime as ort
+
+    cfg = _config(set_dir)
+    src = set_dir / cfg["model_parameters"]["onnx_model"]
+    sess = ort.InferenceSession(str(src), providers=["CPUExecutionProvider"])
+    mean = facts["mean"][0] if facts["mean"] is not None else 0.0
+    scale = facts["scale"][0] if facts["scale"] is not None else 1.0
+    sums = None
+    for w, r in zip(wrong, right):
+        outs = [sess.run(None, {facts["input"]: (((x + 128.0) - mean) * scale).astype(np.float32)}) for x in (w, r)]
+        per = [(float(a.ravel() @ b.ravel()), float(a.ravel() @ a.ravel()), float(b.ravel() @ b.ravel()))
+               for a, b in zip(*[[o.astype(np.float64) for o in out] for out in outs])]
+        sums = per if sums is None else [tuple(x + y for x, y in zip(s, q)) for s, q in zip(sums, per)]
+    return [d / np.sqrt(a * b) for d, a, b in sums]
 
 
 def _judge_alone(x: np.ndarray, axis: int, dom) -> object:

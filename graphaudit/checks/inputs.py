@@ -61,11 +61,11 @@ def _domain_finding(code: str, stage, ic, st, dom: PixelDomain, v: DomainVerdict
             f"{_ranges(lo, hi)}: as {dom.label} that is pixels {_ranges(*zip(*v.contract_range))}")
     if v.form is None:
         msg = (f"data for input {ic.name!r} lie outside its value domain by {v.overflow:.4g} pixel levels and match "
-               f"no known harness mistake: {took}")
+               f"no known harness mistake: {took}.")
     else:
         also = f" (the same data as: {', '.join(v.also)})" if v.also else ""
         msg = (f"data for input {ic.name!r}: {v.form.describe(dom)}{also}. {took}, read as {v.form.key} pixels "
-               f"{_ranges(*zip(*v.implied))}")
+               f"{_ranges(*zip(*v.implied))}.")
     evidence = {**v.to_dict(), "data_channel_min": lo, "data_channel_max": hi, "data_mean": st.channel_mean,
                 "data_std": st.channel_std, "min": st.minimum, "max": st.maximum, "model_mean": list(dom.mean),
                 "model_scale": list(dom.scale), "domain": dom.label}
