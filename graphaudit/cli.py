@@ -107,7 +107,14 @@ def _lower(args: argparse.Namespace, console: Console) -> int:
         raise GraphAuditError(f"{args.output}: is the input stage; refusing to overwrite it")
     res = lower_file(args.stage, args.output)
     done = ", ".join(f"{op} x{c}" for op, c in sorted(res.lowered.items()))
-    console.print(Text(f"{args.output}: " + (f"lowered {done}" if done else "no Horizon op to lower; written unchanged")))
+    console.print(Text(f"{args.output}: " + (f"lowered {done}" if done else "no Horizon op to lower; written unchanged")),
+                  soft_wrap=True)
+    hz = res.verified.get("horizon")
+    agree = (f"agrees with Horizon's runtime on the original (outputs: " + ", ".join(
+        f"{n} cosine {v['cosine']:.6f}, max |diff| {v['max_abs']:.3g}" for n, v in list(hz.items())[:3]) + ")"
+        if isinstance(hz, dict) and hz else (hz or ""))
+    console.print(Text(f"checked: loads and runs in onnxruntime ({res.verified.get('outputs', 0)} output(s)); {agree}"),
+                  soft_wrap=True)
     return 0
 
 

@@ -188,4 +188,27 @@ SPECS = [
         "note": "MTCNN PNet (keras2onnx, IR 7, opset 12): fully convolutional, PRelu, Softmax on NHWC; outputs box "
                 "regression conv2d_4 [1,43,31,4], face probability softmax [1,43,31,2]; converted as a data_scale model",
     },
+    {
+        "key": "ddddocr_ocr",
+        "package": "ddddocr==1.6.1",
+        # DdddOcr(beta=True)'s recognizer (the default one is common_old.onnx, already int8 by onnx.quantize)
+        "member": "ddddocr/common.onnx",
+        "input_name": "input1",
+        "input_shape": [1, 1, 64, 256],
+        "layout": "NCHW",
+        "colour": "gray",
+        # core/ocr_engine.py _preprocess_image: np.array(gray image) / 255.0, nothing else
+        "norm_type": "data_scale",
+        "scale": [1 / 255],
+        # input1 is [1, 1, 64, image_width]: static_input fixes the width at 256 (32 LSTM steps)
+        "transforms": ["static_input", "opset11"],
+        # rendered text lines, the upright ones
+        "images": "samples:ppocr_cls:0,2,4,6,8,10,12,14",
+        # ocr_engine: Pillow LANCZOS to height 64 (width in proportion), then convert("L"); the lines are 277 to
+        # 841 px wide at height 64: a centre crop to 256
+        "geometry": {"kind": "resize_crop", "short": 64, "resample": "lanczos"},
+        "marches": ["bayes-e"],
+        "note": "ddddocr 1.6.1 common.onnx (DdddOcr(beta=True)): text recognizer, pytorch 1.9, IR 6, opset 12; "
+                "Conv+SiLU backbone, bidirectional LSTM (hidden 512), Gemm to 8210 classes; gray input",
+    },
 ]

@@ -52,11 +52,15 @@ class LoweringResult:
     notes : list of str
         One line per lowering strategy used (``"HzCalibration x45: int8 per-tensor -> QuantizeLinear+DequantizeLinear"``),
         per ignored attribute, and per other remark (opset import removed, other custom domains left).
+    verified : dict
+        What :func:`graphaudit.numeric.lower.verify.verify_lowered` proved before the file was written (empty
+        from :func:`lower_model` alone).
     """
 
     model: onnx.ModelProto
     lowered: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    verified: dict = field(default_factory=dict)  # what verify_lowered proved (lower_file fills it)
 
 
 class _Failure(Exception):

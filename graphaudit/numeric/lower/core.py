@@ -18,6 +18,7 @@ from .common import (HZ_DOMAIN, LOWERABLE_OPS, LoweringResult, needs_lowering, _
                      _ai_onnx_opset, _attrs, _inp, _local_functions, _subgraphs, _walk_nodes)
 from .ops import OpLowerings
 from .quant import QuantLowerings
+from .verify import verify_lowered
 
 __all__ = ["lower_model", "lower_file"]
 
@@ -339,8 +340,9 @@ def lower_file(path: str | os.PathLike, out_path: str | os.PathLike) -> Lowering
         The input is missing, not a file, not ONNX, truncated, or its external data cannot be read.
     LoweringError
         Some node cannot be lowered; out_path is the input (or its external data) or is in a missing
-        directory; the lowered model fails ``onnx.checker.check_model`` or is too large (> 2 GB) to write
-        as one file.
+        directory; the lowered model fails ``onnx.checker.check_model``, does not load or run in stock onnxruntime,
+        disagrees with Horizon's runtime where that is present (:func:`graphaudit.numeric.lower.verify.verify_lowered`;
+        nothing is written then), or is too large (> 2 GB) to write as one file.
     """
     p, out = Path(path), Path(out_path)
     if not p.exists():
@@ -375,6 +377,7 @@ def lower_file(path: str | os.PathLike, out_path: str | os.PathLike) -> Lowering
     except onnx.checker.ValidationError as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise LoweringError(f"{p}: the lowered model fails onnx.checker: {first}") from e
+    result.verified = verify_lowered(result.model, skeleton, str(p))  # raises before anything is written
     try:
         atomic_write(out, result.model.SerializeToString())
     except OSError as e:
