@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 __all__ = [
+    "StageRunError",
     "GraphAuditError",
     "ModelLoadError",
     "StageDiscoveryError",
@@ -53,6 +54,18 @@ class LoweringError(GraphAuditError):
     def __init__(self, message: str, failures: list[dict] | tuple = ()):
         super().__init__(message)
         self.failures = list(failures)
+
+
+class StageRunError(GraphAuditError):
+    """A stage the numeric comparison cannot run: lowering its custom ops failed, or the runtime refuses the model.
+
+    ``path`` is the stage file; the message names it and the runtime's (or the lowering's) reason, which for a
+    refused node names the node. The comparison reports it as a finding (N403) and goes on with the stages before it.
+    """
+
+    def __init__(self, message: str, path: str = ""):
+        super().__init__(message)
+        self.path = path
 
 
 class GraphvizMissingError(GraphAuditError):

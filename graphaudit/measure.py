@@ -9,7 +9,7 @@ from .checks import run_checks
 from .checks.base import AuditContext
 from .explain import Audit
 from .numeric.compare import DEFAULT_COSINE_THRESHOLD, TransitionNumeric, compare_stages, transition_dict
-from .errors import GraphAuditError
+from .errors import GraphAuditError, StageRunError
 from .findings import report_order
 from .numeric.backends import horizon_unavailable, resolve_runtime, runtime_label
 from .numeric.data import InputSpec, input_specs, random_source
@@ -23,7 +23,7 @@ __all__ = ["measure", "default_data_stage", "unrunnable_stages", "NUMERIC_CODES"
 MAX_RANDOM_SAMPLES = 100_000
 
 #: Rule codes that need numeric results.
-NUMERIC_CODES = ("N401", "N402")
+NUMERIC_CODES = ("N401", "N402", "N403")
 
 
 def default_data_stage(au: Audit) -> int:
@@ -119,16 +119,27 @@ def measure(au: Audit, data: str | os.PathLike | None = None, random: int | None
     if cut < 2:
         raise GraphAuditError("no two consecutive stages that stock onnxruntime can run: "
                               + "; ".join(why for _i, why in unrunnable_stages(au.stages, runtime)))
-    results = compare_stages(au.stages[:cut], au.lineage.alignments[:cut - 1], au.changes[:cut - 1], src, idx,
-                             src.domain, threshold, isolated, tick, names, max_samples, config=au.config,
-                             runtime=runtime)
+    failed: list[tuple[int, str]] = []  # stages the runtime refused: findings (N403), the stages before still run
+    results: list[TransitionNumeric] = []
+    while cut >= 2:
+        try:
+            results = compare_stages(au.stages[:cut], au.lineage.alignments[:cut - 1], au.changes[:cut - 1], src,
+                                     idx, src.domain, threshold, isolated, tick, names, max_samples, config=au.config,
+                                     runtime=runtime)
+            break
+        except StageRunError as e:
+            bad = next((i for i, st in enumerate(au.stages[:cut]) if str(st.path) == str(e.path)), None)
+            if bad is None:
+                raise
+            failed.append((bad, str(e)))
+            cut = bad
     run = {"config": None, "config_family": None, "data": str(data) if data is not None else None, "random": random,
            "log": None, "numeric_skipped": None, **(au.report.run or {})}
-    au.report.run = {**run, "numeric_not_run": [why for _i, why in unrunnable_stages(au.stages, runtime)],
+    au.report.run = {**run, "numeric_not_run": [why for _i, why in failed + unrunnable_stages(au.stages, runtime)],
                      "runtime": runtime, "runtimes": {st.name: runtime_label(runtime) for st in au.stages[:cut]}}
     au.report.numeric = [transition_dict(r) for r in results]
     ctx = AuditContext(stages=au.stages, lineage=au.lineage, changes=au.changes, coverage=au.coverage, numeric=results,
-                       config=au.config)
+                       config=au.config, stage_failures=failed)
     au.report.findings.extend(run_checks(ctx, NUMERIC_CODES))
     au.report.findings.sort(key=report_order)
     return results

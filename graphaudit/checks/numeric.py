@@ -52,3 +52,15 @@ def check_worst_isolated(ctx: AuditContext) -> Iterator[Finding]:
             stage=f"{a.name} -> {b.name}", location={"tensor": worst[0].outputs[0][1]},
             evidence={"regions": [{"pattern": r.change.pattern, "b_nodes": r.change.b_nodes,
                                    "outputs": [list(o) for o in r.outputs], **r.stats.to_dict()} for r in worst]})
+
+
+@check("N403")
+def check_stage_not_run(ctx: AuditContext) -> Iterator[Finding]:
+    """Rule N403 (rules/numeric.yaml): one finding per stage the runtime refused (``ctx.stage_failures``)."""
+    for i, why in ctx.stage_failures:
+        st = ctx.stages[i]
+        later = [s.name for s in ctx.stages[i + 1:]]
+        yield make_finding(
+            "N403", f"{st.name} could not be run, so it and the stages after it ({', '.join(later) or 'none'}) are "
+            f"missing from the numeric comparison: {why}", stage=st.name, location={"file": str(st.path)},
+            evidence={"stage_index": i, "reason": why, "not_compared": [st.name, *later]})

@@ -7,7 +7,7 @@ from typing import Iterable
 import numpy as np
 import onnx
 
-from ..errors import GraphAuditError
+from ..errors import GraphAuditError, LoweringError, StageRunError
 from ..stage import StageGraph
 from .backends import make_session, session_options
 from .lower import lower_model, needs_lowering
@@ -32,7 +32,9 @@ class StageRunner:
     Raises
     ------
     GraphAuditError
-        The model cannot be read with its weights, lowered (LoweringError) or loaded by onnxruntime.
+        The model cannot be read with its weights.
+    StageRunError
+        Its custom ops cannot be lowered, or the runtime refuses the model.
     """
 
     def __init__(self, stage: StageGraph, capture: Iterable[str], runtime: str = "onnxruntime"):
@@ -44,7 +46,10 @@ class StageRunner:
             raise GraphAuditError(f"{stage.path}: cannot load weights for execution ({e})") from e
         self.lowered: dict[str, int] = {}
         if runtime != "horizon" and needs_lowering(model):
-            res = lower_model(model, stage.path)
+            try:
+                res = lower_model(model, stage.path)
+            except LoweringError as e:
+                raise StageRunError(str(e), stage.path) from e
             model, self.lowered = res.model, res.lowered
         produced = {o for n in model.graph.node for o in n.output if o}
         produced |= {i.name for i in model.graph.input}
@@ -63,7 +68,7 @@ class StageRunner:
             self.session = make_session(model.SerializeToString(), runtime)
         except Exception as e:  # noqa: BLE001 - onnxruntime raises several unrelated types
             who = "Horizon's runtime" if runtime == "horizon" else "onnxruntime"
-            raise GraphAuditError(f"{stage.path}: {who} cannot load the stage ({_first_line(e)})") from e
+            raise StageRunError(f"{stage.path}: {who} cannot load the stage ({_first_line(e)})", stage.path) from e
         self.input_names = [i.name for i in self.session.get_inputs()]
         self.output_names = [o.name for o in self.session.get_outputs()]
 
