@@ -16,7 +16,7 @@ from ..toolchains.discovery import NUMERICALLY_EQUAL_TRANSITIONS
 from ..toolchains.contracts import convert_sample, pipeline_normalization, stage_contracts
 from .metrics import ErrorStats, top1_agreement
 from .backends import make_session
-from .fixedpoint import FixedPointCodec, fixed_point_codec
+from .fixedpoint import FixedPointCodec, fixed_point_codec, nhwc_as
 from .runner import StageRunner, extract_submodel
 
 __all__ = ["TensorError", "FixedPointCodec", "RegionError", "TransitionNumeric", "compare_stages", "transition_dict", "DEFAULT_COSINE_THRESHOLD"]
@@ -350,6 +350,8 @@ def _reduce_tensors(res: TransitionNumeric, va: dict, vb: dict) -> None:
             got = te.codec.decode(got, ref.shape)
         elif got.dtype.kind != "f":
             continue
+        else:  # the fixed-point stage's float tensors (HzDequantize outputs) are NHWC like its integers
+            got = nhwc_as(got, ref.shape)
         sc = te.scale
         te.stats.update(ref, got, np.asarray(sc[0]) if sc else None, sc[1] if sc else 1)
         if te.is_output and ref.ndim == 2 and ref.shape[-1] > 1:

@@ -11,8 +11,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..stage import StageGraph
+from .metrics import scale_axis
 
-__all__ = ["FixedPointCodec", "fixed_point_codec"]
+__all__ = ["FixedPointCodec", "fixed_point_codec", "nhwc_as"]
 
 
 @dataclass(frozen=True)
@@ -38,13 +39,20 @@ class FixedPointCodec:
 
     def decode(self, q: np.ndarray, a_shape: tuple) -> np.ndarray:
         """Real values of ``q`` (float64) in ``a_shape``'s layout (NHWC -> NCHW where that is the difference)."""
-        v = _to_a_layout(np.asarray(q), a_shape).astype(np.float64) + self.offset
-        return v * _broadcast(self.scale, self.axis, v.ndim)
+        v = nhwc_as(np.asarray(q), a_shape).astype(np.float64) + self.offset
+        return v * _broadcast(self.scale, self._axis(v.shape), v.ndim)
+
+    def _axis(self, shape: tuple) -> int:
+        """The scale axis for a tensor of ``shape`` (:func:`graphaudit.numeric.metrics.scale_axis`)."""
+        n = len(self.scale)
+        ax = scale_axis(tuple(shape), n, self.axis) if n > 1 else self.axis
+        return self.axis if ax is None else ax
 
     def encode(self, x: np.ndarray, b_shape: tuple | None, dtype: np.dtype) -> np.ndarray:
         """The integers the fixed-point stage would hold for real values ``x`` (in a's layout): round half
         to even of ``x / scale``, saturated to ``dtype``, transposed to NHWC when ``b_shape`` says so."""
-        q = np.rint(np.asarray(x, np.float64) / _broadcast(self.scale, self.axis, np.ndim(x))) - self.offset
+        q = np.rint(np.asarray(x, np.float64) / _broadcast(self.scale, self._axis(np.shape(x)), np.ndim(x))) \
+            - self.offset
         info = np.iinfo(dtype)
         q = np.clip(q, info.min, info.max).astype(dtype)
         if b_shape is not None and q.ndim == 4 and tuple(q.shape) != tuple(b_shape) \
@@ -62,8 +70,9 @@ def _broadcast(scale: tuple, axis: int, ndim: int) -> np.ndarray:
     return arr.reshape(shape)
 
 
-def _to_a_layout(v: np.ndarray, a_shape: tuple) -> np.ndarray:
-    """A rank-4 fixed-point (NHWC) array in the calibrated stage's NCHW shape, when that is how they differ."""
+def nhwc_as(v: np.ndarray, a_shape: tuple) -> np.ndarray:
+    """A rank-4 array of the fixed-point stage (NHWC) in the calibrated stage's NCHW shape ``a_shape``, when that is
+    how they differ; else ``v`` unchanged."""
     if v.ndim == 4 and tuple(v.shape) != tuple(a_shape) and tuple(v.shape[i] for i in (0, 3, 1, 2)) == tuple(a_shape):
         return np.transpose(v, (0, 3, 1, 2))
     return v

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..jsonvalues import json_number
 
-__all__ = ["ErrorStats", "top1_agreement"]
+__all__ = ["ErrorStats", "top1_agreement", "scale_axis"]
 
 _CHUNK = 1 << 18
 
@@ -101,9 +101,12 @@ class ErrorStats:
     def _lsb(self, a: np.ndarray, b: np.ndarray, scale, axis: int) -> None:
         e = b.astype(np.float64) - a.astype(np.float64)
         s = np.asarray(scale, dtype=np.float64)
-        if s.size > 1 and e.ndim > axis:
+        if s.size > 1:
+            ax = scale_axis(e.shape, s.size, axis)
+            if ax is None:  # the scales' channels are no axis of this tensor: no LSB figure
+                return
             shape = [1] * e.ndim
-            shape[axis] = s.size
+            shape[ax] = s.size
             s = s.reshape(shape)
         lsb = np.abs(e) / s
         lsb = lsb[np.isfinite(lsb)]
@@ -177,6 +180,17 @@ class ErrorStats:
         """NaN figures because the test stage produced NaN/inf the reference did not (a real divergence), as
         opposed to a reference that is itself non-finite (nothing to compare against)."""
         return self.nonfinite_b > self.nonfinite_a
+
+
+def scale_axis(shape: tuple, channels: int, axis: int) -> int | None:
+    """The axis of a tensor of ``shape`` that per-channel scales of ``channels`` entries apply to: ``axis`` when that
+    dim has ``channels`` entries, else the one dim that has (a scale recorded on the NHWC copy of an NCHW tensor,
+    as Horizon's NHWC-trained models hold them), else None."""
+    nd = len(shape)
+    if nd and -nd <= axis < nd and shape[axis] == channels:
+        return axis % nd
+    hits = [i for i, d in enumerate(shape) if d == channels]
+    return hits[0] if len(hits) == 1 else None
 
 
 def top1_agreement(a: np.ndarray, b: np.ndarray) -> tuple[int, int]:
