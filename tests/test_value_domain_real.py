@@ -275,3 +275,21 @@ def test_no_false_alarm_on_correct_samples():
             f"{len(images)} bundled images under 2 normalizations)")
     VALUE_DOMAIN_LINES.append(line)
     assert judged >= 30 and not alarms, alarms
+
+
+@pytest.mark.skipif(not SETS, reason=SKIP)
+@pytest.mark.parametrize("set_dir", SETS, ids=_ids(SETS))
+def test_explain_with_its_own_data_and_config(set_dir, tmp_path):
+    """The README's command on every real set, NHWC included: `graphaudit explain <set>/model_output --data <its
+    calibration folder> --config <its config>` ends with a report (exit 0 or 1), no input finding on its correct
+    data, and numbers for the stages stock onnxruntime runs (the fixed-point stage is named as not run)."""
+    cfg = _config(set_dir)
+    data = set_dir / cfg["calibration_parameters"]["cal_data_dir"]
+    out = tmp_path / "r.json"
+    r = subprocess.run([sys.executable, "-m", "graphaudit", "explain", str(set_dir / "model_output"), "--data",
+                        str(data), "--config", str(set_dir / "config.yaml"), "--max-samples", "2", "--no-isolated",
+                        "--no-report", "--json", str(out)], capture_output=True, text=True, cwd=tmp_path)
+    assert r.returncode in (0, 1), r.stderr
+    rep = json.loads(out.read_text())
+    assert not [f for f in rep["findings"] if f["code"].startswith("P") and f["severity"] == "error"]
+    assert len(rep["numeric"]) >= 2 and rep["run"]["data"] == str(data)
