@@ -40,8 +40,11 @@ def check_inputs(stages: list[StageGraph], data: str | os.PathLike, data_stage: 
     DataError
         Unreadable data (missing, pickled, truncated, empty directory...).
     """
-    stats = data_stats(fed_samples(stages, data, data_stage, raw_dtype, raw_shape, config), max_samples=max_samples)
-    ctx = AuditContext(stages=stages, input_stats=stats, data_stage=data_stage, config=config)
+    src = _open(stages, data, data_stage, raw_dtype, raw_shape, config)
+    samples = _as_fed(src, stages, data_stage, config) if src.domain == "pixels" else iter(src)
+    stats = data_stats(samples, max_samples=max_samples)
+    ctx = AuditContext(stages=stages, input_stats=stats, data_stage=data_stage, config=config,
+                       data_from_pixel_files=src.kind == "raw")
     return stats, run_checks(ctx, INPUT_CODES)
 
 
@@ -56,15 +59,19 @@ def fed_samples(stages: list[StageGraph], data: str | os.PathLike, data_stage: i
     DataError
         Unreadable data.
     """
-    specs = input_specs(stages[data_stage])
-    try:  # with the model's shapes, stacks split into samples as they would for the comparison
-        src = open_stage_data(data, specs, raw_dtype=raw_dtype, raw_shape=raw_shape, config=config)
-    except DataError:  # data that do not fit: read them as they are, the rules say what is wrong
-        src = open_data(data, [InputSpec(s.name, s.dtype, None) for s in specs], raw_dtype=raw_dtype,
-                        raw_shape=raw_shape)
+    src = _open(stages, data, data_stage, raw_dtype, raw_shape, config)
     if src.domain == "pixels":  # images: check what the stage will be fed, as compare feeds it
         return _as_fed(src, stages, data_stage, config)
     return iter(src)
+
+
+def _open(stages: list[StageGraph], data, data_stage: int, raw_dtype, raw_shape, config):
+    specs = input_specs(stages[data_stage])
+    try:  # with the model's shapes, stacks split into samples as they would for the comparison
+        return open_stage_data(data, specs, raw_dtype=raw_dtype, raw_shape=raw_shape, config=config)
+    except DataError:  # data that do not fit: read them as they are, the rules say what is wrong
+        return open_data(data, [InputSpec(s.name, s.dtype, None) for s in specs], raw_dtype=raw_dtype,
+                         raw_shape=raw_shape)
 
 
 def _as_fed(src, stages: list[StageGraph], data_stage: int, config) -> Iterator[dict[str, np.ndarray]]:
@@ -144,8 +151,11 @@ def attach_form_effects(au, data: str | os.PathLike, data_stage: int, raw_dtype:
         if ic is None:
             continue
         form = next((x for x in FORMS if x.key == ev["form"]), None)
-        dom = PixelDomain(-128.0, tuple(ev.get("model_mean") or [0.0]), tuple(ev.get("model_scale") or [1.0]), "")
+        offset = float(ev.get("domain_offset", -128.0))
+        dom = PixelDomain(offset, tuple(ev.get("model_mean") or [0.0]), tuple(ev.get("model_scale") or [1.0]), "")
         k, c = DomainVerdict(form, a=ev["form_a"], b=ev["form_b"]).correction(dom)
+        if offset == 0.0:  # judged as hb_mapper calibration files (x); the stage is fed x - 128 and wants p - 128
+            c = k * 128.0 + c - 128.0
         samples = fed_samples(au.stages, data, data_stage, raw_dtype, raw_shape, cfg)
         eff = correction_effect(stage, samples, ic.name, list(k), list(c), ic.channel_axis, runtime)
         ev["effect"] = eff

@@ -167,14 +167,19 @@ def test_calibration_folder_forms(set_dir, tmp_path):
         for m in (set_dir).glob("*.onnx"):
             shutil.copy(m, d / m.name)
         findings = [f for f in lint_config(d / "config.yaml", stages=stages) if f.code == "C326"]
+        # the same folder given as data (check-inputs / explain --data with --config): the P2xx rules judge it
+        data_errors = [f for f in check_inputs(stages, d / "cal", 0, config=load_config(d / "config.yaml"))[1]
+                       if f.severity == "error"]
         if key == "correct":
             assert not findings, [f.message for f in findings]
+            assert not data_errors, [f.message for f in data_errors]
             continue
         assert findings, f"{set_dir.name}: calibration {key}: no C326"
-        f = findings[0]
-        assert f.severity == "error"
         ok = _equivalent(variants, key, p)
-        assert ok & {f.evidence.get("form"), *f.evidence.get("also", [])}, (key, f.message)
+        for f in (findings[0], data_errors[0] if data_errors else None):
+            assert f is not None, f"{set_dir.name}: calibration folder {key} as data: no error finding"
+            assert f.severity == "error"
+            assert ok & {f.evidence.get("form"), *f.evidence.get("also", [])}, (key, f.message)
 
 
 @pytest.mark.skipif(not SETS, reason=SKIP)

@@ -31,6 +31,7 @@ class AuditContext:
     config: object | None = None  # graphaudit.config.ConversionConfig: the conversion YAML, when given
     config_model: StageGraph | None = None  # the ONNX model the config converts (lint cross-checks)
     config_data: object | None = None  # calibration data directory overriding the config's cal_data_dir
+    data_from_pixel_files: bool = False  # the data are hb_mapper raw pixel files (cal_data_dir), fed as x - 128
     stage_failures: list = field(default_factory=list)  # (stage index, reason): stages the runtime could not run
 
 

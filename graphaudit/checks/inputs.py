@@ -42,7 +42,11 @@ def _domain_verdicts(ctx: AuditContext):
         dom = pixel_domain(ic, norm.get(ic.name))
         if dom is None:
             continue
-        verdict = judge_domain(st.channel_min or [st.minimum], st.channel_max or [st.maximum], dom)
+        lo, hi = st.channel_min or [st.minimum], st.channel_max or [st.maximum]
+        if ctx.data_from_pixel_files:  # hb_mapper calibration files hold x and are fed x - 128: judge x as pixels
+            dom = PixelDomain(0.0, dom.mean, dom.scale, "pixels 0..255")
+            lo, hi = [v + 128.0 for v in lo], [v + 128.0 for v in hi]
+        verdict = judge_domain(lo, hi, dom)
         if verdict is not None:
             yield stage, ic, st, dom, verdict
 
@@ -55,9 +59,14 @@ def _domain_finding(code: str, stage, ic, st, dom: PixelDomain, v: DomainVerdict
     """One finding for data whose value range contradicts the input's pixel domain (the form in words, the
     per-channel evidence, what the data mean as pixels under the contract and under the recognised form)."""
     lo, hi = st.channel_min or [st.minimum], st.channel_max or [st.maximum]
+    if dom.offset == 0.0:  # raw calibration files: the statistics are of x - 128 as fed; show the files' values
+        lo, hi = [v + 128.0 for v in lo], [v + 128.0 for v in hi]
     norm = f"mean [{_ch(list(dom.mean))}] and scale [{_ch(list(dom.scale))}]"
     by = f" ({ic.in_model[0].split()[0]})" if ic.in_model else ""
-    took = (f"{stage.name} takes {dom.label} and normalizes with {norm} itself{by}. Per channel the data span "
+    who = (f"{stage.name} takes {dom.label} and normalizes with {norm} itself{by}" if dom.offset else
+           f"these hb_mapper calibration files must hold {dom.label}; {stage.name} subtracts 128 and normalizes "
+           f"with {norm} itself{by}")
+    took = (f"{who}. Per channel the data span "
             f"{_ranges(lo, hi)}: as {dom.label} that is pixels {_ranges(*zip(*v.contract_range))}")
     if v.form is None:
         msg = (f"data for input {ic.name!r} lie outside its value domain by {v.overflow:.4g} pixel levels and match "
@@ -68,7 +77,7 @@ def _domain_finding(code: str, stage, ic, st, dom: PixelDomain, v: DomainVerdict
                f"{_ranges(*zip(*v.implied))}.")
     evidence = {**v.to_dict(), "data_channel_min": lo, "data_channel_max": hi, "data_mean": st.channel_mean,
                 "data_std": st.channel_std, "min": st.minimum, "max": st.maximum, "model_mean": list(dom.mean),
-                "model_scale": list(dom.scale), "domain": dom.label}
+                "model_scale": list(dom.scale), "domain": dom.label, "domain_offset": dom.offset}
     f = make_finding(code, msg, stage=stage.name, location={"tensor": ic.name, **({"node": ic.node} if ic.node
                                                                                  else {})}, evidence=evidence)
     if v.form is not None:
