@@ -134,7 +134,7 @@ def attach_form_effects(au, data: str | os.PathLike, data_stage: int, raw_dtype:
     findings that got an effect.
     """
     from .measure import unrunnable_stages
-    from .numeric.effect import correction_effect
+    from .numeric.effect import EFFECT_SAMPLES, correction_effect
     from .toolchains.valuedomain import FORMS, DomainVerdict, PixelDomain
 
     stage = au.stages[data_stage]
@@ -153,11 +153,16 @@ def attach_form_effects(au, data: str | os.PathLike, data_stage: int, raw_dtype:
         form = next((x for x in FORMS if x.key == ev["form"]), None)
         offset = float(ev.get("domain_offset", -128.0))
         dom = PixelDomain(offset, tuple(ev.get("model_mean") or [0.0]), tuple(ev.get("model_scale") or [1.0]), "")
-        k, c = DomainVerdict(form, a=ev["form_a"], b=ev["form_b"]).correction(dom)
-        if offset == 0.0:  # judged as hb_mapper calibration files (x); the stage is fed x - 128 and wants p - 128
+        corr = DomainVerdict(form, a=ev["form_a"], b=ev["form_b"]).correction(dom)
+        k, c = corr if corr is not None else (None, None)
+        if k is not None and offset == 0.0:  # judged as hb_mapper calibration files (x); the stage is fed x - 128 and wants p - 128
             c = k * 128.0 + c - 128.0
         samples = fed_samples(au.stages, data, data_stage, raw_dtype, raw_shape, cfg)
-        eff = correction_effect(stage, samples, ic.name, list(k), list(c), ic.channel_axis, runtime)
+        if k is None:  # a form without a known inverse (standardized by other constants)
+            continue
+        eff = correction_effect(stage, samples, ic.name, list(k), list(c), ic.channel_axis, runtime,
+                                max_samples=EFFECT_SAMPLES if not ev.get("samples") else max(EFFECT_SAMPLES, 1 + max(
+                                    ev["samples"][:EFFECT_SAMPLES])), only=ev.get("samples") or None)
         ev["effect"] = eff
         f.message += _effect_line(eff)
         done += 1

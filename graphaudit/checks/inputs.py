@@ -10,7 +10,7 @@ from typing import Iterator
 
 from ..findings import Finding
 from ..toolchains.contracts import pipeline_normalization, pixel_domain, stage_contracts
-from ..toolchains.valuedomain import DomainVerdict, PixelDomain, judge_domain
+from ..toolchains.valuedomain import DomainVerdict, PixelDomain, judge_domain, judge_samples
 from .base import AuditContext, check, make_finding
 
 __all__: list[str] = []
@@ -43,10 +43,16 @@ def _domain_verdicts(ctx: AuditContext):
         if dom is None:
             continue
         lo, hi = st.channel_min or [st.minimum], st.channel_max or [st.maximum]
+        shift = 0.0
         if ctx.data_from_pixel_files:  # hb_mapper calibration files hold x and are fed x - 128: judge x as pixels
             dom = PixelDomain(0.0, dom.mean, dom.scale, "pixels 0..255")
-            lo, hi = [v + 128.0 for v in lo], [v + 128.0 for v in hi]
-        verdict = judge_domain(lo, hi, dom)
+            shift = 128.0
+        verdict = judge_domain([v + shift for v in lo], [v + shift for v in hi], dom, st.integral)
+        if verdict is None and len(st.sample_ranges) > 1:  # a mix of right and wrong samples keeps a right union
+            ranges = [([v + shift for v in a], [v + shift for v in b]) for a, b in st.sample_ranges]
+            found = judge_samples(ranges, dom, st.integral)
+            if found is not None:
+                verdict, verdict.samples = found
         if verdict is not None:
             yield stage, ic, st, dom, verdict
 
@@ -73,11 +79,16 @@ def _domain_finding(code: str, stage, ic, st, dom: PixelDomain, v: DomainVerdict
                f"no known harness mistake: {took}.")
     else:
         also = f" (the same data as: {', '.join(v.also)})" if v.also else ""
-        msg = (f"data for input {ic.name!r}: {v.form.describe(dom)}{also}. {took}, read as {v.form.key} pixels "
-               f"{_ranges(*zip(*v.implied))}.")
+        read = f", read as {v.form.key} pixels {_ranges(*zip(*v.implied))}" if v.a else ""
+        msg = f"data for input {ic.name!r}: {v.form.describe(dom)}{also}. {took}{read}."
+    if v.samples:
+        shown = ", ".join(f"#{i}" for i in v.samples[:8]) + (", ..." if len(v.samples) > 8 else "")
+        msg += (f" Judged sample by sample: {len(v.samples)} of {st.samples} samples ({shown}); the others fit the "
+                "input, so together they span its range.")
     evidence = {**v.to_dict(), "data_channel_min": lo, "data_channel_max": hi, "data_mean": st.channel_mean,
                 "data_std": st.channel_std, "min": st.minimum, "max": st.maximum, "model_mean": list(dom.mean),
-                "model_scale": list(dom.scale), "domain": dom.label, "domain_offset": dom.offset}
+                "model_scale": list(dom.scale), "domain": dom.label, "domain_offset": dom.offset,
+                "samples": list(v.samples), "integral": st.integral}
     f = make_finding(code, msg, stage=stage.name, location={"tensor": ic.name, **({"node": ic.node} if ic.node
                                                                                  else {})}, evidence=evidence)
     if v.form is not None:
@@ -250,6 +261,10 @@ def check_sample_quality(ctx: AuditContext) -> Iterator[Finding]:
     for stage, ic, st in _pairs(ctx):
         ps = st.per_sample
         where = dict(stage=stage.name, location={"tensor": ic.name})
+        if st.nonfinite:
+            yield make_finding("P209", f"{st.nonfinite} value(s) of the data for input {ic.name!r} are NaN or "
+                               "infinite: the statistics and input checks use the finite values only; the numeric "
+                               "comparison refuses such data", evidence={"nonfinite": st.nonfinite}, **where)
         if ps.constant:
             shown = ", ".join(f"#{i} = {v:.4g}" for i, v in zip(ps.constant[:5], ps.constant_values[:5]))
             yield make_finding("P209", f"{len(ps.constant)} of {ps.samples} samples for input {ic.name!r} are "

@@ -9,7 +9,10 @@ import numpy as np
 
 from .samplestats import SampleSet
 
-__all__ = ["InputStats", "data_stats", "guess_layout", "stats_dict"]
+__all__ = ["InputStats", "data_stats", "guess_layout", "stats_dict", "MAX_SAMPLE_RANGES"]
+
+#: Samples whose per-channel value range is kept (for the per-sample value-domain judgement).
+MAX_SAMPLE_RANGES = 10_000
 
 
 def guess_layout(shape: tuple) -> str:
@@ -46,7 +49,10 @@ class InputStats:
     channel_max: list[float] = field(default_factory=list)
     per_sample: SampleSet = field(default_factory=SampleSet)
     shapes: list[tuple] = field(default_factory=list)  # distinct sample shapes seen (the first 20)
-    _n: int = 0
+    nonfinite: int = 0  # NaN/inf values seen (the statistics are of the finite values)
+    integral: bool = True  # every finite value is a whole number (data from integer pixels)
+    sample_ranges: list = field(default_factory=list)  # per sample: (channel min, channel max), the first 10,000
+    _n: np.ndarray | None = None
     _s: np.ndarray | None = None
     _ss: np.ndarray | None = None
     _lo: np.ndarray | None = None
@@ -82,25 +88,39 @@ def data_stats(samples: Iterable[dict[str, np.ndarray]], max_samples: int | None
                 flat = v.reshape(1, -1)
             else:
                 flat = np.moveaxis(v, axis, 0).reshape(v.shape[axis], -1)
+            fin = np.isfinite(flat)
+            n_fin = fin.sum(axis=1)
+            if not fin.all():  # statistics of the finite values; the others are counted
+                st.nonfinite += int(flat.size - n_fin.sum())
+                flat = np.where(fin, flat, np.nan)
             if st._s is None or st._s.shape[0] != flat.shape[0]:
-                st._s, st._ss, st._n = np.zeros(flat.shape[0]), np.zeros(flat.shape[0]), 0
+                st._s, st._ss, st._n = np.zeros(flat.shape[0]), np.zeros(flat.shape[0]), np.zeros(flat.shape[0])
                 st._lo, st._hi = np.full(flat.shape[0], np.inf), np.full(flat.shape[0], -np.inf)
-            if flat.shape[1]:
-                st._lo = np.minimum(st._lo, flat.min(axis=1))
-                st._hi = np.maximum(st._hi, flat.max(axis=1))
-            st._s += flat.sum(axis=1)
-            st._ss += (flat * flat).sum(axis=1)
-            st._n += flat.shape[1]
+            if n_fin.all():
+                lo, hi = np.nanmin(flat, axis=1), np.nanmax(flat, axis=1)
+                st._lo, st._hi = np.minimum(st._lo, lo), np.maximum(st._hi, hi)
+                if len(st.sample_ranges) < MAX_SAMPLE_RANGES:
+                    st.sample_ranges.append(([float(x) for x in lo], [float(x) for x in hi]))
+                st.minimum = min(st.minimum, float(lo.min()))
+                st.maximum = max(st.maximum, float(hi.max()))
+            elif n_fin.any():
+                with np.errstate(all="ignore"):
+                    st._lo = np.fmin(st._lo, np.nanmin(np.where(fin, flat, np.inf), axis=1))
+                    st._hi = np.fmax(st._hi, np.nanmax(np.where(fin, flat, -np.inf), axis=1))
+                st.minimum, st.maximum = min(st.minimum, float(st._lo.min())), max(st.maximum, float(st._hi.max()))
+            if st.integral and n_fin.any():
+                vals = flat[fin]
+                st.integral = bool(np.all(vals == np.round(vals)))
+            st._s += np.nansum(flat, axis=1)
+            st._ss += np.nansum(flat * flat, axis=1)
+            st._n += n_fin
             st.samples += 1
             if tuple(a.shape) not in st.shapes and len(st.shapes) < 20:
                 st.shapes.append(tuple(a.shape))
-            if v.size:
-                st.minimum = min(st.minimum, float(v.min()))
-                st.maximum = max(st.maximum, float(v.max()))
             for image in (v if v.ndim == 4 and axis is not None else [None]):  # per image of a batch
                 st.per_sample.add(v if image is None else image[None], axis)
     for st in out.values():
-        if st._n:
+        if st._n is not None and np.all(st._n > 0):
             m = st._s / st._n
             st.channel_mean = [float(x) for x in m]
             st.channel_std = [float(x) for x in np.sqrt(np.maximum(st._ss / st._n - m * m, 0.0))]
@@ -114,5 +134,5 @@ def stats_dict(st: InputStats) -> dict:
     return {"dtype": st.dtype, "shape": list(st.shape), "layout": st.layout, "samples": st.samples,
             "min": st.minimum, "max": st.maximum, "channel_mean": st.channel_mean, "channel_std": st.channel_std,
             "channel_min": st.channel_min, "channel_max": st.channel_max,
-            "constant_samples": st.constant_samples, "shapes": [list(x) for x in st.shapes],
+            "constant_samples": st.constant_samples, "nonfinite": st.nonfinite, "integral": st.integral, "shapes": [list(x) for x in st.shapes],
             "per_sample": st.per_sample.to_dict()}

@@ -30,7 +30,7 @@ def _apply(x: np.ndarray, k: np.ndarray, c: np.ndarray, axis: int | None) -> np.
 
 def correction_effect(stage: StageGraph, samples: Iterable[dict[str, np.ndarray]], input_name: str,
                       k: list[float], c: list[float], axis: int | None, runtime: str = "onnxruntime",
-                      max_samples: int = EFFECT_SAMPLES) -> dict:
+                      max_samples: int = EFFECT_SAMPLES, only: list[int] | None = None) -> dict:
     """Run ``stage`` on the samples as given and on the same samples with ``input_name`` corrected to
     ``k * x + c`` (per channel along ``axis``), and compare every graph output.
 
@@ -46,6 +46,8 @@ def correction_effect(stage: StageGraph, samples: Iterable[dict[str, np.ndarray]
         The channel axis of the input.
     runtime : {"onnxruntime", "horizon"}
     max_samples : int
+    only : list of int, optional
+        Correct only these samples (a data set that mixes right and wrong samples); the others run as given.
 
     Returns
     -------
@@ -66,7 +68,8 @@ def correction_effect(stage: StageGraph, samples: Iterable[dict[str, np.ndarray]
             feeds = {name: np.asarray(x, dtype=np.float32 if "float" in types.get(name, "float") else None)
                      for name, x in sample.items()}
             fixed = dict(feeds)
-            fixed[input_name] = _apply(feeds[input_name], kk, cc, axis).astype(feeds[input_name].dtype)
+            if only is None or n in only:
+                fixed[input_name] = _apply(feeds[input_name], kk, cc, axis).astype(feeds[input_name].dtype)
             got, ref = runner.run(feeds), runner.run(fixed)
             for name in runner.output_names:
                 a, b = np.asarray(got[name], np.float64).ravel(), np.asarray(ref[name], np.float64).ravel()

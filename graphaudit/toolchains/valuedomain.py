@@ -36,8 +36,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["PixelDomain", "Form", "FORMS", "DomainVerdict", "judge_domain", "TOLERANCE", "MIN_SPAN",
-           "channel_ranges"]
+__all__ = ["PixelDomain", "Form", "FORMS", "STANDARDIZED", "DomainVerdict", "judge_domain", "judge_samples",
+           "TOLERANCE", "MIN_SPAN", "channel_ranges"]
 
 #: Pixel levels by which implied pixels may leave 0..255 (a mean of 127.5 against the 128 offset, rounding).
 TOLERANCE = 2.0
@@ -146,6 +146,22 @@ FORMS: tuple[Form, ...] = (
 )
 
 
+#: Data normalized by some mean/std other than the model's (no affine form of this input's constants explains them).
+STANDARDIZED = Form("standardized", "P203", "normalized in the harness with a mean/std (values of a few units around "
+                    "zero), and the model normalizes again", "feed the values the input takes (pixel - 128 for *_128 "
+                    "inputs, pixels for calibration files): drop the harness's normalization")
+#: ... recognised when the data, not whole numbers, straddle zero within this many units and span at least
+#: STANDARDIZED_MIN_SPAN (flatter data are a constant image, P209's finding).
+STANDARDIZED_MAX_ABS = 20.0
+STANDARDIZED_MIN_SPAN = 0.5
+
+
+def _standardized(lo: np.ndarray, hi: np.ndarray, integral: bool) -> bool:
+    return (not integral and float(lo.min()) < 0.0 < float(hi.max())
+            and max(-float(lo.min()), float(hi.max())) < STANDARDIZED_MAX_ABS
+            and float(np.max(hi - lo)) >= STANDARDIZED_MIN_SPAN)
+
+
 def channel_ranges(minimum: list[float], maximum: list[float], channels: int) -> tuple[np.ndarray, np.ndarray]:
     """Per-channel ``(lo, hi)`` arrays of length ``channels``; a single or mismatched range is used for every
     channel (data whose channel axis is not the input's: the ranges are then conservative)."""
@@ -206,6 +222,7 @@ class DomainVerdict:
     overflow: float = 0.0
     a: list[float] = field(default_factory=list)
     b: list[float] = field(default_factory=list)
+    samples: list[int] = field(default_factory=list)  # judged sample by sample: the samples that have the form
 
     @property
     def key(self) -> str:
@@ -214,7 +231,7 @@ class DomainVerdict:
     def correction(self, dom: PixelDomain) -> tuple[np.ndarray, np.ndarray] | None:
         """``(k, c)`` per channel with ``corrected = k * d + c``: the data as the contract wants them (implied pixels
         mapped through the contract), or None when no form explains the data."""
-        if self.form is None:
+        if self.form is None or not self.a:
             return None
         a, b = np.asarray(self.a), np.asarray(self.b)
         return 1.0 / a, dom.offset - b / a
@@ -225,7 +242,8 @@ class DomainVerdict:
                 "form_a": self.a, "form_b": self.b}
 
 
-def judge_domain(minimum: list[float], maximum: list[float], dom: PixelDomain) -> DomainVerdict | None:
+def judge_domain(minimum: list[float], maximum: list[float], dom: PixelDomain,
+                 integral: bool = False) -> DomainVerdict | None:
     """Judge data by their per-channel value range against an input's pixel domain (module docstring's rule).
 
     Parameters
@@ -234,6 +252,10 @@ def judge_domain(minimum: list[float], maximum: list[float], dom: PixelDomain) -
         Per-channel minimum and maximum of the data over all samples, in the input's channel order (a single value
         stands for every channel).
     dom : PixelDomain
+    integral : bool
+        Every value is a whole number (data from integer pixels): forms that scale (``|a| != 1``) cannot have made
+        them, so only the offset and mean forms are considered (a flat integer image near 128 is not read as
+        scaled data).
 
     Returns
     -------
@@ -250,15 +272,17 @@ def judge_domain(minimum: list[float], maximum: list[float], dom: PixelDomain) -
     fits, seen = [], [(a0, b0)]
     for form in FORMS:
         ab = form.affine(dom)
-        if ab is None or _same(ab, seen[0]):
+        if ab is None or _same(ab, seen[0]) or (integral and np.any(np.abs(np.abs(ab[0]) - 1.0) > 1e-9)):
             continue
         seen.append(ab)
         f = _fit(form, ab[0], ab[1], lo, hi)
         if f.fits:
             fits.append(f)
+    rng = [[round(float(x), 3), round(float(y), 3)] for x, y in zip(contract.lo, contract.hi)]
+    if not fits and contract.span < MIN_SPAN and _standardized(lo, hi, integral):
+        return DomainVerdict(STANDARDIZED, [], rng, rng, round(contract.overflow, 3))
     if not fits and contract.overflow <= TOLERANCE:
         return None  # inside the domain, only flat: nothing explains it better
-    rng = [[round(float(x), 3), round(float(y), 3)] for x, y in zip(contract.lo, contract.hi)]
     if not fits:
         return DomainVerdict(None, [], rng, rng, round(contract.overflow, 3))
     widest = max(f.span for f in fits)
@@ -271,3 +295,24 @@ def judge_domain(minimum: list[float], maximum: list[float], dom: PixelDomain) -
 def describe_pixels(lo: float, hi: float) -> str:
     """``"[lo, hi]"`` rounded for messages."""
     return f"[{lo:.4g}, {hi:.4g}]" if math.isfinite(lo) and math.isfinite(hi) else "[?, ?]"
+
+
+def judge_samples(ranges: list[tuple[list[float], list[float]]], dom: PixelDomain,
+                  integral: bool = False) -> tuple[DomainVerdict, list[int]] | None:
+    """Judge every sample alone (``ranges``: per sample, per-channel minimum and maximum): a data set that mixes
+    correct samples with wrong ones keeps a correct overall range and is caught only here.
+
+    Returns the verdict of the most frequent recognised form (or out-of-domain) with the indices of the samples
+    that have it, or None when every sample fits the contract.
+    """
+    by_key: dict[str, list[int]] = {}
+    first: dict[str, DomainVerdict] = {}
+    for i, (lo, hi) in enumerate(ranges):
+        v = judge_domain(lo, hi, dom, integral)
+        if v is not None:
+            by_key.setdefault(v.key, []).append(i)
+            first.setdefault(v.key, v)
+    if not by_key:
+        return None
+    key = max(by_key, key=lambda k: (len(by_key[k]), k != "out_of_domain"))
+    return first[key], by_key[key]

@@ -22,6 +22,8 @@ __all__ = ["verify_lowered", "probe_feeds", "AGREEMENT_COSINE", "AGREEMENT_ATOL"
 #: (NHWC HzPreprocess, HzCalibration channel scales) were off by hundreds of LSB, far outside either bound.
 AGREEMENT_COSINE = 0.9999
 AGREEMENT_ATOL = 1e-4
+#: Elements of all probe inputs together (float32: 256 MiB); a larger declared input is refused, not allocated.
+MAX_PROBE_ELEMENTS = 1 << 26
 
 _NP = {onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.FLOAT16: np.float16, onnx.TensorProto.DOUBLE: np.float64,
        onnx.TensorProto.UINT8: np.uint8, onnx.TensorProto.INT8: np.int8, onnx.TensorProto.INT16: np.int16,
@@ -34,9 +36,9 @@ def _image_like(rng: np.random.Generator, shape: list[int]) -> np.ndarray:
     Deep float networks fed independent noise amplify the rounding differences of two runtimes' kernels far more
     than on images (PP-OCRv4 det: output cosine 0.999989 on noise between stock onnxruntime and Horizon's)."""
     if len(shape) < 2:
-        return rng.uniform(-128.0, 128.0, size=shape)
+        return (rng.random(size=shape, dtype=np.float32) * 256.0 - 128.0)
     coarse = [*shape[:-2], -(-shape[-2] // 8), -(-shape[-1] // 8)]
-    x = rng.uniform(-128.0, 128.0, size=coarse)
+    x = rng.random(size=coarse, dtype=np.float32) * 256.0 - 128.0
     x = np.repeat(np.repeat(x, 8, axis=-2), 8, axis=-1)
     return x[..., :shape[-2], :shape[-1]]
 
@@ -48,11 +50,13 @@ def probe_feeds(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray]:
     Raises
     ------
     LoweringError
-        An input whose element type cannot be generated (strings, sequences...).
+        An input whose element type cannot be generated (strings, sequences...), or inputs declaring more than
+        :data:`MAX_PROBE_ELEMENTS` elements together.
     """
     inits = {i.name for i in model.graph.initializer}
     rng = np.random.default_rng(seed)
     feeds = {}
+    total = 0
     for vi in model.graph.input:
         if vi.name in inits:
             continue
@@ -61,6 +65,11 @@ def probe_feeds(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray]:
         if dt is None or not vi.type.HasField("tensor_type"):
             raise LoweringError(f"input {vi.name!r}: element type {tt.elem_type} cannot be probed")
         shape = [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else 1 for d in tt.shape.dim]
+        total += math.prod(shape)
+        if total > MAX_PROBE_ELEMENTS:
+            raise LoweringError(f"input {vi.name!r} declares shape {shape}: the inputs of the probe would hold "
+                                f"{total:,} elements, more than the {MAX_PROBE_ELEMENTS:,} graphaudit allocates "
+                                "to check a lowering")
         if np.issubdtype(dt, np.floating):
             feeds[vi.name] = _image_like(rng, shape).astype(dt)
         elif dt is np.bool_:
