@@ -69,9 +69,12 @@ def _open(stages: list[StageGraph], data, data_stage: int, raw_dtype, raw_shape,
     specs = input_specs(stages[data_stage])
     try:  # with the model's shapes, stacks split into samples as they would for the comparison
         return open_stage_data(data, specs, raw_dtype=raw_dtype, raw_shape=raw_shape, config=config)
-    except DataError:  # data that do not fit: read them as they are, the rules say what is wrong
-        return open_data(data, [InputSpec(s.name, s.dtype, None) for s in specs], raw_dtype=raw_dtype,
-                         raw_shape=raw_shape)
+    except DataError as first:  # data that do not fit: read them as they are, the rules say what is wrong
+        try:
+            return open_data(data, [InputSpec(s.name, s.dtype, None) for s in specs], raw_dtype=raw_dtype,
+                             raw_shape=raw_shape)
+        except DataError:
+            raise first from None  # unreadable either way: the first reason knew the model's inputs
 
 
 def _as_fed(src, stages: list[StageGraph], data_stage: int, config) -> Iterator[dict[str, np.ndarray]]:
@@ -120,7 +123,8 @@ def _effect_line(eff: dict) -> str:
         return f" Its cost could not be measured: {eff['error']}."
     outs = "; ".join(f"{name}: cosine {o['cosine']:.4f}, SQNR {o['sqnr_db']:.1f} dB"
                      for name, o in list(eff["outputs"].items())[:4])
-    return (f" Its cost on {eff['stage']} ({eff['samples']} sample(s), the same data corrected as reference): "
+    fixed = f", {eff['corrected']} of them corrected" if eff.get("corrected", eff["samples"]) != eff["samples"] else ""
+    return (f" Its cost on {eff['stage']} ({eff['samples']} sample(s){fixed}; the same data corrected as reference): "
             f"{outs}.")
 
 

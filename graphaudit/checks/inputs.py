@@ -10,7 +10,7 @@ from typing import Iterator
 
 from ..findings import Finding
 from ..toolchains.contracts import pipeline_normalization, pixel_domain, stage_contracts
-from ..toolchains.valuedomain import DomainVerdict, PixelDomain, judge_domain, judge_samples
+from ..toolchains.valuedomain import DomainVerdict, PixelDomain, judge_domain, judge_samples, undo_formula
 from .base import AuditContext, check, make_finding
 
 __all__: list[str] = []
@@ -83,8 +83,9 @@ def _domain_finding(code: str, stage, ic, st, dom: PixelDomain, v: DomainVerdict
         msg = f"data for input {ic.name!r}: {v.form.describe(dom)}{also}. {took}{read}."
     if v.samples:
         shown = ", ".join(f"#{i}" for i in v.samples[:8]) + (", ..." if len(v.samples) > 8 else "")
-        msg += (f" Judged sample by sample: {len(v.samples)} of {st.samples} samples ({shown}); the others fit the "
-                "input, so together they span its range.")
+        msg += (f" Judged sample by sample (numbered from 0 in reading order): {len(v.samples)} of {st.samples} "
+                f"samples ({shown}); the others fit the input, so together they span its range (the pixel readings "
+                f"above are of sample #{v.samples[0]}).")
     evidence = {**v.to_dict(), "data_channel_min": lo, "data_channel_max": hi, "data_mean": st.channel_mean,
                 "data_std": st.channel_std, "min": st.minimum, "max": st.maximum, "model_mean": list(dom.mean),
                 "model_scale": list(dom.scale), "domain": dom.label, "domain_offset": dom.offset,
@@ -92,7 +93,7 @@ def _domain_finding(code: str, stage, ic, st, dom: PixelDomain, v: DomainVerdict
     f = make_finding(code, msg, stage=stage.name, location={"tensor": ic.name, **({"node": ic.node} if ic.node
                                                                                  else {})}, evidence=evidence)
     if v.form is not None:
-        f.fix = v.form.fix[0].upper() + v.form.fix[1:] + "."
+        f.fix = v.form.advice(dom) + undo_formula(v, dom)
     return f
 
 

@@ -17,7 +17,7 @@ from ..numeric.data import IMAGE_EXTS, NPY_EXTS, RAW_EXTS, InputSpec, natural_ke
 from ..numeric.hbcal import RAW_PIXEL_SUFFIXES
 from ..stage import StageGraph
 from ..toolchains.horizon import decode_hzpreprocess
-from ..toolchains.valuedomain import PixelDomain, channel_ranges, judge_domain
+from ..toolchains.valuedomain import PixelDomain, channel_ranges, judge_domain, undo_formula
 from .common import (effective_normalization, effective_shape, finding, fmt, is_image, model_input, nontrivial,
                      static_shape)
 from .parse import ConfigInput, ConversionConfig, is_unset, split_per_input
@@ -453,7 +453,7 @@ def cal_data_normalized(cfg: ConversionConfig, model: StageGraph | None, data) -
         ranges = ", ".join(f"[{a:.4g}, {b:.4g}]" for a, b in zip(lo, hi))
         what = (f"{v.form.describe(dom)}" + (f" (the same data as: {', '.join(v.also)})" if v.also else "")
                 if v.form is not None else f"outside the pixel range by {v.overflow:.4g} levels, no known form")
-        yield finding(cfg, "C326", ("input_parameters", key),
+        f = finding(cfg, "C326", ("input_parameters", key),
                       f"input {inp.index}: calibration data in {d}: {what}. Per channel they span {ranges} (mean "
                       f"{total / count:.4g} over {used} file(s)); hb_mapper takes pixels 0..255 and " + (
                           f"normalizes them with mean {fmt(mean)} and scale {fmt(scale)} itself" if normalizes else
@@ -462,3 +462,6 @@ def cal_data_normalized(cfg: ConversionConfig, model: StageGraph | None, data) -
                       {"dir": str(d), "min": float(np.min(lo)), "max": float(np.max(hi)), "mean": total / count,
                        "files": used, "channel_min": [float(x) for x in lo], "channel_max": [float(x) for x in hi],
                        **v.to_dict()})
+        if v.form is not None:
+            f.fix = v.form.advice(dom) + undo_formula(v, dom)
+        yield f

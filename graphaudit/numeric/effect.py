@@ -52,13 +52,13 @@ def correction_effect(stage: StageGraph, samples: Iterable[dict[str, np.ndarray]
     Returns
     -------
     dict
-        ``{"stage", "runtime", "samples", "outputs": {name: {"cosine", "sqnr_db"}}}``: cosine similarity and SQNR
+        ``{"stage", "runtime", "samples", "corrected", "outputs": {name: {"cosine", "sqnr_db"}}}``: cosine similarity and SQNR
         (dB, ``10 log10(|corrected|^2 / |given - corrected|^2)``) of each output over all samples (float64 sums),
         the corrected run being the reference; or ``{"stage", "error"}`` when the stage cannot run the data.
     """
     kk, cc = np.asarray(k, np.float64), np.asarray(c, np.float64)
     sums: dict[str, list[float]] = {}
-    n = 0
+    n = corrected = 0
     try:
         runner = StageRunner(stage, [], runtime=runtime)
         types = {i.name: i.type for i in runner.session.get_inputs()}
@@ -70,6 +70,7 @@ def correction_effect(stage: StageGraph, samples: Iterable[dict[str, np.ndarray]
             fixed = dict(feeds)
             if only is None or n in only:
                 fixed[input_name] = _apply(feeds[input_name], kk, cc, axis).astype(feeds[input_name].dtype)
+                corrected += 1
             got, ref = runner.run(feeds), runner.run(fixed)
             for name in runner.output_names:
                 a, b = np.asarray(got[name], np.float64).ravel(), np.asarray(ref[name], np.float64).ravel()
@@ -86,4 +87,4 @@ def correction_effect(stage: StageGraph, samples: Iterable[dict[str, np.ndarray]
         cos = dot / math.sqrt(aa * bb) if aa > 0 and bb > 0 else float("nan")
         sqnr = 10 * math.log10(bb / ee) if ee > 0 and bb > 0 else (float("inf") if ee == 0 else float("nan"))
         outputs[name] = {"cosine": cos, "sqnr_db": sqnr}
-    return {"stage": stage.name, "runtime": runtime, "samples": n, "outputs": outputs}
+    return {"stage": stage.name, "runtime": runtime, "samples": n, "corrected": corrected, "outputs": outputs}

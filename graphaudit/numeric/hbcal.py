@@ -155,4 +155,12 @@ def open_stage_data(path: str | os.PathLike, specs: list[InputSpec], raw_dtype: 
         dtype = ci.cal_data_type or ("float32" if str(ci.cal_data_dir or "").rstrip("/").endswith("_f32")
                                      else "uint8")
         return open_raw_pixels(path, specs[0], tuple(ci.shape), dtype, ci.layout_train, ci.type_train)
+    if ci is None and raw_dtype is None and raw_shape is None and is_raw_pixel_dir(path):
+        from .data import RAW_EXTS
+
+        sufs = sorted({p.suffix.lower() for p in _files(Path(path))})
+        alt = ", or --raw-dtype and --raw-shape" if all(x in RAW_EXTS for x in sufs) else ""
+        raise DataError(f"{path}: raw pixel files ({', '.join(sufs)}), as hb_mapper's cal_data_dir holds them: give "
+                        "--config with the conversion YAML (its input_shape, cal_data_type, layout and colour order "
+                        f"say how to read them){alt}")
     return open_data(path, specs, raw_dtype=raw_dtype, raw_shape=raw_shape)

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 __all__ = ["PixelDomain", "Form", "FORMS", "STANDARDIZED", "DomainVerdict", "judge_domain", "judge_samples",
+           "undo_formula",
            "TOLERANCE", "MIN_SPAN", "channel_ranges"]
 
 #: Pixel levels by which implied pixels may leave 0..255 (a mean of 127.5 against the 128 offset, rounding).
@@ -70,6 +71,10 @@ class PixelDomain:
         return np.full(self.channels, arr[0]) if arr.size == 1 else arr[:self.channels]
 
 
+def _want(dom: PixelDomain) -> str:
+    return "pixel - 128" if dom.offset else "pixels 0..255"
+
+
 @dataclass(frozen=True)
 class Form:
     """One way data can be prepared: ``d = a * p + b`` per channel, built from a :class:`PixelDomain`.
@@ -86,7 +91,13 @@ class Form:
 
     def describe(self, dom: PixelDomain) -> str:
         """The title for ``dom``."""
-        return self.title_pixels if self.title_pixels and not dom.offset else self.title
+        return (self.title_pixels if self.title_pixels and not dom.offset else self.title).format(want=_want(dom))
+
+    def advice(self, dom: PixelDomain) -> str:
+        """The fix for ``dom``, as a sentence."""
+        text = self.fix.format(want=_want(dom))
+        return text[:1].upper() + text[1:] + "."
+
 
     def affine(self, dom: PixelDomain) -> tuple[np.ndarray, np.ndarray] | None:
         """``(a, b)`` per channel, or None when the form does not apply to the domain (no mean to repeat...)."""
@@ -124,8 +135,7 @@ CONTRACT = Form("contract", "", "as the input takes them", "")
 FORMS: tuple[Form, ...] = (
     Form("normalized_twice", "P203", "normalized twice (mean and scale): the data are the float model's normalized "
          "input, (pixel - mean) * scale, and the model normalizes again",
-         "feed the values the input takes (pixel - 128 for *_128 inputs, pixels for calibration files): drop the "
-         "harness's mean subtraction and scaling"),
+         "feed {want}: drop the harness's mean subtraction and scaling"),
     Form("mean_twice", "P203", "mean subtracted twice: the harness subtracted the mean, and the model subtracts it "
          "again", "drop the mean subtraction from the harness (the model's normalization does it)",
          "mean subtracted twice: the data are pixel - mean, and the toolchain subtracts the mean again"),
@@ -133,12 +143,12 @@ FORMS: tuple[Form, ...] = (
          "subtract 128, not the mean, in the harness (the model's normalization subtracts the mean)"),
     Form("scale_twice", "P203", "scale applied twice: the harness multiplied by the scale, and the model multiplies "
          "again", "drop the scaling from the harness (the model's normalization does it)"),
-    Form("unit_range", "P206", "[0, 1] data (pixels divided by 255) where 0..255 pixels are expected",
-         "do not divide by 255 in the harness"),
+    Form("unit_range", "P206", "[0, 1] data (pixels divided by 255) where {want} is expected",
+         "feed {want}, not pixel / 255"),
     Form("scale_no_offset", "P203", "scale applied in place of the -128 offset: the data are pixel * scale, and the "
          "model scales again", "feed pixel - 128 without scaling"),
-    Form("minus_one_one", "P203", "[-1, 1] data (pixel / 127.5 - 1, an already normalized input) where pixels are "
-         "expected", "feed the pixels without normalizing them"),
+    Form("minus_one_one", "P203", "[-1, 1] data (pixel / 127.5 - 1, an already normalized input) where {want} is "
+         "expected", "feed {want} without normalizing"),
     Form("missing_offset", "P205", "raw 0..255 pixels: the -128 offset is missing", "subtract 128 in the harness"),
     Form("offset_added", "P205", "the -128 offset applied twice",
          "subtract 128 once for *_128 inputs and not at all for calibration files",
@@ -148,8 +158,7 @@ FORMS: tuple[Form, ...] = (
 
 #: Data normalized by some mean/std other than the model's (no affine form of this input's constants explains them).
 STANDARDIZED = Form("standardized", "P203", "normalized in the harness with a mean/std (values of a few units around "
-                    "zero), and the model normalizes again", "feed the values the input takes (pixel - 128 for *_128 "
-                    "inputs, pixels for calibration files): drop the harness's normalization")
+                    "zero), and the model normalizes again", "feed {want}: drop the harness's normalization")
 #: ... recognised when the data, not whole numbers, straddle zero within this many units and span at least
 #: STANDARDIZED_MIN_SPAN (flatter data are a constant image, P209's finding).
 STANDARDIZED_MAX_ABS = 20.0
@@ -316,3 +325,18 @@ def judge_samples(ranges: list[tuple[list[float], list[float]]], dom: PixelDomai
         return None
     key = max(by_key, key=lambda k: (len(by_key[k]), k != "out_of_domain"))
     return first[key], by_key[key]
+
+
+def undo_formula(v: DomainVerdict, dom: PixelDomain) -> str:
+    """`` To convert data already prepared this way: x' = k * x + c ...`` for a verdict with a correction, else
+    ``""``."""
+    corr = v.correction(dom)
+    if corr is None:
+        return ""
+    k, c = (np.round(np.asarray(x, np.float64), 6) for x in corr)
+    same = bool(np.all(k == k[0]) and np.all(c == c[0]))
+    kk = f"{k[0]:.6g}" if same else "[" + ", ".join(f"{x:.6g}" for x in k) + "]"
+    cc = (f"{'-' if c[0] < 0 else '+'} {abs(c[0]):.6g}" if same else
+          "+ [" + ", ".join(f"{x:.6g}" for x in c) + "]")
+    per = "" if same else " per channel"
+    return f" To convert data already prepared this way: x' = {kk} * x {cc}{per}."
