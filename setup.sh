@@ -36,7 +36,7 @@ fi
 bash samples/hbenv.sh
 if [ -f samples/build/hbenv.path ]; then
   hb="$(cat samples/build/hbenv.path)"
-  echo "setup: Horizon OE 1.x stage sets (hb_mapper; cached; a cold build takes 3-5 min)"
+  echo "setup: Horizon OE 1.x stage sets (hb_mapper; cached; a cold build takes about 7 min)"
   "$hb/bin/python" samples/build_horizon_sets.py
   # graphaudit itself inside the toolchain's environment, held to the toolchain's own pins (numpy 1.23.0, onnx
   # 1.15.0, onnxruntime 1.16.2, protobuf 3.20.3, ...: every name==version line of the venv's freeze is a
