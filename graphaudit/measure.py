@@ -53,6 +53,23 @@ def unrunnable_stages(stages: list, runtime: str = "onnxruntime") -> list[tuple[
     return out
 
 
+def _compare_runnable(au: Audit, cut: int, compare) -> tuple[list[TransitionNumeric], list[tuple[int, str]], int]:
+    """Run ``compare(k)`` over the first ``k = cut`` stages; when the runtime refuses a stage (StageRunError), record
+    it (a finding, N403) and compare the stages before it instead. Returns (results, refused stages with their
+    reasons, the number of stages compared)."""
+    failed: list[tuple[int, str]] = []
+    while cut >= 2:
+        try:
+            return compare(cut), failed, cut
+        except StageRunError as e:
+            bad = next((i for i, st in enumerate(au.stages[:cut]) if str(st.path) == str(e.path)), None)
+            if bad is None:
+                raise
+            failed.append((bad, str(e)))
+            cut = bad
+    return [], failed, cut
+
+
 def measure(au: Audit, data: str | os.PathLike | None = None, random: int | None = None, seed: int = 0,
             threshold: float = DEFAULT_COSINE_THRESHOLD, isolated: bool = True, data_stage: int | None = None,
             raw_dtype: str | None = None, raw_shape: tuple | None = None, progress=None,
@@ -119,20 +136,9 @@ def measure(au: Audit, data: str | os.PathLike | None = None, random: int | None
     if cut < 2:
         raise GraphAuditError("no two consecutive stages that stock onnxruntime can run: "
                               + "; ".join(why for _i, why in unrunnable_stages(au.stages, runtime)))
-    failed: list[tuple[int, str]] = []  # stages the runtime refused: findings (N403), the stages before still run
-    results: list[TransitionNumeric] = []
-    while cut >= 2:
-        try:
-            results = compare_stages(au.stages[:cut], au.lineage.alignments[:cut - 1], au.changes[:cut - 1], src,
-                                     idx, src.domain, threshold, isolated, tick, names, max_samples, config=au.config,
-                                     runtime=runtime)
-            break
-        except StageRunError as e:
-            bad = next((i for i, st in enumerate(au.stages[:cut]) if str(st.path) == str(e.path)), None)
-            if bad is None:
-                raise
-            failed.append((bad, str(e)))
-            cut = bad
+    results, failed, cut = _compare_runnable(au, cut, lambda k: compare_stages(
+        au.stages[:k], au.lineage.alignments[:k - 1], au.changes[:k - 1], src, idx, src.domain, threshold, isolated,
+        tick, names, max_samples, config=au.config, runtime=runtime))
     run = {"config": None, "config_family": None, "data": str(data) if data is not None else None, "random": random,
            "log": None, "numeric_skipped": None, **(au.report.run or {})}
     au.report.run = {**run, "numeric_not_run": [why for _i, why in failed + unrunnable_stages(au.stages, runtime)],

@@ -72,16 +72,11 @@ TOOLCHAIN_ENV_LINES: list[str] = []
 
 
 def pytest_terminal_summary(terminalreporter):
-    """Print the pair-check figures of tests/test_horizon_real.py at the end of the run."""
-    if PAIR_CHECK_LINES:
-        terminalreporter.section("aligned pairs checked by their numbers")
-        for line in PAIR_CHECK_LINES:
-            terminalreporter.write_line(line)
-    if VALUE_DOMAIN_LINES:
-        terminalreporter.section("input value-domain rule on correct data")
-        for line in VALUE_DOMAIN_LINES:
-            terminalreporter.write_line(line)
-    if TOOLCHAIN_ENV_LINES:
-        terminalreporter.section("tests/horizon_runtime, run in the Horizon toolchain's Python 3.10")
-        for line in TOOLCHAIN_ENV_LINES:
-            terminalreporter.write_line(line)
+    """Print the figures the tests collected (pair checks, value-domain false alarms, the toolchain-venv suite)."""
+    for title, lines in (("aligned pairs checked by their numbers", PAIR_CHECK_LINES),
+                         ("input value-domain rule on correct data", VALUE_DOMAIN_LINES),
+                         ("tests/horizon_runtime, run in the Horizon toolchain's Python 3.10", TOOLCHAIN_ENV_LINES)):
+        if lines:
+            terminalreporter.section(title)
+            for line in lines:
+                terminalreporter.write_line(line)
