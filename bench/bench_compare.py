@@ -4,7 +4,7 @@ Three ways over the same model pair and samples, each in a fresh process (peak R
 - floor: plain inference of both stages (no extra outputs);
 - all-outputs: every tensor marked as a graph output in both stages and compared by name, holding
   one sample's outputs of both stages (what Polygraphy's ``--onnx-outputs mark all`` does);
-- graphaudit: ``measure(..., isolated=False)``: only aligned tensors exposed, reduced while streaming.
+- graphaudit: ``audit(..., data=..., numeric=NumericOptions(isolated=False))``: only aligned tensors exposed, reduced while streaming.
 Prints wall time and peak RSS of each, and the bytes of the largest aligned tensor set of one sample.
 Target (issue 3): graphaudit within 1.5x the floor's time, peak RSS within floor + that set.
 
@@ -73,14 +73,14 @@ def _child(mode: str, files: list[str], data: list[str]) -> dict:
         import shutil
         import tempfile
 
-        from graphaudit.explain import audit, load_pipeline
-        from graphaudit.measure import measure
+        from graphaudit.pipeline import audit
 
         tmp = Path(tempfile.mkdtemp())
         for d in data:
             shutil.copy(d, tmp / Path(d).name)
-        au = audit(load_pipeline(files))
-        res = measure(au, data=tmp, isolated=False)[0]
+        from graphaudit.measure import NumericOptions
+
+        res = audit(files, data=tmp, numeric=NumericOptions(isolated=False)).numeric[0]
         x = np.load(data[0])
         extra["aligned_tensors"] = sum(1 for t in res.tensors if t.stats.samples)
         extra["min_cosine"] = min(t.stats.cosine for t in res.tensors if t.stats.samples)

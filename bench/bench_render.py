@@ -29,15 +29,15 @@ def generate(n_nodes: int, out_dir: Path) -> list[Path]:
 
 
 def render_case(title: str, paths: list, max_nodes: int, random: int, keep: Path | None) -> None:
-    from graphaudit.explain import audit, load_pipeline
-    from graphaudit.measure import measure
+    from graphaudit.pipeline import audit, load_pipeline
+    from graphaudit.measure import NumericOptions
     from graphaudit.render.diffgraph import build_diff_graph
 
     t0 = time.perf_counter()
     au = audit(load_pipeline(paths))
     t1 = time.perf_counter()
     if random:
-        measure(au, random=random, isolated=False)
+        au = audit(au.stages, numeric=NumericOptions(random=random, isolated=False))
     t2 = time.perf_counter()
     for pair in [*range(len(au.stages) - 1), None]:
         t3 = time.perf_counter()

@@ -16,19 +16,18 @@ from pathlib import Path
 from rich.console import Console
 from rich.text import Text
 
-from . import __version__
+from ._version import __version__
 from .catalogue import load_catalogue
 from .errors import GraphAuditError
-from .explain import load_pipeline
 from .fileio import check_output_path, write_atomic
 from .findings import report_order, severity_rank
 from .load import load_stage
-from .numeric.compare import DEFAULT_COSINE_THRESHOLD
 from .cliargs import build_parser
 from .outputs import plan_reports, write_reports
 from .report import AuditReport
 from .toolchains.discovery import role_of
-from .workflow import RunOptions, contract_errors, run_pipeline, user_inputs
+from .measure import NumericOptions
+from .pipeline import audit, contract_errors, load_pipeline, user_inputs
 from .render import (render_diff, render_explain, render_findings, render_input_stats, render_numeric, render_rules,
                      write_json)
 from .samples import bundled_config, bundled_data, bundled_pipelines
@@ -125,7 +124,7 @@ def _render(args: argparse.Namespace, console: Console) -> int:
     picture_format(args.output)
     protect = user_inputs(args.paths, args.source, args.data)
     out = check_output_path(args.output, protect)
-    au = run_pipeline(args.paths, "", _run_options(args))
+    au = audit(args.paths, **_audit_args(args))
     bad = sorted({f"{f.code} {f.message}" for f in contract_errors(au.report.findings)})
     if bad:  # the shading would blame the toolchain for the data
         console.print(Text(f"warning: the data violate the stage's input contract: {bad[0]}"
@@ -224,36 +223,35 @@ def _lint(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
-def _run(args: argparse.Namespace, console: Console) -> int:
-    if args.command == "rules":
-        rules = load_catalogue()
-        if args.explain and args.explain.upper() not in rules:
-            raise GraphAuditError(f"{args.explain}: no such rule (see `graphaudit rules`)")
-        render_rules(rules, console, args.explain.upper() if args.explain else None)
-        return 0
-    if args.command == "lint":
-        return _lint(args, console)
-    if args.command == "lower":
-        return _lower(args, console)
-    if args.command == "render":
-        return _render(args, console)
-    if args.command == "check-inputs":
-        return _check_inputs(args, console)
+def _rules(args: argparse.Namespace, console: Console) -> int:
+    rules = load_catalogue()
+    if args.explain and args.explain.upper() not in rules:
+        raise GraphAuditError(f"{args.explain}: no such rule (see `graphaudit rules`)")
+    render_rules(rules, console, args.explain.upper() if args.explain else None)
+    return 0
+
+
+def _pipelines(args: argparse.Namespace) -> tuple[list[tuple[str, list]], bool]:
+    """The pipelines to explain as ``(title, paths)``: the paths given, or the bundled samples (True) when none."""
     if args.command == "explain" and not args.paths:
         for flag in ("source", "data", "log", "config"):
             if getattr(args, flag, None):
                 raise GraphAuditError(f"--{flag} needs stage paths (it belongs to one pipeline)")
-        pipelines, default_run = bundled_pipelines(), True
-    else:
-        pipelines, default_run = [("", args.paths)], False
-    opts = _run_options(args)
+        return bundled_pipelines(), True
+    return [("", args.paths)], False
+
+
+def _explain(args: argparse.Namespace, console: Console) -> int:
+    """explain, diff and compare: the main job over one pipeline (or the bundled samples), then the renderers."""
+    pipelines, default_run = _pipelines(args)
+    kw = _audit_args(args)
     protect = [p for _t, paths in pipelines for p in user_inputs(paths, args.source, getattr(args, "config", None),
-                                                                   getattr(args, "data", None), opts.log,
-                                                                   *_found_logs(paths, opts))]
-    if opts.config is not None:  # the model and calibration data the config names are inputs too
+                                                                   getattr(args, "data", None), kw["log"],
+                                                                   *_found_logs(paths, kw["find_log"]))]
+    if kw["config"] is not None:  # the model and calibration data the config names are inputs too
         from .config import config_inputs
 
-        protect += config_inputs(opts.config)
+        protect += config_inputs(kw["config"])
     plan = None
     if args.command == "explain":
         plan = plan_reports(args.out, args.html, args.json, args.no_report, args.model_explorer, protect)
@@ -261,12 +259,13 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         check_output_path(args.json, protect)
     audits = []
     for title, paths in pipelines:
-        o = opts
+        one = dict(kw)
         if default_run:
-            o = replace(opts, config=_load_config(bundled_config(title)), find_log=False,
-                        data=bundled_data(title) if args.random is None else None,
-                        max_samples=args.max_samples if args.max_samples is not None else DEFAULT_SAMPLE_RUN)
-        audits.append(run_pipeline(paths, title, o))
+            one.update(config=_load_config(bundled_config(title)), find_log=False,
+                       data=bundled_data(title) if args.random is None else None,
+                       numeric=replace(kw["numeric"], max_samples=args.max_samples if args.max_samples is not None
+                                       else DEFAULT_SAMPLE_RUN))
+        audits.append(audit(paths, title=title, **one))
     reports = [au.report for au in audits]
     for rep in reports:
         if args.command == "explain":
@@ -289,9 +288,14 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
-def _found_logs(paths: list, opts: RunOptions) -> list[Path]:
+#: Sub-command -> handler ``(args, console) -> exit code``.
+HANDLERS = {"explain": _explain, "diff": _explain, "compare": _explain, "render": _render,
+            "check-inputs": _check_inputs, "lint": _lint, "lower": _lower, "rules": _rules}
+
+
+def _found_logs(paths: list, find_log: bool) -> list[Path]:
     """The toolchain log explain would pick up beside the stages (an input too: never overwritten)."""
-    if not opts.find_log:
+    if not find_log:
         return []
     from .toolchain_log import pick_toolchain_file
 
@@ -299,19 +303,27 @@ def _found_logs(paths: list, opts: RunOptions) -> list[Path]:
     return [Path(found)] if found is not None else []
 
 
-def _run_options(args: argparse.Namespace) -> RunOptions:
-    """The :class:`RunOptions` of explain/compare/diff arguments."""
+def _numeric_options(args: argparse.Namespace) -> NumericOptions:
+    """The :class:`NumericOptions` of explain/compare/diff/render arguments; a bad value is named by its flag."""
     numeric = hasattr(args, "threshold")
-    return RunOptions(
-        source=args.source, config=_load_config(getattr(args, "config", None)),
-        data=getattr(args, "data", None), random=getattr(args, "random", None), seed=getattr(args, "seed", 0),
-        threshold=args.threshold if numeric else DEFAULT_COSINE_THRESHOLD,
-        isolated=not args.no_isolated if numeric else True, raw_dtype=getattr(args, "raw_dtype", None),
-        raw_shape=_raw_shape(getattr(args, "raw_shape", None)),
-        input_shapes=_input_shapes(getattr(args, "input_shape", [])), max_samples=getattr(args, "max_samples", None),
-        progress=_progress_factory() if numeric else None, log=getattr(args, "log", None),
-        find_log=args.command == "explain" and not getattr(args, "no_log", True),
-        runtime=getattr(args, "runtime", "auto"))
+    kw = {"threshold": args.threshold, "isolated": not args.no_isolated} if numeric else {}
+    opts = NumericOptions(
+        random=getattr(args, "random", None), seed=getattr(args, "seed", 0), max_samples=getattr(args, "max_samples", None),
+        raw_dtype=getattr(args, "raw_dtype", None), raw_shape=_raw_shape(getattr(args, "raw_shape", None)),
+        input_shapes=_input_shapes(getattr(args, "input_shape", [])),
+        progress=_progress_factory() if numeric else None, runtime=getattr(args, "runtime", "auto"), **kw)
+    bad = opts.problem()
+    if bad is not None:
+        raise GraphAuditError(f"--{bad[0].replace('_', '-')} {bad[1]}: {bad[2]}")
+    return opts
+
+
+def _audit_args(args: argparse.Namespace) -> dict:
+    """Keyword arguments of :func:`graphaudit.pipeline.audit` for explain/compare/diff/render arguments."""
+    return {"source": args.source, "config": _load_config(getattr(args, "config", None)),
+            "data": getattr(args, "data", None), "log": getattr(args, "log", None),
+            "find_log": args.command == "explain" and not getattr(args, "no_log", True),
+            "numeric": _numeric_options(args)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -322,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
     width = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 160
     console = Console(highlight=False, width=width)
     try:
-        return _run(args, console)
+        return HANDLERS[args.command](args, console)
     except GraphAuditError as e:
         print(f"graphaudit: error: {e}", file=sys.stderr)
         return 2

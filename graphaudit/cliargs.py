@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from . import __version__
+from ._version import __version__
 from .findings import SEVERITIES
 from .numeric.backends import RUNTIMES
 from .numeric.compare import DEFAULT_COSINE_THRESHOLD

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, replace
 from typing import Iterator
 
 import numpy as np
@@ -10,14 +11,14 @@ import numpy as np
 from .checks import run_checks
 from .checks.base import AuditContext
 from .errors import DataError
-from .findings import Finding, report_order
+from .findings import Finding
 from .numeric.data import InputSpec, input_specs, open_data
 from .numeric.hbcal import open_stage_data
 from .numeric.datastats import InputStats, data_stats
 from .stage import StageGraph
 from .toolchains.contracts import convert_sample, pipeline_normalization, stage_contracts
 
-__all__ = ["check_inputs", "attach_input_findings", "attach_form_effects", "fed_samples", "INPUT_CODES"]
+__all__ = ["check_inputs", "input_data", "InputData", "form_effects", "fed_samples", "INPUT_CODES"]
 
 #: Rule codes of the input-contract checks.
 INPUT_CODES = ("P201", "P202", "P203", "P204", "P205", "P206", "P207", "P208", "P209", "P210")
@@ -40,12 +41,10 @@ def check_inputs(stages: list[StageGraph], data: str | os.PathLike, data_stage: 
     DataError
         Unreadable data (missing, pickled, truncated, empty directory...).
     """
-    src = _open(stages, data, data_stage, raw_dtype, raw_shape, config)
-    samples = _as_fed(src, stages, data_stage, config) if src.domain == "pixels" else iter(src)
-    stats = data_stats(samples, max_samples=max_samples)
-    ctx = AuditContext(stages=stages, input_stats=stats, data_stage=data_stage, config=config,
-                       data_from_pixel_files=src.kind == "raw")
-    return stats, run_checks(ctx, INPUT_CODES)
+    got = input_data(stages, data, data_stage, raw_dtype, raw_shape, max_samples, config)
+    ctx = AuditContext(stages=stages, input_stats=got.stats, data_stage=data_stage, config=config,
+                       data_from_pixel_files=got.from_pixel_files)
+    return got.stats, run_checks(ctx, INPUT_CODES)
 
 
 def fed_samples(stages: list[StageGraph], data: str | os.PathLike, data_stage: int = 0, raw_dtype: str | None = None,
@@ -103,19 +102,34 @@ def _as_fed(src, stages: list[StageGraph], data_stage: int, config) -> Iterator[
         yield out
 
 
-def attach_input_findings(au, data: str | os.PathLike, data_stage: int, raw_dtype: str | None = None,
-                          raw_shape: tuple | None = None, max_samples: int | None = None,
-                          config=None) -> dict[str, InputStats]:
-    """Run :func:`check_inputs` for an audit and merge its findings into ``au.report``: input findings come
-    first among findings of the same severity (a harness feeding the wrong data explains a drop before
-    anything the toolchain did)."""
+@dataclass
+class InputData:
+    """What the input step learned of the user's data.
 
-    stats, findings = check_inputs(au.stages, data, data_stage, raw_dtype, raw_shape, max_samples,
-                                   config if config is not None else au.config)
-    known = {(f.code, f.stage, f.message) for f in au.report.findings}  # data-free rules (P210) ran in the audit
-    au.report.findings.extend(f for f in findings if (f.code, f.stage, f.message) not in known)
-    au.report.findings.sort(key=report_order)
-    return stats
+    Attributes
+    ----------
+    stats : dict of str to InputStats
+        Per-input statistics as the data stage is fed them (:func:`graphaudit.numeric.datastats.data_stats`).
+    from_pixel_files : bool
+        The data are hb_mapper raw pixel files (``cal_data_dir``), fed as ``x - 128``.
+    """
+
+    stats: dict[str, InputStats]
+    from_pixel_files: bool
+
+
+def input_data(stages: list[StageGraph], data: str | os.PathLike, data_stage: int = 0, raw_dtype: str | None = None,
+               raw_shape: tuple | None = None, max_samples: int | None = None, config=None) -> InputData:
+    """Statistics of ``data`` as ``stages[data_stage]`` is fed them, for the P2xx checks (which the caller runs).
+
+    Raises
+    ------
+    DataError
+        Unreadable data (missing, pickled, truncated, empty directory...).
+    """
+    src = _open(stages, data, data_stage, raw_dtype, raw_shape, config)
+    samples = _as_fed(src, stages, data_stage, config) if src.domain == "pixels" else iter(src)
+    return InputData(data_stats(samples, max_samples=max_samples), src.kind == "raw")
 
 
 def _effect_line(eff: dict) -> str:
@@ -128,46 +142,59 @@ def _effect_line(eff: dict) -> str:
             f"{outs}.")
 
 
-def attach_form_effects(au, data: str | os.PathLike, data_stage: int, raw_dtype: str | None = None,
-                        raw_shape: tuple | None = None, runtime: str = "onnxruntime", config=None) -> int:
-    """For every input finding that names a data mistake with a correction (P203/P205/P206 from the value-domain
-    rule), run the data stage on the data as given and corrected (:func:`graphaudit.numeric.effect.correction_effect`)
-    and add the effect at the outputs to the finding (``evidence["effect"]`` and one sentence of the message).
+def form_effects(findings: list[Finding], stages: list[StageGraph], data: str | os.PathLike, data_stage: int,
+                 raw_dtype: str | None = None, raw_shape: tuple | None = None, runtime: str = "onnxruntime",
+                 config=None) -> list[Finding]:
+    """``findings`` with the cost of every recognised data mistake added: for each input finding that names a
+    mistake with a correction (P203/P205/P206 from the value-domain rule), the data stage is run on the data as
+    given and corrected (:func:`graphaudit.numeric.effect.correction_effect`) and the effect at the outputs is
+    added to a copy of the finding (``evidence["effect"]`` and one sentence of the message). Other findings are
+    returned as they are. A stage the runtime cannot run (the fixed-point stage in stock onnxruntime) is skipped.
 
-    A stage the runtime cannot run (the fixed-point stage in stock onnxruntime) is skipped. Returns the number of
-    findings that got an effect.
+    Raises
+    ------
+    DataError
+        Unreadable data.
     """
     from .measure import unrunnable_stages
     from .numeric.effect import EFFECT_SAMPLES, correction_effect
-    from .toolchains.valuedomain import FORMS, DomainVerdict, PixelDomain
 
-    stage = au.stages[data_stage]
-    if data_stage in {i for i, _ in unrunnable_stages(au.stages, runtime)}:
-        return 0
-    cfg = config if config is not None else au.config
-    contracts = stage_contracts(stage, cfg)
-    done = 0
-    for f in au.report.findings:
-        ev = f.evidence
-        if f.code not in ("P203", "P205", "P206") or f.stage != stage.name or not ev.get("form_a"):
-            continue
+    stage = stages[data_stage]
+    if data_stage in {i for i, _ in unrunnable_stages(stages, runtime)}:
+        return list(findings)
+    contracts = stage_contracts(stage, config)
+    out = []
+    for f in findings:
         ic = contracts.get(f.location.get("tensor", ""))
-        if ic is None:
+        corr = _correction(f) if f.code in ("P203", "P205", "P206") and f.stage == stage.name and ic else None
+        if corr is None:
+            out.append(f)
             continue
-        form = next((x for x in FORMS if x.key == ev["form"]), None)
-        offset = float(ev.get("domain_offset", -128.0))
-        dom = PixelDomain(offset, tuple(ev.get("model_mean") or [0.0]), tuple(ev.get("model_scale") or [1.0]), "")
-        corr = DomainVerdict(form, a=ev["form_a"], b=ev["form_b"]).correction(dom)
-        k, c = corr if corr is not None else (None, None)
-        if k is not None and offset == 0.0:  # judged as hb_mapper calibration files (x); the stage is fed x - 128 and wants p - 128
-            c = k * 128.0 + c - 128.0
-        samples = fed_samples(au.stages, data, data_stage, raw_dtype, raw_shape, cfg)
-        if k is None:  # a form without a known inverse (standardized by other constants)
-            continue
+        k, c = corr
+        ev = f.evidence
+        samples = fed_samples(stages, data, data_stage, raw_dtype, raw_shape, config)
         eff = correction_effect(stage, samples, ic.name, list(k), list(c), ic.channel_axis, runtime,
                                 max_samples=EFFECT_SAMPLES if not ev.get("samples") else max(EFFECT_SAMPLES, 1 + max(
                                     ev["samples"][:EFFECT_SAMPLES])), only=ev.get("samples") or None)
-        ev["effect"] = eff
-        f.message += _effect_line(eff)
-        done += 1
-    return done
+        out.append(replace(f, evidence={**ev, "effect": eff}, message=f.message + _effect_line(eff)))
+    return out
+
+
+def _correction(f: Finding) -> tuple | None:
+    """The per-channel ``(k, c)`` that turns the data of a value-domain finding into what the stage wants
+    (``x' = k x + c``), or None when the finding names no form with a known inverse."""
+    from .toolchains.valuedomain import FORMS, DomainVerdict, PixelDomain
+
+    ev = f.evidence
+    if not ev.get("form_a"):
+        return None
+    form = next((x for x in FORMS if x.key == ev["form"]), None)
+    offset = float(ev.get("domain_offset", -128.0))
+    dom = PixelDomain(offset, tuple(ev.get("model_mean") or [0.0]), tuple(ev.get("model_scale") or [1.0]), "")
+    corr = DomainVerdict(form, a=ev["form_a"], b=ev["form_b"]).correction(dom)
+    if corr is None or corr[0] is None:  # a form without a known inverse (standardized by other constants)
+        return None
+    k, c = corr
+    if offset == 0.0:  # judged as hb_mapper calibration files (x); the stage is fed x - 128 and wants p - 128
+        c = k * 128.0 + c - 128.0
+    return k, c

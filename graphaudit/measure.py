@@ -1,35 +1,121 @@
-"""Numeric side of the main job: run the stages on data and attach the comparison to an audit."""
+"""Numeric step of the main job: run the stages of a pipeline on the same samples (a value, no report edits)."""
 
 from __future__ import annotations
 
 import os
 from collections import Counter
+from dataclasses import dataclass, field
+from typing import Callable
 
-from .checks import run_checks
-from .checks.base import AuditContext
-from .explain import Audit
-from .numeric.compare import DEFAULT_COSINE_THRESHOLD, TransitionNumeric, compare_stages, transition_dict
+from .classify import Change
 from .errors import GraphAuditError, StageRunError
-from .findings import report_order
+from .lineage import Lineage
 from .numeric.backends import horizon_unavailable, resolve_runtime, runtime_label
+from .numeric.compare import DEFAULT_COSINE_THRESHOLD, TransitionNumeric, compare_stages
 from .numeric.data import InputSpec, input_specs, random_source
 from .numeric.hbcal import open_stage_data
+from .stage import StageGraph
 from .toolchains.contracts import stage_contracts
 from .toolchains.ops import is_fixed_point
 
-__all__ = ["measure", "default_data_stage", "unrunnable_stages", "NUMERIC_CODES"]
+__all__ = ["NumericOptions", "NumericRun", "run_numeric", "data_stage_of", "unrunnable_stages", "NUMERIC_CODES",
+           "MAX_RANDOM_SAMPLES"]
 
-#: Largest --random sample count (each sample runs every stage).
+#: Largest random sample count (each sample runs every stage).
 MAX_RANDOM_SAMPLES = 100_000
 
 #: Rule codes that need numeric results.
 NUMERIC_CODES = ("N401", "N402", "N403")
 
 
-def default_data_stage(au: Audit) -> int:
+@dataclass(frozen=True)
+class NumericOptions:
+    """How the stages are run on data (every field optional).
+
+    Attributes
+    ----------
+    random : int, optional
+        Number of random samples when no data are given (seeded by ``seed``): uniform in the data stage's value
+        domain ([-128, 128) for Horizon ``*_128`` inputs, [-1, 1) otherwise), 1 to :data:`MAX_RANDOM_SAMPLES`.
+    seed : int
+        Seed of the random samples.
+    threshold : float
+        Cosine similarity in (-1, 1] below which a tensor has diverged.
+    isolated : bool
+        Measure each change on its own too (b's nodes of the change fed with a's values).
+    max_samples : int, optional
+        Use only the first samples of the data (at least 1).
+    raw_dtype, raw_shape : optional
+        How to read headerless ``.raw``/``.bin`` files (numpy dtype name; dims).
+    input_shapes : dict of str to tuple
+        Concrete shapes for inputs with symbolic dims (random data, and checks of given data).
+    progress : callable(int total) -> callable(int), optional
+        Factory of a per-sample callback (the CLI passes a rich progress bar).
+    runtime : {"auto", "onnxruntime", "horizon"}
+        Which runtime runs the stages (:func:`graphaudit.numeric.backends.resolve_runtime`).
+    """
+
+    random: int | None = None
+    seed: int = 0
+    threshold: float = DEFAULT_COSINE_THRESHOLD
+    isolated: bool = True
+    max_samples: int | None = None
+    raw_dtype: str | None = None
+    raw_shape: tuple | None = None
+    input_shapes: dict = field(default_factory=dict)
+    progress: Callable | None = None
+    runtime: str = "auto"
+
+    def problem(self) -> tuple[str, object, str] | None:
+        """The first out-of-range field as ``(field name, value, reason)``, or None when all are valid."""
+        if not (-1.0 < self.threshold <= 1.0):  # also rejects NaN
+            return "threshold", self.threshold, "a cosine similarity threshold must be in (-1, 1]"
+        if self.random is not None and not 1 <= self.random <= MAX_RANDOM_SAMPLES:
+            return "random", self.random, f"give between 1 and {MAX_RANDOM_SAMPLES} samples"
+        if self.max_samples is not None and self.max_samples < 1:
+            return "max_samples", self.max_samples, "need at least one sample"
+        return None
+
+    def validate(self) -> None:
+        """Raise :class:`GraphAuditError` naming the field (one line) when :meth:`problem` finds one."""
+        bad = self.problem()
+        if bad is not None:
+            raise GraphAuditError(f"NumericOptions.{bad[0]} = {bad[1]}: {bad[2]}")
+
+
+@dataclass
+class NumericRun:
+    """What the numeric step measured.
+
+    Attributes
+    ----------
+    results : list of TransitionNumeric
+        One per compared transition ``stages[i] -> stages[i + 1]``, for the first ``compared`` stages.
+    refused : list of (int, str)
+        Stages the runtime refused to load or run, with its reason (rule N403).
+    runtime : str
+        The resolved runtime ("onnxruntime" or "horizon").
+    compared : int
+        Number of leading stages that were run.
+    not_run : list of str
+        Why each stage not run was left out (refused or unrunnable in this runtime).
+    """
+
+    results: list[TransitionNumeric]
+    refused: list[tuple[int, str]]
+    runtime: str
+    compared: int
+    not_run: list[str]
+
+    def runtimes(self, stages: list[StageGraph]) -> dict[str, str]:
+        """Stage name -> the runtime's label, for the stages that were run."""
+        return {st.name: runtime_label(self.runtime) for st in stages[:self.compared]}
+
+
+def data_stage_of(stages: list[StageGraph]) -> int:
     """Index of the stage whose input contract user data follow: the toolchain's first stage
     (stage 1 when stage 0 is the user's ``--source`` model), else stage 0."""
-    return 1 if au.stages[0].role == "source" and len(au.stages) > 1 else 0
+    return 1 if stages[0].role == "source" and len(stages) > 1 else 0
 
 
 def unrunnable_stages(stages: list, runtime: str = "onnxruntime") -> list[tuple[int, str]]:
@@ -53,16 +139,17 @@ def unrunnable_stages(stages: list, runtime: str = "onnxruntime") -> list[tuple[
     return out
 
 
-def _compare_runnable(au: Audit, cut: int, compare) -> tuple[list[TransitionNumeric], list[tuple[int, str]], int]:
+def _compare_runnable(stages: list[StageGraph], cut: int, compare) -> tuple[list[TransitionNumeric],
+                                                                           list[tuple[int, str]], int]:
     """Run ``compare(k)`` over the first ``k = cut`` stages; when the runtime refuses a stage (StageRunError), record
-    it (a finding, N403) and compare the stages before it instead. Returns (results, refused stages with their
-    reasons, the number of stages compared)."""
+    it and compare the stages before it instead. Returns (results, refused stages with their reasons, the number of
+    stages compared)."""
     failed: list[tuple[int, str]] = []
     while cut >= 2:
         try:
             return compare(cut), failed, cut
         except StageRunError as e:
-            bad = next((i for i, st in enumerate(au.stages[:cut]) if str(st.path) == str(e.path)), None)
+            bad = next((i for i, st in enumerate(stages[:cut]) if str(st.path) == str(e.path)), None)
             if bad is None:
                 raise
             failed.append((bad, str(e)))
@@ -70,82 +157,68 @@ def _compare_runnable(au: Audit, cut: int, compare) -> tuple[list[TransitionNume
     return [], failed, cut
 
 
-def measure(au: Audit, data: str | os.PathLike | None = None, random: int | None = None, seed: int = 0,
-            threshold: float = DEFAULT_COSINE_THRESHOLD, isolated: bool = True, data_stage: int | None = None,
-            raw_dtype: str | None = None, raw_shape: tuple | None = None, progress=None,
-            input_shapes: dict[str, tuple] | None = None, max_samples: int | None = None,
-            runtime: str = "auto") -> list[TransitionNumeric]:
-    """Run every stage of an audit on the same samples; attach results and numeric findings to ``au.report``.
+def _sample_source(stages: list[StageGraph], idx: int, data, opts: NumericOptions, config):
+    """The samples to run: the user's data (``data``) or seeded random samples in the data stage's domain."""
+    specs = input_specs(stages[idx])
+    if opts.input_shapes:
+        known = {sp.name for sp in specs}
+        for name in opts.input_shapes:
+            if name not in known:
+                raise GraphAuditError(f"input shape {name}: {stages[idx].path} has no input {name!r} "
+                                      f"(inputs: {', '.join(sorted(known))})")
+        specs = [InputSpec(sp.name, sp.dtype, opts.input_shapes.get(sp.name, sp.shape)) for sp in specs]
+    if data is not None:
+        return open_stage_data(data, specs, raw_dtype=opts.raw_dtype, raw_shape=opts.raw_shape, config=config)
+    x128 = any(c.domain == "x128" for c in stage_contracts(stages[idx]).values())
+    low, high = (-128.0, 128.0) if x128 else (-1.0, 1.0)
+    return random_source(specs, opts.random or 1, seed=opts.seed, low=low, high=high)
+
+
+def run_numeric(stages: list[StageGraph], lineage: Lineage, changes: list[list[Change]],
+                data: str | os.PathLike | None = None, opts: NumericOptions | None = None,
+                data_stage: int | None = None, config=None) -> NumericRun:
+    """Run every stage on the same samples and compare consecutive stages (``graphaudit compare``).
 
     Parameters
     ----------
-    au : Audit
+    stages, lineage, changes
+        The pipeline, its :class:`~graphaudit.lineage.Lineage` and classified changes per transition.
     data : path-like, optional
-        Samples (see :func:`graphaudit.numeric.data.open_data`), in the input contract of
-        ``stages[data_stage]`` (images: raw pixels, converted per stage).
-    random : int, optional
-        Number of random samples when no data are given (seeded by ``seed``): uniform in the
-        data stage's value domain ([-128, 128) for Horizon ``*_128`` inputs, [-1, 1) otherwise).
-    threshold : float
-        Cosine similarity below which a tensor has diverged.
-    isolated : bool
-        Measure each change on its own too.
-    progress : callable(int total) -> callable(int), optional
-        Factory of a per-sample callback (the CLI passes a rich progress bar).
-    input_shapes : dict, optional
-        Concrete shapes for inputs with symbolic dims (random data, and checks of given data).
-    max_samples : int, optional
-        Use only the first samples of the data.
-    runtime : {"auto", "onnxruntime", "horizon"}
-        Which runtime runs the stages (:func:`graphaudit.numeric.backends.resolve_runtime`); recorded in
-        ``au.report.run["runtime"]``.
+        Samples (see :func:`graphaudit.numeric.data.open_data`), in the input contract of ``stages[data_stage]``
+        (images: raw pixels, converted per stage). Without data, ``opts.random`` random samples.
+    opts : NumericOptions, optional
+    data_stage : int, optional
+        Default :func:`data_stage_of`.
+    config : graphaudit.config.ConversionConfig, optional
+        Declares layout and colour order of the inputs where the stages do not.
+
+    Returns
+    -------
+    NumericRun
 
     Raises
     ------
     GraphAuditError (DataError, LoweringError, ...)
+        Bad options or data, no two consecutive stages the runtime can run.
     """
-    if not (-1.0 < threshold <= 1.0):  # also rejects NaN
-        raise GraphAuditError(f"--threshold {threshold}: a cosine similarity threshold must be in (-1, 1]")
-    if random is not None and not 1 <= random <= MAX_RANDOM_SAMPLES:
-        raise GraphAuditError(f"--random {random}: give between 1 and {MAX_RANDOM_SAMPLES} samples")
+    o = opts or NumericOptions()
+    o.validate()
     try:
-        runtime = resolve_runtime(runtime)
+        runtime = resolve_runtime(o.runtime)
     except ValueError as e:
         raise GraphAuditError(f"runtime: {e}") from e
-    idx = default_data_stage(au) if data_stage is None else data_stage
-    specs = input_specs(au.stages[idx])
-    if input_shapes:
-        known = {sp.name for sp in specs}
-        for name in input_shapes:
-            if name not in known:
-                raise GraphAuditError(f"--input-shape {name}=...: {au.stages[idx].path} has no input {name!r} "
-                                      f"(inputs: {', '.join(sorted(known))})")
-        specs = [InputSpec(sp.name, sp.dtype, input_shapes.get(sp.name, sp.shape)) for sp in specs]
-    if data is not None:
-        src = open_stage_data(data, specs, raw_dtype=raw_dtype, raw_shape=raw_shape, config=au.config)
-    else:
-        x128 = any(c.domain == "x128" for c in stage_contracts(au.stages[idx]).values())
-        low, high = (-128.0, 128.0) if x128 else (-1.0, 1.0)
-        src = random_source(specs, random or 1, seed=seed, low=low, high=high)
-    if max_samples is not None and max_samples < 1:
-        raise GraphAuditError(f"--max-samples {max_samples}: need at least one sample")
-    total = len(src) if max_samples is None else min(len(src), max_samples)
-    tick = progress(total) if progress else None
+    idx = data_stage_of(stages) if data_stage is None else data_stage
+    src = _sample_source(stages, idx, data, o, config)
+    total = len(src) if o.max_samples is None else min(len(src), o.max_samples)
+    tick = o.progress(total) if o.progress else None
     names = [str(f) for f in src.files] if len(getattr(src, "files", [])) == len(src) else None
-    cut = next((i for i, _why in unrunnable_stages(au.stages, runtime)), len(au.stages))
+    unrunnable = unrunnable_stages(stages, runtime)
+    cut = next((i for i, _why in unrunnable), len(stages))
     if cut < 2:
         raise GraphAuditError("no two consecutive stages that stock onnxruntime can run: "
-                              + "; ".join(why for _i, why in unrunnable_stages(au.stages, runtime)))
-    results, failed, cut = _compare_runnable(au, cut, lambda k: compare_stages(
-        au.stages[:k], au.lineage.alignments[:k - 1], au.changes[:k - 1], src, idx, src.domain, threshold, isolated,
-        tick, names, max_samples, config=au.config, runtime=runtime))
-    run = {"config": None, "config_family": None, "data": str(data) if data is not None else None, "random": random,
-           "log": None, "numeric_skipped": None, **(au.report.run or {})}
-    au.report.run = {**run, "numeric_not_run": [why for _i, why in failed + unrunnable_stages(au.stages, runtime)],
-                     "runtime": runtime, "runtimes": {st.name: runtime_label(runtime) for st in au.stages[:cut]}}
-    au.report.numeric = [transition_dict(r) for r in results]
-    ctx = AuditContext(stages=au.stages, lineage=au.lineage, changes=au.changes, coverage=au.coverage, numeric=results,
-                       config=au.config, stage_failures=failed)
-    au.report.findings.extend(run_checks(ctx, NUMERIC_CODES))
-    au.report.findings.sort(key=report_order)
-    return results
+                              + "; ".join(why for _i, why in unrunnable))
+    results, failed, cut = _compare_runnable(stages, cut, lambda k: compare_stages(
+        stages[:k], lineage.alignments[:k - 1], changes[:k - 1], src, idx, src.domain, o.threshold, o.isolated,
+        tick, names, o.max_samples, config=config, runtime=runtime))
+    return NumericRun(results=results, refused=failed, runtime=runtime, compared=cut,
+                      not_run=[why for _i, why in failed + unrunnable])

@@ -81,7 +81,7 @@ def plan_reports(out: str | os.PathLike = DEFAULT_OUT, html: str | os.PathLike |
 
 
 def write_reports(plan: ReportPlan, audits: list, json: str | os.PathLike | None = None) -> list[tuple[str, Path]]:
-    """Write the planned files for the audits (:class:`graphaudit.explain.Audit`, one per pipeline).
+    """Write the planned files for the audits (:class:`graphaudit.pipeline.Audit`, one per pipeline).
 
     ``json`` is the explicit JSON path (written too). Returns ``(what, path)`` per file or directory written.
 

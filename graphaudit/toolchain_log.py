@@ -10,7 +10,7 @@ from .jsonvalues import json_number
 from .stage import StageGraph
 from .toolchains.hblog import NodeRow, ToolchainLog, find_toolchain_files, parse_log, parse_quant_info
 
-__all__ = ["load_toolchain_file", "toolchain_section", "attach_toolchain_log", "pick_toolchain_file"]
+__all__ = ["load_toolchain_file", "toolchain_section", "pick_toolchain_file"]
 
 #: Stage roles whose node names the toolchain's table uses, in order of preference (the table lists
 #: calibrated/quantized nodes, which keep the optimized_float names; HORIZON.md sections 1 and 5).
@@ -186,31 +186,3 @@ def toolchain_section(log: ToolchainLog, stages: list[StageGraph],
             "compared": f"{tr['a']} -> {tr['b']}" if tr else None,
             "nodes_total": len(nodes), "nodes_mapped": sum(n["node_id"] is not None for n in nodes),
             "nodes": nodes, "outputs": outputs, "warnings": list(log.warnings)}
-
-
-def attach_toolchain_log(au, log_path: str | os.PathLike | ToolchainLog) -> ToolchainLog:
-    """Parse a toolchain log or quant_info file and put :func:`toolchain_section` into ``au.report.toolchain``.
-
-    Call it after :func:`graphaudit.measure.measure` so that graphaudit's cosine stands beside the
-    toolchain's (without numeric results ``graphaudit_cosine`` is None).
-
-    Parameters
-    ----------
-    au : graphaudit.explain.Audit
-    log_path : path-like or ToolchainLog
-        ``hb_mapper_makertbin.log`` / ``hb_compile.log`` (any hb_mapper/hb_compile log) or
-        ``*_quant_info.json``, or an already parsed file.
-
-    Returns
-    -------
-    ToolchainLog
-        The parsed file (its ``config_text`` for config checks).
-
-    Raises
-    ------
-    GraphAuditError
-        The file cannot be read or is not a toolchain log / quant_info file.
-    """
-    log = log_path if isinstance(log_path, ToolchainLog) else load_toolchain_file(log_path)
-    au.report.toolchain = toolchain_section(log, au.stages, au.report.numeric)
-    return log

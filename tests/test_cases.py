@@ -6,7 +6,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 
-from graphaudit.explain import audit
+from graphaudit.pipeline import audit
 from graphaudit.load import load_stage
 
 

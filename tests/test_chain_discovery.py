@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from graphaudit.errors import StageDiscoveryError
-from graphaudit.explain import audit, load_pipeline
+from graphaudit.pipeline import audit, load_pipeline
 from graphaudit.toolchains import discover_stages
 
 from .conftest import save_text

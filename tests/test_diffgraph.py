@@ -17,8 +17,8 @@ import pytest
 
 from graphaudit.cli import main
 from graphaudit.errors import GraphAuditError
-from graphaudit.explain import audit, load_pipeline
-from graphaudit.measure import measure
+from graphaudit.pipeline import audit, load_pipeline
+from graphaudit.measure import NumericOptions
 from graphaudit.render.diffgraph import KIND_COLORS, build_diff_graph
 from graphaudit.render.graphview import collapse_chains
 
@@ -165,7 +165,7 @@ def test_first_divergence_marked_with_numeric_data(samples):
     au = audit(load_pipeline([d]))
     plain = build_diff_graph(au, pair=1)
     assert "ga-first-divergence" not in plain.dot_source()
-    measure(au, random=2, isolated=False)
+    au = audit(au.stages, numeric=NumericOptions(random=2, isolated=False))
     fd = au.report.numeric[1]["first_divergence"]
     assert fd is not None
     # independently: walk the b tensor back through QuantizeLinear/DequantizeLinear to the node computing it

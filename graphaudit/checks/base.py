@@ -30,6 +30,7 @@ class AuditContext:
     data_stage: int = 0  # index of the stage whose input contract the data follow
     config: object | None = None  # graphaudit.config.ConversionConfig: the conversion YAML, when given
     config_model: StageGraph | None = None  # the ONNX model the config converts (lint cross-checks)
+    config_lineage: Lineage | None = None  # the stages with config_model as stage 0, when it is not a stage
     config_data: object | None = None  # calibration data directory overriding the config's cal_data_dir
     data_from_pixel_files: bool = False  # the data are hb_mapper raw pixel files (cal_data_dir), fed as x - 128
     stage_failures: list = field(default_factory=list)  # (stage index, reason): stages the runtime could not run

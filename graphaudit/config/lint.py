@@ -169,7 +169,7 @@ def lint_config(path_or_cfg: str | os.PathLike | ConversionConfig, model: str | 
         The ONNX model the config converts; default: the config's ``onnx_model`` when that file exists (relative
         paths resolve against the config's directory). Enables C320-C322 and a model-based input count and shape.
     stages : list of StageGraph, optional
-        Loaded stage models (:func:`graphaudit.explain.load_pipeline`), pipeline order. Enables C323 (node names
+        Loaded stage models (:func:`graphaudit.pipeline.load_pipeline`), pipeline order. Enables C323 (node names
         against the optimized_float stage; with the model as stage 0 the lineage names what a source node became)
         and C324 (decoded HzPreprocess mean/scale against the YAML).
     data : path-like, optional

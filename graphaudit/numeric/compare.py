@@ -205,7 +205,7 @@ def compare_stages(stages: list[StageGraph], alignments: list[Alignment], change
     Parameters
     ----------
     stages, alignments, changes
-        From :func:`graphaudit.explain.audit` (``alignments[i]``: stages[i] -> stages[i+1]).
+        From :func:`graphaudit.pipeline.audit` (``alignments[i]``: stages[i] -> stages[i+1]).
     samples : iterable of dict
         Input arrays by graph input name, in the contract of ``stages[data_stage]`` (or raw
         pixels when ``data_domain == "pixels"``: uint8 [N,H,W,3] RGB). Streamed: one sample is

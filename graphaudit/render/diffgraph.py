@@ -41,7 +41,7 @@ import networkx as nx
 from graphviz.quoting import a_list, quote
 
 from ..errors import GraphAuditError, GraphvizMissingError
-from ..explain import Audit
+from ..pipeline import Audit
 from ..fileio import atomic_write
 from .diffmodel import KIND_ORDER, build_items
 from .text import printable
@@ -347,7 +347,7 @@ def build_diff_graph(au: Audit, pair: int | None = 0, focus: str | None = None, 
 
     Parameters
     ----------
-    au : graphaudit.explain.Audit
+    au : graphaudit.pipeline.Audit
         Structure, and numeric results in ``au.report.numeric`` when :func:`graphaudit.measure.measure` ran.
     pair : int or None
         ``i`` draws the transition ``stages[i] -> stages[i + 1]``; ``None`` the lineage view over all stages

