@@ -70,7 +70,7 @@ def audit(stages: list[StageGraph], title: str = "", config=None) -> Audit:
     ctx = AuditContext(stages=stages, lineage=lineage, changes=changes, coverage=covs, config=config)
     findings = [f for f in run_checks(ctx) if not f.code.startswith("C")]
     if config is not None:
-        from .config import lint_config
+        from .lint import lint_config
 
         findings.extend(lint_config(config, stages=stages, lineage=lineage))
         findings.sort(key=report_order)

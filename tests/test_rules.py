@@ -49,7 +49,7 @@ def _run_config_example(tmp_path, case):
     """A config-rule example: ``config`` YAML text, optional ``model``, ``stages`` and ``cal_data`` files."""
     import numpy as np
 
-    from graphaudit.config import lint_config
+    from graphaudit.lint import lint_config
 
     cfg = tmp_path / "config.yaml"
     cfg.write_text(case["config"], encoding="utf-8")

@@ -1,16 +1,16 @@
 """Config checks (C3xx): the conversion YAML (``AuditContext.config``) against the schema, the model, stages and data.
 
-Every check yields nothing when the context carries no config. The logic lives in :mod:`graphaudit.config`
-(``rules_schema``, ``heuristics``, ``crosscheck``); this module registers one function per rule code.
+Every check yields nothing when the context carries no config. The logic lives in
+``config_schema``, ``config_heuristics`` and ``config_cross``; this module registers one function per rule code.
 """
 
 from __future__ import annotations
 
 from typing import Callable, Iterable, Iterator
 
-from ..config import crosscheck as X
-from ..config import heuristics as H
-from ..config import rules_schema as R
+from . import config_cross as X
+from . import config_heuristics as H
+from . import config_schema as R
 from ..findings import Finding
 from .base import AuditContext, check
 

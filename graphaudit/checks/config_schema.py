@@ -8,9 +8,9 @@ from typing import Iterator
 
 from ..findings import Finding
 from ..stage import StageGraph
-from . import schema as S
-from .common import channel_count, effective_shape, finding, fmt, nontrivial, per_input_items
-from .parse import ConversionConfig, is_unset, parse_channels, parse_shape, split_per_input
+from ..config import schema as S
+from .config_common import channel_count, effective_shape, finding, fmt, nontrivial, per_input_items
+from ..config.parse import ConversionConfig, is_unset, parse_channels, parse_shape, split_per_input
 
 __all__ = ["unknown_keys", "deprecated", "wrong_types", "invalid_values", "per_input_counts", "channel_counts",
            "separators", "scale_and_std", "norm_type_mismatch", "type_pairs", "type_shape", "featuremap_norm",
@@ -212,7 +212,7 @@ def per_input_counts(cfg: ConversionConfig, model: StageGraph | None = None) -> 
     """C305: ';'-separated per-input values whose count differs from the number of inputs."""
     n = n_inputs(cfg, model)
     basis = f"the model has {n} input(s)" if model is not None else f"{n} input(s) in the config"
-    from .parse import PER_INPUT_KEYS
+    from ..config.parse import PER_INPUT_KEYS
     for sec, key in PER_INPUT_KEYS:
         items = split_per_input(cfg.get(sec, key))
         if not items or (len(items) == 1 and is_unset(items[0])):

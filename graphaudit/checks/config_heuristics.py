@@ -6,8 +6,8 @@ import re
 from typing import Iterator
 
 from ..findings import Finding
-from .common import finding, fmt, is_image
-from .parse import ConversionConfig
+from .config_common import finding, fmt, is_image
+from ..config.parse import ConversionConfig
 
 __all__ = ["unit_range_normalization", "imagenet_channel_order", "name_tokens", "IMAGENET_MEAN_RGB", "IMAGENET_STD_RGB"]
 

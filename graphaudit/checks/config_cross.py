@@ -18,11 +18,11 @@ from ..numeric.hbcal import RAW_PIXEL_SUFFIXES
 from ..stage import StageGraph
 from ..toolchains.horizon import decode_hzpreprocess
 from ..toolchains.valuedomain import PixelDomain, channel_ranges, judge_domain, undo_formula
-from .common import (effective_normalization, effective_shape, finding, fmt, is_image, model_input, nontrivial,
+from .config_common import (effective_normalization, effective_shape, finding, fmt, is_image, model_input, nontrivial,
                      static_shape)
-from .parse import ConfigInput, ConversionConfig, is_unset, split_per_input
-from .refs import config_path
-from .rules_schema import n_inputs
+from ..config.parse import ConfigInput, ConversionConfig, is_unset, split_per_input
+from ..config.refs import config_path
+from .config_schema import n_inputs
 
 __all__ = ["input_names", "input_layout", "input_shape", "node_names", "preprocess_mismatch", "cal_data_dtype",
            "cal_data_normalized", "cal_dirs", "cal_dir_candidates", "MAX_DTYPE_FILES", "MAX_VALUE_FILES",
@@ -158,7 +158,7 @@ def preprocess_mismatch(cfg: ConversionConfig, stages: list[StageGraph]) -> Iter
     """C324: HzPreprocess mean/scale decoded from the stage models differ from what the YAML asks for.
 
     Decoding: HORIZON.md section 3 (``scale = w``, ``mean = 128 - b / w``). The YAML side is the normalization the
-    family applies (:func:`graphaudit.config.common.effective_normalization`); an absent mean is 0, an absent scale 1.
+    family applies (:func:`graphaudit.checks.config_common.effective_normalization`); an absent mean is 0, an absent scale 1.
     """
     stage = next((s for s in stages if any(n.op_type == "HzPreprocess" for n in s.nodes.values())), None)
     if stage is None:
