@@ -7,7 +7,7 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .checks.base import AuditContext, run_checks
+from .checks import CONFIG_CODES, AuditContext, run_checks
 from .errors import ConfigError, DataError, StagesUnrelatedError
 from .findings import Finding, report_order
 from .lineage import Lineage, align_chain
@@ -210,8 +210,6 @@ def lint_config(path_or_cfg: str | os.PathLike | ConversionConfig, model: str | 
         lineage = None
     if lineage is None or len(lineage.stages) != len(chain):
         lineage = _lineage(chain)
-    from .checks.config import CONFIG_CODES
-
     ctx = AuditContext(stages=chain, lineage=lineage, config=cfg, config_model=model_stage,
                        config_data=Path(data) if data is not None else None)
     findings = run_checks(ctx, CONFIG_CODES)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from graphaudit.catalogue import load_catalogue
-from graphaudit.checks import CHECKS, AuditContext, run_checks
+from graphaudit.checks import AuditContext, RULES as TABLE, run_checks
 from graphaudit.explain import audit
 from graphaudit.load import load_stage
 
@@ -19,8 +19,8 @@ def test_every_rule_has_why_fix_examples_and_a_check():
     for code, r in RULES.items():
         assert r.why and r.fix and r.summary, code
         assert r.examples.get("fail") and r.examples.get("pass"), f"{code} needs failing and passing examples"
-        assert code in CHECKS, f"{code} has no check function"
-    assert set(CHECKS) <= set(RULES), "check registered without a rule entry"
+        assert code in TABLE, f"{code} has no check function"
+    assert set(TABLE) <= set(RULES), "check registered without a rule entry"
 
 
 def _example_data(d):
