@@ -226,6 +226,11 @@ def _lint(args: argparse.Namespace, console: Console) -> int:
 
 def _run(args: argparse.Namespace, console: Console) -> int:
     if args.command == "rules":
+        if args.markdown:
+            from .checks.table import markdown_table
+
+            sys.stdout.write(markdown_table())
+            return 0
         rules = load_catalogue()
         if args.explain and args.explain.upper() not in rules:
             raise GraphAuditError(f"{args.explain}: no such rule (see `graphaudit rules`)")

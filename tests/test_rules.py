@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 
 from graphaudit.catalogue import load_catalogue
-from graphaudit.checks import AuditContext, RULES as TABLE, run_checks
+from graphaudit.checks import CONFIG_CODES, AuditContext, RULES as TABLE, run_checks
+from graphaudit.checks import table
+from graphaudit.errors import RuleCatalogueError
 from graphaudit.explain import audit
 from graphaudit.load import load_stage
 
-from .conftest import save_text
+from .conftest import REPO, save_text
 
 RULES = load_catalogue()
 
@@ -21,6 +25,60 @@ def test_every_rule_has_why_fix_examples_and_a_check():
         assert r.examples.get("fail") and r.examples.get("pass"), f"{code} needs failing and passing examples"
         assert code in TABLE, f"{code} has no check function"
     assert set(TABLE) <= set(RULES), "check registered without a rule entry"
+
+
+def test_table_equals_the_catalogue_in_code_order():
+    assert list(TABLE) == sorted(RULES, key=table.code_order)
+    assert list(TABLE)[:1] == ["S101"] and list(TABLE)[-1] == "N403"
+    assert CONFIG_CODES == tuple(c for c in sorted(RULES, key=table.code_order) if c.startswith("C"))
+    for code, fn in TABLE.items():
+        assert fn.__name__ != "<lambda>" and fn.__doc__, f"{code}: a named function with a docstring"
+    assert len({id(fn) for fn in TABLE.values()}) == len(TABLE)
+
+
+def test_the_table_is_checked_against_the_catalogue():
+    table.validate_table(TABLE)
+    without = {c: fn for c, fn in TABLE.items() if c != "C326"}
+    with pytest.raises(RuleCatalogueError, match="rules without a function: C326"):
+        table.validate_table(without)
+
+    def check_unknown(ctx):
+        """A rule the catalogue does not have."""
+        return ()
+
+    with pytest.raises(RuleCatalogueError, match="without a catalogue entry .*: X999"):
+        table.validate_table({**TABLE, "X999": check_unknown})
+    with pytest.raises(RuleCatalogueError, match="S102 reuses the function of S101"):
+        table.validate_table({**TABLE, "S102": TABLE["S101"]})
+    with pytest.raises(RuleCatalogueError, match="not in code order"):
+        table.validate_table(dict(sorted(TABLE.items())))
+
+
+def test_run_checks_runs_each_rule_exactly_once(monkeypatch, tmp_path):
+    calls: Counter = Counter()
+    for code, fn in list(TABLE.items()):
+        def counted(ctx, code=code, fn=fn):
+            calls[code] += 1
+            return fn(ctx)
+
+        monkeypatch.setitem(table.RULES, code, counted)
+    stage = load_stage(save_text(tmp_path, "m.onnx", '<ir_version: 8, opset_import: ["" : 13]>\n'
+                                 "g (float[1,4] x) => (float[1,4] y) { y = Relu (x) }"), role="original")
+    ctx = AuditContext(stages=[stage])
+    assert run_checks(ctx) is not None
+    assert calls == Counter(dict.fromkeys(TABLE, 1))
+    calls.clear()
+    run_checks(ctx, CONFIG_CODES)
+    assert calls == Counter(dict.fromkeys(CONFIG_CODES, 1))
+
+
+def test_readme_rule_table_is_generated():
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    start, end = "<!-- rules:start -->\n", "<!-- rules:end -->"
+    assert text.count(start) == 1 and text.count(end) == 1, "README.md lacks the rules:start/rules:end markers"
+    body = text.split(start, 1)[1].split(end, 1)[0]
+    assert body == table.markdown_table(), ("README.md's rule table drifted from rules/*.yaml and checks/table.py: "
+                                            "put the output of `graphaudit rules --markdown` between the markers")
 
 
 def _example_data(d):

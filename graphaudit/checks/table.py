@@ -20,7 +20,7 @@ from . import numeric as N
 from . import structure as S
 from .base import AuditContext
 
-__all__ = ["RULES", "CONFIG_CODES", "run_checks", "code_order"]
+__all__ = ["RULES", "CONFIG_CODES", "run_checks", "code_order", "validate_table", "markdown_table"]
 
 Rule = Callable[[AuditContext], Iterable[Finding]]
 
@@ -88,7 +88,7 @@ def code_order(code: str) -> tuple[int, str]:
     return int(code[1:]), code
 
 
-def _validate(rules: dict[str, Rule]) -> None:
+def validate_table(rules: dict[str, Rule]) -> None:
     """Raise RuleCatalogueError unless ``rules`` and the catalogue name the same codes, each once, in code order.
 
     Raises
@@ -114,7 +114,7 @@ def _validate(rules: dict[str, Rule]) -> None:
         raise RuleCatalogueError("graphaudit/checks/table.py: " + "; ".join(problems))
 
 
-_validate(RULES)
+validate_table(RULES)
 
 
 def run_checks(ctx: AuditContext, codes: Iterable[str] | None = None) -> list[Finding]:
@@ -143,3 +143,21 @@ def run_checks(ctx: AuditContext, codes: Iterable[str] | None = None) -> list[Fi
         findings.extend(RULES[code](ctx))
     findings.sort(key=report_order)
     return findings
+
+
+def markdown_table() -> str:
+    """The rule table as Markdown, one row per entry of :data:`RULES` (code order) with the catalogue's metadata.
+
+    Returns
+    -------
+    str
+        ``| code | name | severity | summary |`` rows, newline-terminated; README.md holds this text between
+        ``<!-- rules:start -->`` and ``<!-- rules:end -->`` (``graphaudit rules --markdown`` prints it).
+    """
+    catalogue = load_catalogue()
+    rows = ["| code | name | severity | summary |", "|---|---|---|---|"]
+    for code in RULES:
+        r = catalogue[code]
+        summary = r.summary.replace("|", r"\|")  # a pipe would end the cell
+        rows.append(f"| {r.code} | {r.name} | {r.severity} | {summary} |")
+    return "\n".join(rows) + "\n"
