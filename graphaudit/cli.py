@@ -170,7 +170,7 @@ def _check_inputs(args: argparse.Namespace, console: Console) -> int:
     stats, findings = check_inputs(stages, args.data, idx, args.raw_dtype, _raw_shape(args.raw_shape), args.max_samples,
                                    cfg)
     if cfg is not None:  # the config is linted against the stages, as explain does
-        from .config import lint_config
+        from .lint import lint_config
 
         findings = sorted(findings + lint_config(cfg, stages=stages), key=report_order)
     contracts = stage_contracts(stages[idx], cfg)
@@ -186,8 +186,8 @@ def _check_inputs(args: argparse.Namespace, console: Console) -> int:
 
 
 def _lint(args: argparse.Namespace, console: Console) -> int:
-    from .config import config_inputs, lint_config, load_config_or_log
-    from .config.lint import lint_scope
+    from .config import config_inputs, load_config_or_log
+    from .lint import lint_config, lint_scope
     from .fileio import write_atomic
     from .render.lint_console import lint_json_text, render_lint
     from .render.sarif import sarif_text
@@ -224,6 +224,11 @@ def _lint(args: argparse.Namespace, console: Console) -> int:
 
 
 def _rules(args: argparse.Namespace, console: Console) -> int:
+    if args.markdown:
+        from .checks.table import markdown_table
+
+        sys.stdout.write(markdown_table())
+        return 0
     rules = load_catalogue()
     if args.explain and args.explain.upper() not in rules:
         raise GraphAuditError(f"{args.explain}: no such rule (see `graphaudit rules`)")

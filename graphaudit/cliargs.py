@@ -105,7 +105,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="exit 1 when a finding at or above this severity exists (default: error)")
 
     r = sub.add_parser("rules", help="list the rule catalogue")
-    r.add_argument("--explain", metavar="CODE", help="print one rule in full")
+    rg = r.add_mutually_exclusive_group()
+    rg.add_argument("--explain", metavar="CODE", help="print one rule in full")
+    rg.add_argument("--markdown", action="store_true", help="print the rule table as Markdown (README.md's table)")
     return p
 
 

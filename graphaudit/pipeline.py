@@ -116,7 +116,7 @@ def _read_log(paths: list, stages: list[StageGraph], log, find_log: bool) -> tup
 def _config_fields(cfg, stages: list[StageGraph], lineage: Lineage) -> dict:
     """The context fields the config checks (C3xx) read: the model the config converts and, when it is not a
     stage already, the lineage with it as stage 0 (one more alignment, the rest reused)."""
-    from .config.lint import lint_scope
+    from .lint import lint_scope
 
     if cfg is None:
         return {}

@@ -122,6 +122,10 @@ def test_rules_listing():
     assert p.returncode == 0 and "S101" in p.stdout and "S110" in p.stdout
     p = run("rules", "--explain", "s104")
     assert p.returncode == 0 and "calibration-skipped" in p.stdout and "Why it matters" in p.stdout
+    p = run("rules", "--markdown")
+    from graphaudit.checks.table import markdown_table
+
+    assert p.returncode == 0 and p.stdout == markdown_table(), p.stderr
 
 
 def test_explain_without_arguments_runs_bundled_samples(samples):

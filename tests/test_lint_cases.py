@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from graphaudit.config import lint_config, load_config
+from graphaudit.config import load_config
+from graphaudit.lint import lint_config
 from graphaudit.pipeline import load_pipeline
 from .conftest import CORPUS as CORPUS_ROOT
 

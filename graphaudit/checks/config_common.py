@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-from ..checks.base import make_finding
+from ..config.parse import ConfigInput, ConversionConfig, is_unset, split_per_input
+from ..config.schema import IMAGE_TYPES
 from ..findings import Finding
 from ..stage import StageGraph
-from .parse import ConfigInput, ConversionConfig, is_unset, split_per_input
-from .schema import IMAGE_TYPES
+from .base import make_finding
 
 __all__ = ["finding", "model_input", "effective_shape", "static_shape", "channel_count", "per_input_items", "fmt",
            "is_image", "effective_normalization", "iter_inputs", "nontrivial", "unset"]

@@ -1,13 +1,18 @@
-"""Value heuristics C330-C332: normalization values from a [0, 1] pipeline, ImageNet channel order, names that contradict."""
+"""Value heuristics C330-C332: normalization values from a [0, 1] pipeline, ImageNet channel order, names that contradict.
+
+Each rule is a function ``(AuditContext) -> Iterator[Finding]`` over ``ctx.config`` (nothing without one), listed in
+:data:`graphaudit.checks.table.RULES`.
+"""
 
 from __future__ import annotations
 
 import re
 from typing import Iterator
 
+from ..config.parse import ConversionConfig
 from ..findings import Finding
-from .common import finding, fmt, is_image
-from .parse import ConversionConfig
+from .base import AuditContext
+from .config_common import finding, fmt, is_image
 
 __all__ = ["unit_range_normalization", "imagenet_channel_order", "name_tokens", "IMAGENET_MEAN_RGB", "IMAGENET_STD_RGB"]
 
@@ -20,12 +25,14 @@ def _path(cfg: ConversionConfig, key: str, i: int) -> tuple:
     return ("input_parameters", key, i) if ("input_parameters", key, i) in cfg.positions else ("input_parameters", key)
 
 
-def unit_range_normalization(cfg: ConversionConfig) -> Iterator[Finding]:
+def unit_range_normalization(ctx: AuditContext) -> Iterator[Finding]:
     """C330 (CASES.md case 6): image input whose mean values are all below 1.0, or std below 1.0.
 
     The converter normalizes 0..255 pixels (HORIZON.md section 4: ``mean_yaml = 255 * mean``,
     ``scale_yaml = 1 / (255 * std)``); values of a [0, 1] training pipeline are off by a factor 255.
     """
+    if (cfg := ctx.config) is None:
+        return
     for inp in cfg.inputs:
         if not is_image(inp):
             continue
@@ -57,8 +64,10 @@ def _close(a: list[float] | None, b: tuple[float, ...], tol: float) -> bool:
     return a is not None and len(a) == 3 and all(abs(x - y) <= tol * max(abs(y), 1e-9) for x, y in zip(a, b))
 
 
-def imagenet_channel_order(cfg: ConversionConfig) -> Iterator[Finding]:
+def imagenet_channel_order(ctx: AuditContext) -> Iterator[Finding]:
     """C331: ImageNet mean in RGB order with input_type_train bgr, or in BGR order with rgb (HORIZON.md section 4)."""
+    if (cfg := ctx.config) is None:
+        return
     for inp in cfg.inputs:
         if inp.type_train not in ("rgb", "bgr") or inp.mean is None:
             continue
@@ -83,13 +92,15 @@ def _tokens(text: str) -> list[str]:
     return [t for t in re.split(r"[^a-z0-9]+", text.lower()) if t]
 
 
-def name_tokens(cfg: ConversionConfig) -> Iterator[Finding]:
+def name_tokens(ctx: AuditContext) -> Iterator[Finding]:
     """C332 (CASES.md case 2): a token of output_model_file_prefix / working_dir contradicting input types or layout.
 
     Type tokens (nv12, rgb, bgr, yuv444, gray, featuremap) must name an input's input_type_rt or input_type_train;
     rgb/bgr/gray/yuv444 are also accepted for featuremap inputs (image tensors fed as featuremap). Layout tokens
     (nchw, nhwc) must name an input's input_layout_rt or input_layout_train.
     """
+    if (cfg := ctx.config) is None:
+        return
     types = {t for inp in cfg.inputs for t in (inp.type_rt, inp.type_train) if t}
     if any("featuremap" in (inp.type_rt, inp.type_train) for inp in cfg.inputs):
         types |= {"rgb", "bgr", "gray", "yuv444"}

@@ -1,4 +1,8 @@
-"""Cross-checks C320-C326: the config against the ONNX model, the toolchain's stage models and the calibration data."""
+"""Cross-checks C320-C326: the config against the ONNX model, the toolchain's stage models and the calibration data.
+
+Each rule is a function ``(AuditContext) -> Iterator[Finding]`` over ``ctx.config`` (nothing without one), listed in
+:data:`graphaudit.checks.table.RULES`.
+"""
 
 from __future__ import annotations
 
@@ -11,18 +15,17 @@ from typing import Iterator
 import numpy as np
 
 from ..findings import Finding
-from ..lineage import Lineage
 from ..errors import DataError
 from ..numeric.data import IMAGE_EXTS, NPY_EXTS, RAW_EXTS, InputSpec, natural_key, open_data
 from ..numeric.hbcal import RAW_PIXEL_SUFFIXES
-from ..stage import StageGraph
 from ..toolchains.horizon import decode_hzpreprocess
 from ..toolchains.valuedomain import PixelDomain, channel_ranges, judge_domain, undo_formula
-from .common import (effective_normalization, effective_shape, finding, fmt, is_image, model_input, nontrivial,
-                     static_shape)
-from .parse import ConfigInput, ConversionConfig, is_unset, split_per_input
-from .refs import config_path
-from .rules_schema import n_inputs
+from ..config.parse import ConfigInput, ConversionConfig, is_unset, split_per_input
+from ..config.refs import config_path
+from .base import AuditContext
+from .config_common import (effective_normalization, effective_shape, finding, fmt, is_image, model_input,
+                            nontrivial, static_shape)
+from .config_schema import n_inputs
 
 __all__ = ["input_names", "input_layout", "input_shape", "node_names", "preprocess_mismatch", "cal_data_dtype",
            "cal_data_normalized", "cal_dirs", "cal_dir_candidates", "MAX_DTYPE_FILES", "MAX_VALUE_FILES",
@@ -36,9 +39,10 @@ VALUE_BLOCK = 1 << 20
 MAX_VALUE_BLOCKS = 16
 
 
-def input_names(cfg: ConversionConfig, model: StageGraph | None) -> Iterator[Finding]:
+def input_names(ctx: AuditContext) -> Iterator[Finding]:
     """C320: input_name entries that are not inputs of the ONNX model."""
-    if model is None:
+    cfg, model = ctx.config, ctx.config_model
+    if cfg is None or model is None:
         return
     for inp in cfg.inputs:
         if inp.name and inp.name not in model.inputs:
@@ -50,8 +54,11 @@ def input_names(cfg: ConversionConfig, model: StageGraph | None) -> Iterator[Fin
                           f"(inputs: {', '.join(model.inputs)}){hint}", {"name": inp.name, "model_inputs": model.inputs})
 
 
-def input_layout(cfg: ConversionConfig, model: StageGraph | None) -> Iterator[Finding]:
+def input_layout(ctx: AuditContext) -> Iterator[Finding]:
     """C321: input_layout_train contradicting the model input (channels of the image type sit at the other position)."""
+    cfg, model = ctx.config, ctx.config_model
+    if cfg is None:
+        return
     n = n_inputs(cfg, model)
     for inp in cfg.inputs:
         mi = model_input(model, inp, n)
@@ -68,8 +75,11 @@ def input_layout(cfg: ConversionConfig, model: StageGraph | None) -> Iterator[Fi
                           {"input": mi[0], "model_shape": list(shape), "layout_train": inp.layout_train})
 
 
-def input_shape(cfg: ConversionConfig, model: StageGraph | None) -> Iterator[Finding]:
+def input_shape(ctx: AuditContext) -> Iterator[Finding]:
     """C322: input_shape differing from the model input's static dims (symbolic dims are not compared)."""
+    cfg, model = ctx.config, ctx.config_model
+    if cfg is None:
+        return
     n = n_inputs(cfg, model)
     for inp in cfg.inputs:
         mi = model_input(model, inp, n)
@@ -117,12 +127,16 @@ def _config_node_names(cfg: ConversionConfig) -> list[tuple[tuple, str, str]]:
     return out
 
 
-def node_names(cfg: ConversionConfig, stages: list[StageGraph], lineage: Lineage | None) -> Iterator[Finding]:
+def node_names(ctx: AuditContext) -> Iterator[Finding]:
     """C323 (CASES.md case 12): node names in the config that the optimized_float stage does not have.
 
     When the name belongs to an earlier stage (the source model or original_float) and the lineage is known, the
     message gives the optimized node(s) it became.
     """
+    cfg, chain = ctx.config, ctx.config_lineage  # the config's own model as stage 0 when the pipeline lacks it
+    stages, lineage = (chain.stages, chain) if chain is not None else (ctx.stages, ctx.lineage)
+    if cfg is None:
+        return
     opt_idx = next((i for i, s in enumerate(stages) if s.role == "optimized"), None)
     if opt_idx is None:
         return
@@ -154,12 +168,15 @@ def node_names(cfg: ConversionConfig, stages: list[StageGraph], lineage: Lineage
         yield finding(cfg, "C323", path, msg, {"name": name, "field": label, "found_in": where, "became": mapped})
 
 
-def preprocess_mismatch(cfg: ConversionConfig, stages: list[StageGraph]) -> Iterator[Finding]:
+def preprocess_mismatch(ctx: AuditContext) -> Iterator[Finding]:
     """C324: HzPreprocess mean/scale decoded from the stage models differ from what the YAML asks for.
 
     Decoding: HORIZON.md section 3 (``scale = w``, ``mean = 128 - b / w``). The YAML side is the normalization the
-    family applies (:func:`graphaudit.config.common.effective_normalization`); an absent mean is 0, an absent scale 1.
+    family applies (:func:`graphaudit.checks.config_common.effective_normalization`); an absent mean is 0, an absent scale 1.
     """
+    cfg, stages = ctx.config, ctx.stages
+    if cfg is None:
+        return
     stage = next((s for s in stages if any(n.op_type == "HzPreprocess" for n in s.nodes.values())), None)
     if stage is None:
         return
@@ -287,8 +304,11 @@ def _file_dtype(p: Path, shape: tuple | None) -> str | None:
     return {4 * n: "float32", n: "uint8"}.get(size)
 
 
-def cal_data_dtype(cfg: ConversionConfig, model: StageGraph | None, data) -> Iterator[Finding]:
+def cal_data_dtype(ctx: AuditContext) -> Iterator[Finding]:
     """C325 (1.x): calibration files whose dtype differs from cal_data_type (or the ``_f32`` suffix rule)."""
+    cfg, model, data = ctx.config, ctx.config_model, ctx.config_data
+    if cfg is None:
+        return
     n = n_inputs(cfg, model)
     for inp, d in cal_dirs(cfg, data):
         want, why = _expected_cal_dtype(cfg, inp, d)
@@ -407,7 +427,7 @@ def _normalized_3x(cfg, inp, d, key, lo, hi, avg, used, mean, scale) -> Iterator
                                                                            "mean": avg, "files": used})
 
 
-def cal_data_normalized(cfg: ConversionConfig, model: StageGraph | None, data) -> Iterator[Finding]:
+def cal_data_normalized(ctx: AuditContext) -> Iterator[Finding]:
     """C326 (docs/CASES.md case 3 for the config): calibration data prepared with part of the normalization the
     toolchain applies again (mean, scale, both), divided by 255, or given the -128 offset.
 
@@ -417,6 +437,9 @@ def cal_data_normalized(cfg: ConversionConfig, model: StageGraph | None, data) -
     pixel domain, which names the form of the mistake. 3.x configs get only the plain cases
     (:func:`_normalized_3x`).
     """
+    cfg, model, data = ctx.config, ctx.config_model, ctx.config_data
+    if cfg is None:
+        return
     n = n_inputs(cfg, model)
     for inp, d in cal_dirs(cfg, data):
         mean, scale = effective_normalization(cfg, inp)

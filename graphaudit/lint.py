@@ -7,15 +7,15 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..checks.base import AuditContext, run_checks
-from ..errors import ConfigError, DataError, StagesUnrelatedError
-from ..findings import Finding, report_order
-from ..lineage import Lineage, align_chain
-from ..load import load_stage
-from ..stage import StageGraph
-from .crosscheck import cal_dir_candidates
-from .parse import ConversionConfig, is_unset, load_config
-from .refs import config_path
+from .checks import CONFIG_CODES, AuditContext, run_checks
+from .errors import ConfigError, DataError, StagesUnrelatedError
+from .findings import Finding, report_order
+from .lineage import Lineage, align_chain
+from .load import load_stage
+from .stage import StageGraph
+from .checks.config_cross import cal_dir_candidates
+from .config.parse import ConversionConfig, is_unset, load_config
+from .config.refs import config_path
 
 __all__ = ["lint_config", "config_model_path", "lint_scope", "LintScope"]
 
@@ -210,8 +210,6 @@ def lint_config(path_or_cfg: str | os.PathLike | ConversionConfig, model: str | 
         lineage = None
     if lineage is None or len(lineage.stages) != len(chain):
         lineage = _lineage(chain)
-    from ..checks.config import CONFIG_CODES
-
     ctx = AuditContext(stages=chain, lineage=lineage, config=cfg, config_model=model_stage,
                        config_data=Path(data) if data is not None else None)
     findings = run_checks(ctx, CONFIG_CODES)
