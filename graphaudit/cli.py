@@ -281,7 +281,7 @@ def _explain(args: argparse.Namespace, console: Console) -> int:
         else:
             render_diff(rep, console, args.verbose)
     if plan is not None:
-        for what, path in write_reports(plan, audits, json=args.json):
+        for what, path in write_reports(audits, plan=plan, json=args.json):
             console.print(Text(f"{what}: {path}"))
     elif args.json is not None:
         write_json(reports[0] if len(reports) == 1 else reports, args.json, protect=protect)

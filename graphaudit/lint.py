@@ -197,6 +197,19 @@ def lint_config(path_or_cfg: str | os.PathLike | ConversionConfig, model: str | 
         are not errors: :func:`lint_scope` lists them as skipped.
     ModelLoadError
         The model (``model``, or the config's ``onnx_model``) cannot be loaded.
+
+    Examples
+    --------
+    A key misspelt in the bundled sample's config is found at its line and column:
+
+    >>> import pathlib, tempfile, graphaudit
+    >>> good = graphaudit.samples_dir() / "horizon" / "rapid_orientation" / "config.yaml"
+    >>> graphaudit.lint_config(good)
+    []
+    >>> bad = pathlib.Path(tempfile.mkdtemp()) / "config.yaml"
+    >>> _ = bad.write_text(good.read_text().replace("march:", "mrach:"))
+    >>> [(f.code, f.location["line"], f.location["col"]) for f in graphaudit.lint_config(bad)]
+    [('C301', 6, 3)]
     """
     cfg = path_or_cfg if isinstance(path_or_cfg, ConversionConfig) else load_config(path_or_cfg, toolchain)
     model_path = lint_scope(cfg, model, stages, data).model

