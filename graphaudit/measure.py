@@ -12,8 +12,9 @@ from .numeric.compare import DEFAULT_COSINE_THRESHOLD, TransitionNumeric, compar
 from .errors import GraphAuditError, StageRunError
 from .findings import report_order
 from .numeric.backends import horizon_unavailable, resolve_runtime, runtime_label
-from .numeric.data import InputSpec, input_specs, random_source
-from .numeric.hbcal import open_stage_data
+from .data.hbcal import open_stage_data
+from .data.random import random_source
+from .data.spec import InputSpec, input_specs
 from .toolchains.contracts import stage_contracts
 from .toolchains.ops import is_fixed_point
 
@@ -81,7 +82,7 @@ def measure(au: Audit, data: str | os.PathLike | None = None, random: int | None
     ----------
     au : Audit
     data : path-like, optional
-        Samples (see :func:`graphaudit.numeric.data.open_data`), in the input contract of
+        Samples (see :func:`graphaudit.data.source.open_data`), in the input contract of
         ``stages[data_stage]`` (images: raw pixels, converted per stage).
     random : int, optional
         Number of random samples when no data are given (seeded by ``seed``): uniform in the
