@@ -8,7 +8,8 @@ from collections import Counter
 from .checks import run_checks
 from .checks.base import AuditContext
 from .explain import Audit
-from .numeric.compare import DEFAULT_COSINE_THRESHOLD, TransitionNumeric, compare_stages, transition_dict
+from .numeric.compare import (DEFAULT_COSINE_THRESHOLD, CompareOptions, TransitionNumeric, compare_stages,
+                              transition_dict)
 from .errors import GraphAuditError, StageRunError
 from .findings import report_order
 from .numeric.backends import horizon_unavailable, resolve_runtime, runtime_label
@@ -137,9 +138,10 @@ def measure(au: Audit, data: str | os.PathLike | None = None, random: int | None
     if cut < 2:
         raise GraphAuditError("no two consecutive stages that stock onnxruntime can run: "
                               + "; ".join(why for _i, why in unrunnable_stages(au.stages, runtime)))
+    opts = CompareOptions(data_stage=idx, data_domain=src.domain, threshold=threshold, isolated=isolated, progress=tick,
+                          sample_names=names, max_samples=max_samples, config=au.config, runtime=runtime)
     results, failed, cut = _compare_runnable(au, cut, lambda k: compare_stages(
-        au.stages[:k], au.lineage.alignments[:k - 1], au.changes[:k - 1], src, idx, src.domain, threshold, isolated,
-        tick, names, max_samples, config=au.config, runtime=runtime))
+        au.stages[:k], au.lineage.alignments[:k - 1], au.changes[:k - 1], src, opts))
     run = {"config": None, "config_family": None, "data": str(data) if data is not None else None, "random": random,
            "log": None, "numeric_skipped": None, **(au.report.run or {})}
     au.report.run = {**run, "numeric_not_run": [why for _i, why in failed + unrunnable_stages(au.stages, runtime)],
