@@ -12,9 +12,10 @@ from .checks import run_checks
 from .checks.base import AuditContext
 from .errors import DataError
 from .findings import Finding
-from .numeric.data import InputSpec, input_specs, open_data
-from .numeric.hbcal import open_stage_data
-from .numeric.datastats import InputStats, data_stats
+from .data.hbcal import open_stage_data
+from .data.source import open_data
+from .data.spec import InputSpec, input_specs
+from .data.stats import InputStats, data_stats
 from .stage import StageGraph
 from .toolchains.contracts import convert_sample, pipeline_normalization, stage_contracts
 

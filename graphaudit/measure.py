@@ -11,9 +11,10 @@ from .classify import Change
 from .errors import GraphAuditError, StageRunError
 from .lineage import Lineage
 from .numeric.backends import horizon_unavailable, resolve_runtime, runtime_label
-from .numeric.compare import DEFAULT_COSINE_THRESHOLD, TransitionNumeric, compare_stages
-from .numeric.data import InputSpec, input_specs, random_source
-from .numeric.hbcal import open_stage_data
+from .numeric.compare import DEFAULT_COSINE_THRESHOLD, CompareOptions, TransitionNumeric, compare_stages
+from .data.hbcal import open_stage_data
+from .data.random import random_source
+from .data.spec import InputSpec, input_specs
 from .stage import StageGraph
 from .toolchains.contracts import stage_contracts
 from .toolchains.ops import is_fixed_point
@@ -217,8 +218,9 @@ def run_numeric(stages: list[StageGraph], lineage: Lineage, changes: list[list[C
     if cut < 2:
         raise GraphAuditError("no two consecutive stages that stock onnxruntime can run: "
                               + "; ".join(why for _i, why in unrunnable))
+    copts = CompareOptions(data_stage=idx, data_domain=src.domain, threshold=o.threshold, isolated=o.isolated,
+                           progress=tick, sample_names=names, max_samples=o.max_samples, config=config, runtime=runtime)
     results, failed, cut = _compare_runnable(stages, cut, lambda k: compare_stages(
-        stages[:k], lineage.alignments[:k - 1], changes[:k - 1], src, idx, src.domain, o.threshold, o.isolated,
-        tick, names, o.max_samples, config=config, runtime=runtime))
+        stages[:k], lineage.alignments[:k - 1], changes[:k - 1], src, copts))
     return NumericRun(results=results, refused=failed, runtime=runtime, compared=cut,
                       not_run=[why for _i, why in failed + unrunnable])

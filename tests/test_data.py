@@ -10,7 +10,9 @@ from PIL import Image
 
 from graphaudit.errors import DataError, GraphAuditError
 from graphaudit.load import load_stage
-from graphaudit.numeric.data import InputSpec, input_specs, natural_key, open_data, random_source
+from graphaudit.data.random import random_source
+from graphaudit.data.source import open_data
+from graphaudit.data.spec import InputSpec, input_specs, natural_key
 
 X = [InputSpec("x", "float32", (1, 3, 4, 4))]
 XD = [InputSpec("x", "float32", ("N", 3, 4, 4))]

@@ -25,7 +25,7 @@ class AuditContext:
     changes: list[list[Change]] = field(default_factory=list)
     coverage: list[Coverage] = field(default_factory=list)
     numeric: list | None = None  # list of graphaudit.numeric.compare.TransitionNumeric when data were run
-    input_stats: dict | None = None  # input name -> graphaudit.numeric.datastats.InputStats of the user's data
+    input_stats: dict | None = None  # input name -> graphaudit.data.stats.InputStats of the user's data
     data_stage: int = 0  # index of the stage whose input contract the data follow
     config: object | None = None  # graphaudit.config.ConversionConfig: the conversion YAML, when given
     config_model: StageGraph | None = None  # the ONNX model the config converts (lint cross-checks)

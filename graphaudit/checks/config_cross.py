@@ -16,8 +16,10 @@ import numpy as np
 
 from ..findings import Finding
 from ..errors import DataError
-from ..numeric.data import IMAGE_EXTS, NPY_EXTS, RAW_EXTS, InputSpec, natural_key, open_data
-from ..numeric.hbcal import RAW_PIXEL_SUFFIXES
+from ..data.arrays import npy_header
+from ..data.hbcal import RAW_PIXEL_SUFFIXES
+from ..data.source import IMAGE_EXTS, NPY_EXTS, RAW_EXTS, open_data
+from ..data.spec import InputSpec, natural_key
 from ..toolchains.horizon import decode_hzpreprocess
 from ..toolchains.valuedomain import PixelDomain, channel_ranges, judge_domain, undo_formula
 from ..config.parse import ConfigInput, ConversionConfig, is_unset, split_per_input
@@ -219,7 +221,7 @@ def cal_dir_candidates(cfg: ConversionConfig, data: str | Path | None) -> list[t
     ``data`` overrides ``cal_data_dir``: the directory itself for a single input, ``data/<input name>`` per input
     otherwise (Horizon's ``calibration_data/<input>/`` layout). Relative ``cal_data_dir`` resolve against the
     config's directory. Every .npy/.npz header is checked (never unpickled) with
-    :func:`graphaudit.numeric.data.open_data`, which reads headers only; directories of raw files are not
+    :func:`graphaudit.data.source.open_data`, which reads headers only; directories of raw files are not
     (their dtype and shape are what C325 checks).
     """
     out = []
@@ -268,13 +270,9 @@ def _files(d: Path) -> list[Path]:
 def _npy_header(p: Path) -> tuple[np.dtype, tuple] | None:
     """dtype and shape from a .npy header (no data read, never unpickles); None when not a readable .npy."""
     try:
-        with open(p, "rb") as fh:
-            version = np.lib.format.read_magic(fh)
-            reader = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
-            shape, _fortran, dtype = reader(fh, max_header_size=10000)
-    except (OSError, ValueError, SyntaxError, TypeError):
+        return npy_header(p)
+    except DataError:
         return None
-    return (None if dtype.hasobject else dtype, shape)
 
 
 def _expected_cal_dtype(cfg: ConversionConfig, inp: ConfigInput, d: Path) -> tuple[str | None, str]:

@@ -14,12 +14,13 @@ from ..lineage import Alignment
 from ..stage import StageGraph
 from ..toolchains.discovery import NUMERICALLY_EQUAL_TRANSITIONS
 from ..toolchains.contracts import convert_sample, pipeline_normalization, stage_contracts
-from .metrics import ErrorStats, top1_agreement
-from .backends import make_session
 from .fixedpoint import FixedPointCodec, fixed_point_codec, nhwc_as
-from .runner import StageRunner, extract_submodel
+from .metrics import ErrorStats, top1_agreement
+from .regions import COMPARABLE_KINDS, RegionRunner, region_io
+from .runner import StageRunner
 
-__all__ = ["TensorError", "FixedPointCodec", "RegionError", "TransitionNumeric", "compare_stages", "transition_dict", "DEFAULT_COSINE_THRESHOLD"]
+__all__ = ["TensorError", "FixedPointCodec", "RegionError", "TransitionNumeric", "CompareOptions", "compare_stages",
+           "transition_dict", "DEFAULT_COSINE_THRESHOLD"]
 
 #: Changes measured on their own per transition (each needs its own onnxruntime session, extracted from the
 #: stage); the rest are counted as skipped. 5,000-node graphs have about 2,500 changes.
@@ -34,7 +35,6 @@ DEFAULT_COSINE_THRESHOLD = 0.999
 FLOAT_EQUAL_SQNR_DB = 60.0
 
 _FLOAT = {"FLOAT", "FLOAT16", "DOUBLE", "BFLOAT16"}
-_COMPARABLE_KINDS = {"exact", "quantized", "absorbed", "converted"}
 
 
 @dataclass
@@ -122,7 +122,7 @@ def _pairs(al: Alignment, changes: list[Change]) -> list[TensorError]:
             if not t or t in seen or a.tensors[t].is_param or a.tensors[t].dtype not in _FLOAT | {""}:
                 continue  # unknown dtype (no value_info) is checked on the arrays at run time
             bt = al.b_for(t)
-            if bt is None or bt not in al.tensor_map or al.tensor_map[bt].kind not in _COMPARABLE_KINDS:
+            if bt is None or bt not in al.tensor_map or al.tensor_map[bt].kind not in COMPARABLE_KINDS:
                 continue
             codec = None
             if b.tensors[bt].dtype and b.tensors[bt].dtype not in _FLOAT:
@@ -150,35 +150,6 @@ def _pairs(al: Alignment, changes: list[Change]) -> list[TensorError]:
     return out
 
 
-def _region_io(al: Alignment, c: Change) -> tuple[list[tuple[str, str]], list[tuple[str, str]]] | None:
-    """(b input <- a tensor) and (a tensor -> b output) boundary pairs of a change, or None if not closed."""
-    b, vb = al.b, al.view_b
-    inside = set(c.b_nodes)
-    ins: list[tuple[str, str]] = []
-    outs: list[tuple[str, str]] = []
-    for nid in c.b_nodes:
-        n = b.nodes[nid]
-        for x in n.inputs:
-            if not x or b.tensors[x].is_param or vb.is_param_root(x):
-                continue
-            p = b.tensors[x].producer
-            if p is not None and p in inside:
-                continue
-            tm = al.tensor_map.get(x)
-            if tm is None or tm.kind not in _COMPARABLE_KINDS | {"preprocessed"}:
-                return None
-            if (x, tm.a) not in ins:
-                ins.append((x, tm.a))
-        for x in n.outputs:
-            if not x:
-                continue
-            tm = al.tensor_map.get(x)
-            consumers_out = any(cid not in inside for cid, _k in b.tensors[x].consumers) or b.tensors[x].is_graph_output
-            if tm is not None and tm.kind in _COMPARABLE_KINDS and consumers_out:
-                outs.append((tm.a, x))
-    return (ins, outs) if outs else None
-
-
 def _label(names: list[str] | None, k: int) -> str:
     return names[k] if names and k < len(names) else f"sample {k}"
 
@@ -194,24 +165,16 @@ def _check_feed(x: np.ndarray, ic, stage: StageGraph, label: str) -> None:
                               f"{list(ic.shape)}{hint}")
 
 
-def compare_stages(stages: list[StageGraph], alignments: list[Alignment], changes: list[list[Change]],
-                   samples: Iterable[dict[str, np.ndarray]], data_stage: int, data_domain: str = "tensor",
-                   threshold: float = DEFAULT_COSINE_THRESHOLD, isolated: bool = True,
-                   progress: Callable[[int], None] | None = None,
-                   sample_names: list[str] | None = None, max_samples: int | None = None,
-                   config=None, runtime: str = "onnxruntime") -> list[TransitionNumeric]:
-    """Compare every consecutive stage pair on the same samples.
+@dataclass
+class CompareOptions:
+    """How :func:`compare_stages` feeds, runs and judges the stages.
 
-    Parameters
+    Attributes
     ----------
-    stages, alignments, changes
-        From :func:`graphaudit.pipeline.audit` (``alignments[i]``: stages[i] -> stages[i+1]).
-    samples : iterable of dict
-        Input arrays by graph input name, in the contract of ``stages[data_stage]`` (or raw
-        pixels when ``data_domain == "pixels"``: uint8 [N,H,W,3] RGB). Streamed: one sample is
-        converted, run through every stage and reduced before the next is read.
     data_stage : int
         Index of the stage whose input contract the data follow.
+    data_domain : {"tensor", "pixels"}
+        ``"pixels"``: the samples are raw pixels (uint8 [N,H,W,3] RGB), converted for every stage.
     threshold : float
         Cosine similarity below which a tensor counts as diverged (first divergence).
     isolated : bool
@@ -227,6 +190,39 @@ def compare_stages(stages: list[StageGraph], alignments: list[Alignment], change
     runtime : {"onnxruntime", "horizon"}
         Which runtime executes every stage and region (:mod:`graphaudit.numeric.backends`). With ``"horizon"``
         the fixed-point stage runs too; its int8 tensors are read as reals with :class:`FixedPointCodec`.
+    """
+
+    data_stage: int = 0
+    data_domain: str = "tensor"
+    threshold: float = DEFAULT_COSINE_THRESHOLD
+    isolated: bool = True
+    progress: Callable[[int], None] | None = None
+    sample_names: list[str] | None = None
+    max_samples: int | None = None
+    config: object = None
+    runtime: str = "onnxruntime"
+
+
+def compare_stages(stages: list[StageGraph], alignments: list[Alignment], changes: list[list[Change]],
+                   samples: Iterable[dict[str, np.ndarray]], options: CompareOptions | None = None
+                   ) -> list[TransitionNumeric]:
+    """Compare every consecutive stage pair on the same samples.
+
+    Three steps: plan (the tensor pairs and isolated regions to measure, the tensors each stage captures), run
+    (each sample converted to every stage's contract and run through every stage) and reduce (the sample's values
+    added to the accumulated and isolated error, then the first divergence found).
+
+    Parameters
+    ----------
+    stages, alignments, changes
+        From :func:`graphaudit.pipeline.audit` (``alignments[i]``: stages[i] -> stages[i+1]).
+    samples : iterable of dict
+        Input arrays by graph input name, in the contract of ``stages[options.data_stage]`` (or raw
+        pixels when ``options.data_domain == "pixels"``: uint8 [N,H,W,3] RGB). Streamed: one sample is
+        converted, run through every stage and reduced before the next is read.
+    options : CompareOptions, optional
+        Data stage and domain, threshold, isolated regions, progress, sample names, sample cap, config, runtime
+        (defaults: :class:`CompareOptions`).
 
     Returns
     -------
@@ -235,36 +231,21 @@ def compare_stages(stages: list[StageGraph], alignments: list[Alignment], change
     Raises
     ------
     GraphAuditError
-        A stage cannot be lowered/loaded, or the data do not fit a stage's inputs.
+        A stage cannot be lowered/loaded, the data do not fit a stage's inputs, or there are no samples.
     """
-    plan = _plan(stages, alignments, changes, isolated)
-    runners = [StageRunner(s, plan.capture[i], runtime=runtime) for i, s in enumerate(stages)]
-    results = [TransitionNumeric(al.a.name, al.b.name, threshold, ps, [RegionError(c, outs) for c, _i, outs in ri],
-                                 skipped_regions=sk)
-               for al, ps, ri, sk in zip(alignments, plan.pairs, plan.regions, plan.skipped)]
-    feeder = _Feeder(stages, data_stage, data_domain, config, sample_names)
-    regions = _RegionRunner(runners, plan.regions, runtime)
+    opts = options or CompareOptions()
+    comparison = _Comparison(stages, alignments, _plan(stages, alignments, changes, opts.isolated), opts)
     n_samples = 0
     for k, sample in enumerate(samples):
-        if max_samples is not None and k >= max_samples:
+        if opts.max_samples is not None and k >= opts.max_samples:
             break
-        values = [runners[i].run(feeder.feeds(i, sample, k)) for i in range(len(stages))]
-        for i, res in enumerate(results):
-            _reduce_tensors(res, values[i], values[i + 1])
-            regions.measure(i, res, values[i], stages[i])
+        comparison.reduce(comparison.run(sample, k))  # one sample's captured tensors held at a time
         n_samples += 1
-        del values  # hold at most one sample's captured tensors
-        if progress is not None:
-            progress(k)
+        if opts.progress is not None:
+            opts.progress(k)
     if n_samples == 0:
         raise GraphAuditError("no samples in the data")
-    for i, res in enumerate(results):
-        res.skipped_regions += regions.failed(i)
-        res.regions = [r for r in res.regions if r.stats.samples]
-        if (stages[i].role, stages[i + 1].role) in NUMERICALLY_EQUAL_TRANSITIONS:
-            res.sqnr_threshold = FLOAT_EQUAL_SQNR_DB
-        res.first_divergence = _first_divergence(res)
-    return results
+    return comparison.finish()
 
 
 @dataclass
@@ -279,6 +260,8 @@ class _Plan:
 
 def _plan(stages: list[StageGraph], alignments: list[Alignment], changes: list[list[Change]],
           isolated: bool) -> _Plan:
+    """The plan step: tensor pairs per transition, isolated regions (at most :data:`MAX_ISOLATED_REGIONS`, the
+    rest and those without a closed boundary counted as skipped) and the tensors each stage must capture."""
     pairs = [_pairs(al, ch) for al, ch in zip(alignments, changes)]
     capture: list[set[str]] = [set() for _ in stages]
     for i, ps in enumerate(pairs):
@@ -294,7 +277,7 @@ def _plan(stages: list[StageGraph], alignments: list[Alignment], changes: list[l
             if len(items) >= MAX_ISOLATED_REGIONS:  # one session per region: bound memory and time
                 miss += 1
                 continue
-            io = _region_io(al, c)
+            io = region_io(al, c)
             if io is None:
                 miss += 1
                 continue
@@ -360,84 +343,37 @@ def _reduce_tensors(res: TransitionNumeric, va: dict, vb: dict) -> None:
             te.top1[1] += rows
 
 
-class _RegionRunner:
-    """Isolated error of each change: b's nodes of the change, extracted once into their own session, fed with
-    a's values at the change's inputs (encoded as the fixed-point stage's integers where b holds integers)."""
+class _Comparison:
+    """The run and reduce steps of :func:`compare_stages` over a plan: one sample at a time."""
 
-    def __init__(self, runners: list[StageRunner], regions: list[list[tuple[Change, list, list]]], runtime: str):
-        self.runners, self.regions, self.runtime = runners, regions, runtime
-        self.sessions: list[dict[int, object]] = [dict() for _ in regions]
+    def __init__(self, stages: list[StageGraph], alignments: list[Alignment], plan: _Plan, opts: CompareOptions):
+        self.stages = stages
+        self.runners = [StageRunner(s, plan.capture[i], runtime=opts.runtime) for i, s in enumerate(stages)]
+        self.results = [TransitionNumeric(al.a.name, al.b.name, opts.threshold, ps,
+                                          [RegionError(c, outs) for c, _i, outs in ri], skipped_regions=sk)
+                        for al, ps, ri, sk in zip(alignments, plan.pairs, plan.regions, plan.skipped)]
+        self.feeder = _Feeder(stages, opts.data_stage, opts.data_domain, opts.config, opts.sample_names)
+        self.regions = RegionRunner(self.runners, plan.regions, opts.runtime)
 
-    def failed(self, i: int) -> int:
-        return sum(1 for v in self.sessions[i].values() if v is False)
+    def run(self, sample: dict[str, np.ndarray], k: int) -> list[dict[str, np.ndarray]]:
+        """Sample ``k`` through every stage: per stage, its captured tensors by name."""
+        return [self.runners[i].run(self.feeder.feeds(i, sample, k)) for i in range(len(self.stages))]
 
-    def _feeds(self, i: int, ins: list, va: dict) -> dict | None:
-        b = self.runners[i + 1].stage
-        a = self.runners[i].stage
-        feeds = {}
-        for b_in, a_in in ins:
-            if a_in not in va:
-                return None
-            v = va[a_in]
-            bt = b.tensors.get(b_in)
-            if bt is not None and bt.dtype in ("INT8", "INT16") and v.dtype.kind == "f":
-                codec = fixed_point_codec(a, a_in)
-                if codec is None or codec.dtype != bt.dtype:
-                    return None
-                v = codec.encode(va.get(codec.a_value, v), bt.shape if bt.shape and all(
-                    isinstance(d, int) and d > 0 for d in bt.shape) else None,
-                    np.int16 if bt.dtype == "INT16" else np.int8)
-            elif v.dtype == np.float64:
-                v = v.astype(np.float32)
-            feeds[b_in] = v
-        return feeds
+    def reduce(self, values: list[dict[str, np.ndarray]]) -> None:
+        """Add one sample's values to every transition's accumulated and isolated error."""
+        for i, res in enumerate(self.results):
+            _reduce_tensors(res, values[i], values[i + 1])
+            self.regions.measure(i, [r.stats for r in res.regions], values[i], self.stages[i])
 
-    def _session(self, i: int, j: int, feeds: dict, outs: list):
-        sess = self.sessions[i].get(j)
-        if sess is None:
-            sub = extract_submodel(self.runners[i + 1].model, feeds, [b for _a, b in outs])
-            try:
-                sess = False if sub is None else make_session(sub.SerializeToString(), self.runtime, threads=1)
-            except Exception:  # noqa: BLE001 - a region that cannot run alone is skipped, counted in failed()
-                sess = False
-            self.sessions[i][j] = sess
-        return sess
-
-    def _same_weight(self, i: int, c: Change, ref) -> bool:
-        """Whether the float weight that b's change quantizes is a's weight. hb_mapper's activation equalization
-        (PP-OCRv4 det) rescales some weights between optimized and calibrated: measured against a's unscaled
-        weight, their quantization would read as a loss of 0.5-6.6 dB that Horizon's runtime does not see."""
-        b = self.runners[i + 1].stage
-        for nid in c.b_nodes:
-            n = b.nodes[nid]
-            w = b.tensors.get(n.inputs[0]) if n.inputs else None
-            if w is not None and w.is_param:
-                v = w.value()
-                if v is None or ref is None or np.shape(v) != np.shape(ref):
-                    return False
-                return bool(np.allclose(np.asarray(v, np.float64), np.asarray(ref, np.float64), rtol=1e-6, atol=0))
-        return True
-
-    def measure(self, i: int, res: TransitionNumeric, va: dict, a_stage: StageGraph) -> None:
-        for j, (c, ins, outs) in enumerate(self.regions[i]):
-            feeds = self._feeds(i, ins, va)
-            if feeds is None:
-                continue
-            sess = self._session(i, j, feeds, outs)
-            if sess is False:
-                continue
-            got = sess.run([b for _a, b in outs], feeds)
-            for (a_out, _b_out), bv in zip(outs, got):
-                codec = fixed_point_codec(a_stage, a_out) if bv.dtype.kind in "iu" else None
-                ref = va.get(codec.a_value if codec else a_out)
-                if ref is None and a_stage.tensors.get(a_out) is not None and a_stage.tensors[a_out].is_param:
-                    ref = a_stage.tensors[a_out].value()  # a weight: the fake-quantized copy vs the float one
-                    if not self._same_weight(i, c, ref):
-                        self.sessions[i][j] = False  # counted as skipped: no reference for this change
-                        break
-                if ref is None or (bv.dtype.kind in "iu" and codec is None):
-                    continue
-                res.regions[j].stats.update(ref, codec.decode(bv, np.shape(ref)) if codec else bv)
+    def finish(self) -> list[TransitionNumeric]:
+        """The results: regions that never ran dropped (counted as skipped), thresholds and first divergence set."""
+        for i, res in enumerate(self.results):
+            res.skipped_regions += self.regions.failed(i)
+            res.regions = [r for r in res.regions if r.stats.samples]
+            if (self.stages[i].role, self.stages[i + 1].role) in NUMERICALLY_EQUAL_TRANSITIONS:
+                res.sqnr_threshold = FLOAT_EQUAL_SQNR_DB
+            res.first_divergence = _first_divergence(res)
+        return self.results
 
 
 def _first_divergence(res: TransitionNumeric) -> TensorError | None:

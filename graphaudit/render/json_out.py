@@ -24,11 +24,11 @@ def input_check_json(stage_path: str, contracts: dict, stats: dict, findings: li
     """JSON text of ``check-inputs``: the stage, each input's contract and data statistics, the findings.
 
     ``contracts`` maps input names to :class:`graphaudit.toolchains.contracts.InputContract`, ``stats`` to
-    :class:`graphaudit.numeric.datastats.InputStats`.
+    :class:`graphaudit.data.stats.InputStats`.
     """
     from dataclasses import asdict
 
-    from ..numeric.datastats import stats_dict
+    from ..data.stats import stats_dict
 
     return json.dumps(json_safe({"stage": stage_path,
                        "contracts": {k: {**asdict(ic), "value_domain": ic.value_domain} for k, ic in contracts.items()},

@@ -33,7 +33,7 @@ class InputStats:
 
     ``channel_*`` (mean, std, min, max) are per channel along the guessed channel axis (rank-4 data), else one entry.
     ``per_sample`` holds per-image statistics (a batched sample counts once per image): constant images,
-    spatial correlation, near-duplicates (:mod:`graphaudit.numeric.samplestats`).
+    spatial correlation, near-duplicates (:mod:`graphaudit.data.samplestats`).
     """
 
     name: str

@@ -17,7 +17,8 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import DataError
-from .data import DataSource, InputSpec, natural_key
+from .source import RAW_EXTS, DataSource, open_data
+from .spec import InputSpec, list_files
 
 __all__ = ["RAW_PIXEL_SUFFIXES", "is_raw_pixel_dir", "open_raw_pixels", "open_stage_data", "config_data_dir"]
 
@@ -27,21 +28,13 @@ RAW_PIXEL_SUFFIXES = (".rgb", ".bgr", ".gray", ".rgbchw", ".bgrchw", ".rgbp", ".
 _UNREAD = {"yuv444": "YUV444", "nv12": "NV12", "yuv444_128": "YUV444", "featuremap": "feature map"}
 
 
-def _files(d: Path) -> list[Path]:
-    try:
-        entries = [p for p in d.iterdir() if p.is_file() and not p.name.startswith(".")]
-    except OSError as e:
-        raise DataError(f"{d}: cannot list directory: {e.strerror or e}") from None
-    return sorted(entries, key=lambda p: natural_key(p.name))
-
-
 def is_raw_pixel_dir(path: str | os.PathLike) -> bool:
     """True for a directory whose files all carry a raw pixel suffix (and at least one does)."""
     p = Path(path)
     if not p.is_dir():
         return False
     try:
-        files = _files(p)
+        files = list_files(p)
     except DataError:
         return False
     return bool(files) and all(f.suffix.lower() in RAW_PIXEL_SUFFIXES for f in files)
@@ -104,7 +97,7 @@ def open_raw_pixels(path: str | os.PathLike, spec: InputSpec, shape: tuple | Non
         dt = np.dtype(dtype or "uint8")
     except TypeError:
         raise DataError(f"{p}: cal_data_type {dtype!r} is not a numpy dtype") from None
-    files = _files(p) if p.is_dir() else [p]
+    files = list_files(p) if p.is_dir() else [p]
     if not files:
         raise DataError(f"{p}: no calibration files in directory")
     need = math.prod(shape) * dt.itemsize
@@ -142,23 +135,19 @@ def open_stage_data(path: str | os.PathLike, specs: list[InputSpec], raw_dtype: 
     """Open user data for the stages: an hb_mapper raw pixel folder when the conversion config describes one
     (a single input, files with raw pixel suffixes, no explicit ``raw_dtype``/``raw_shape``), read with the
     config's ``input_shape``, ``cal_data_type``, ``input_layout_train`` and ``input_type_train``
-    (:func:`open_raw_pixels`); anything else through :func:`graphaudit.numeric.data.open_data`.
+    (:func:`open_raw_pixels`); anything else through :func:`graphaudit.data.source.open_data`.
 
     Raises
     ------
     DataError
     """
-    from .data import open_data
-
     ci = _config_input(config, specs[0]) if config is not None and len(specs) == 1 else None
     if ci is not None and raw_dtype is None and raw_shape is None and is_raw_pixel_dir(path) and ci.shape:
         dtype = ci.cal_data_type or ("float32" if str(ci.cal_data_dir or "").rstrip("/").endswith("_f32")
                                      else "uint8")
         return open_raw_pixels(path, specs[0], tuple(ci.shape), dtype, ci.layout_train, ci.type_train)
     if ci is None and raw_dtype is None and raw_shape is None and is_raw_pixel_dir(path):
-        from .data import RAW_EXTS
-
-        sufs = sorted({p.suffix.lower() for p in _files(Path(path))})
+        sufs = sorted({p.suffix.lower() for p in list_files(Path(path))})
         alt = ", or --raw-dtype and --raw-shape" if all(x in RAW_EXTS for x in sufs) else ""
         raise DataError(f"{path}: raw pixel files ({', '.join(sufs)}), as hb_mapper's cal_data_dir holds them: give "
                         "--config with the conversion YAML (its input_shape, cal_data_type, layout and colour order "

@@ -1,0 +1,151 @@
+"""Isolated error of each change: b's nodes of the change extracted into their own session, fed with a's values."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..classify import Change
+from ..lineage import Alignment
+from ..stage import StageGraph
+from .backends import make_session
+from .fixedpoint import fixed_point_codec
+from .metrics import ErrorStats
+from .runner import StageRunner, extract_submodel
+
+__all__ = ["COMPARABLE_KINDS", "RegionRunner", "region_io"]
+
+#: Tensor-map kinds whose a and b tensors hold the same quantity (compared by value).
+COMPARABLE_KINDS = {"exact", "quantized", "absorbed", "converted"}
+
+
+def region_io(al: Alignment, c: Change) -> tuple[list[tuple[str, str]], list[tuple[str, str]]] | None:
+    """(b input <- a tensor) and (a tensor -> b output) boundary pairs of a change, or None if not closed."""
+    b, vb = al.b, al.view_b
+    inside = set(c.b_nodes)
+    ins: list[tuple[str, str]] = []
+    outs: list[tuple[str, str]] = []
+    for nid in c.b_nodes:
+        n = b.nodes[nid]
+        for x in n.inputs:
+            if not x or b.tensors[x].is_param or vb.is_param_root(x):
+                continue
+            p = b.tensors[x].producer
+            if p is not None and p in inside:
+                continue
+            tm = al.tensor_map.get(x)
+            if tm is None or tm.kind not in COMPARABLE_KINDS | {"preprocessed"}:
+                return None
+            if (x, tm.a) not in ins:
+                ins.append((x, tm.a))
+        for x in n.outputs:
+            if not x:
+                continue
+            tm = al.tensor_map.get(x)
+            consumers_out = any(cid not in inside for cid, _k in b.tensors[x].consumers) or b.tensors[x].is_graph_output
+            if tm is not None and tm.kind in COMPARABLE_KINDS and consumers_out:
+                outs.append((tm.a, x))
+    return (ins, outs) if outs else None
+
+
+class RegionRunner:
+    """Isolated error of each change: b's nodes of the change, extracted once into their own session, fed with
+    a's values at the change's inputs (encoded as the fixed-point stage's integers where b holds integers).
+
+    Parameters
+    ----------
+    runners : list of StageRunner
+        One per stage (``runners[i + 1].model`` is what regions of transition ``i`` are extracted from).
+    regions : list of list of (Change, list, list)
+        Per transition, the changes to measure with their :func:`region_io` boundary pairs.
+    runtime : {"onnxruntime", "horizon"}
+        Which runtime runs the extracted regions.
+    """
+
+    def __init__(self, runners: list[StageRunner], regions: list[list[tuple[Change, list, list]]], runtime: str):
+        self.runners, self.regions, self.runtime = runners, regions, runtime
+        self.sessions: list[dict[int, object]] = [dict() for _ in regions]
+
+    def failed(self, i: int) -> int:
+        """Number of regions of transition ``i`` that could not run on their own (or had no reference)."""
+        return sum(1 for v in self.sessions[i].values() if v is False)
+
+    def _feeds(self, i: int, ins: list, va: dict) -> dict | None:
+        b = self.runners[i + 1].stage
+        a = self.runners[i].stage
+        feeds = {}
+        for b_in, a_in in ins:
+            if a_in not in va:
+                return None
+            v = va[a_in]
+            bt = b.tensors.get(b_in)
+            if bt is not None and bt.dtype in ("INT8", "INT16") and v.dtype.kind == "f":
+                codec = fixed_point_codec(a, a_in)
+                if codec is None or codec.dtype != bt.dtype:
+                    return None
+                v = codec.encode(va.get(codec.a_value, v), bt.shape if bt.shape and all(
+                    isinstance(d, int) and d > 0 for d in bt.shape) else None,
+                    np.int16 if bt.dtype == "INT16" else np.int8)
+            elif v.dtype == np.float64:
+                v = v.astype(np.float32)
+            feeds[b_in] = v
+        return feeds
+
+    def _session(self, i: int, j: int, feeds: dict, outs: list):
+        sess = self.sessions[i].get(j)
+        if sess is None:
+            sub = extract_submodel(self.runners[i + 1].model, feeds, [b for _a, b in outs])
+            try:
+                sess = False if sub is None else make_session(sub.SerializeToString(), self.runtime, threads=1)
+            except Exception:  # noqa: BLE001 - a region that cannot run alone is skipped, counted in failed()
+                sess = False
+            self.sessions[i][j] = sess
+        return sess
+
+    def _same_weight(self, i: int, c: Change, ref) -> bool:
+        """Whether the float weight that b's change quantizes is a's weight. hb_mapper's activation equalization
+        (PP-OCRv4 det) rescales some weights between optimized and calibrated: measured against a's unscaled
+        weight, their quantization would read as a loss of 0.5-6.6 dB that Horizon's runtime does not see."""
+        b = self.runners[i + 1].stage
+        for nid in c.b_nodes:
+            n = b.nodes[nid]
+            w = b.tensors.get(n.inputs[0]) if n.inputs else None
+            if w is not None and w.is_param:
+                v = w.value()
+                if v is None or ref is None or np.shape(v) != np.shape(ref):
+                    return False
+                return bool(np.allclose(np.asarray(v, np.float64), np.asarray(ref, np.float64), rtol=1e-6, atol=0))
+        return True
+
+    def measure(self, i: int, stats: list[ErrorStats], va: dict, a_stage: StageGraph) -> None:
+        """Add one sample to the isolated error of each region of transition ``i``.
+
+        Parameters
+        ----------
+        i : int
+            The transition (stages ``i`` -> ``i + 1``).
+        stats : list of ErrorStats
+            One per region of the transition, in the plan's order; updated in place.
+        va : dict of str to ndarray
+            The values stage ``i`` computed for this sample (its captured tensors).
+        a_stage : StageGraph
+            Stage ``i``.
+        """
+        for j, (c, ins, outs) in enumerate(self.regions[i]):
+            feeds = self._feeds(i, ins, va)
+            if feeds is None:
+                continue
+            sess = self._session(i, j, feeds, outs)
+            if sess is False:
+                continue
+            got = sess.run([b for _a, b in outs], feeds)
+            for (a_out, _b_out), bv in zip(outs, got):
+                codec = fixed_point_codec(a_stage, a_out) if bv.dtype.kind in "iu" else None
+                ref = va.get(codec.a_value if codec else a_out)
+                if ref is None and a_stage.tensors.get(a_out) is not None and a_stage.tensors[a_out].is_param:
+                    ref = a_stage.tensors[a_out].value()  # a weight: the fake-quantized copy vs the float one
+                    if not self._same_weight(i, c, ref):
+                        self.sessions[i][j] = False  # counted as skipped: no reference for this change
+                        break
+                if ref is None or (bv.dtype.kind in "iu" and codec is None):
+                    continue
+                stats[j].update(ref, codec.decode(bv, np.shape(ref)) if codec else bv)
