@@ -109,7 +109,7 @@ def _lower(args: argparse.Namespace, console: Console) -> int:
     console.print(Text(f"{args.output}: " + (f"lowered {done}" if done else "no Horizon op to lower; written unchanged")),
                   soft_wrap=True)
     hz = res.verified.get("horizon")
-    agree = (f"agrees with Horizon's runtime on the original (outputs: " + ", ".join(
+    agree = ("agrees with Horizon's runtime on the original (outputs: " + ", ".join(
         f"{n} cosine {v['cosine']:.6f}, max |diff| {v['max_abs']:.3g}" for n, v in list(hz.items())[:3]) + ")"
         if isinstance(hz, dict) and hz else (hz or ""))
     console.print(Text(f"checked: loads and runs in onnxruntime ({res.verified.get('outputs', 0)} output(s)); {agree}"),

@@ -39,7 +39,6 @@ end to end (``HzCalibration`` with ``switch`` OFF and ``dequantize_scale``; ``Hz
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
