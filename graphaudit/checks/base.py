@@ -40,7 +40,7 @@ CHECKS: dict[str, Callable[[AuditContext], Iterable[Finding]]] = {}
 
 
 def check(code: str) -> Callable:
-    """Decorator registering a check function under a rule code (the rule must exist in rules/)."""
+    """Decorator registering a check function under a rule code (the rule must exist in graphaudit/rules/)."""
 
     def register(fn: Callable[[AuditContext], Iterable[Finding]]) -> Callable:
         if code in CHECKS:

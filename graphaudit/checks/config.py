@@ -58,7 +58,7 @@ def _register(code: str, fn: Callable[[AuditContext], Iterable[Finding]]) -> Non
         return iter(fn(ctx))
 
     run.__name__ = f"check_{code}"
-    run.__doc__ = f"Rule {code} (rules/config.yaml): yields its findings over ``ctx.config``."
+    run.__doc__ = f"Rule {code} (graphaudit/rules/config.yaml): yields its findings over ``ctx.config``."
     check(code)(run)
 
 

@@ -99,7 +99,7 @@ def _domain_finding(code: str, stage, ic, st, dom: PixelDomain, v: DomainVerdict
 
 @check("P201")
 def check_layout(ctx: AuditContext) -> Iterator[Finding]:
-    """Rule P201 (rules/inputs.yaml): yields its findings over ``ctx``."""
+    """Rule P201 (graphaudit/rules/inputs.yaml): yields its findings over ``ctx``."""
     for stage, ic, st in _pairs(ctx):
         if ic.layout and st.layout and st.layout != ic.layout:
             yield make_finding(
@@ -112,7 +112,7 @@ def check_layout(ctx: AuditContext) -> Iterator[Finding]:
 
 @check("P202")
 def check_dtype(ctx: AuditContext) -> Iterator[Finding]:
-    """Rule P202 (rules/inputs.yaml): yields its findings over ``ctx``."""
+    """Rule P202 (graphaudit/rules/inputs.yaml): yields its findings over ``ctx``."""
     for stage, ic, st in _pairs(ctx):
         int_input = ic.dtype.startswith(("INT", "UINT"))
         int_data = st.dtype.startswith(("int", "uint"))
@@ -134,7 +134,7 @@ def _looks_normalized(st) -> bool:
 
 @check("P203")
 def check_double_normalization(ctx: AuditContext) -> Iterator[Finding]:
-    """Rule P203 (rules/inputs.yaml): yields its findings over ``ctx``."""
+    """Rule P203 (graphaudit/rules/inputs.yaml): yields its findings over ``ctx``."""
     for stage, ic, st, dom, v in _domain_verdicts(ctx):
         if v.form is not None and v.form.code == "P203":
             yield _domain_finding("P203", stage, ic, st, dom, v)
@@ -153,7 +153,7 @@ def check_double_normalization(ctx: AuditContext) -> Iterator[Finding]:
 
 @check("P204")
 def check_missing_normalization(ctx: AuditContext) -> Iterator[Finding]:
-    """Rule P204 (rules/inputs.yaml): yields its findings over ``ctx``."""
+    """Rule P204 (graphaudit/rules/inputs.yaml): yields its findings over ``ctx``."""
     for stage, ic, st in _pairs(ctx):
         if ic.normalizes or ic.domain != "float" or not ic.layout or ic.dtype != "FLOAT":
             continue
@@ -167,7 +167,7 @@ def check_missing_normalization(ctx: AuditContext) -> Iterator[Finding]:
 
 @check("P205")
 def check_offset(ctx: AuditContext) -> Iterator[Finding]:
-    """Rule P205 (rules/inputs.yaml): yields its findings over ``ctx``."""
+    """Rule P205 (graphaudit/rules/inputs.yaml): yields its findings over ``ctx``."""
     for stage, ic, st, dom, v in _domain_verdicts(ctx):
         if v.form is None or v.form.code == "P205":
             yield _domain_finding("P205", stage, ic, st, dom, v)
@@ -175,7 +175,7 @@ def check_offset(ctx: AuditContext) -> Iterator[Finding]:
 
 @check("P206")
 def check_unit_range(ctx: AuditContext) -> Iterator[Finding]:
-    """Rule P206 (rules/inputs.yaml): yields its findings over ``ctx``."""
+    """Rule P206 (graphaudit/rules/inputs.yaml): yields its findings over ``ctx``."""
     for stage, ic, st, dom, v in _domain_verdicts(ctx):
         if v.form is not None and v.form.code == "P206":
             yield _domain_finding("P206", stage, ic, st, dom, v)
@@ -187,7 +187,7 @@ def _fits(shape: tuple, model: tuple) -> bool:
 
 @check("P208")
 def check_static_shape(ctx: AuditContext) -> Iterator[Finding]:
-    """Rule P208 (rules/inputs.yaml): yields its findings over ``ctx``. A shape that is only the other layout of a
+    """Rule P208 (graphaudit/rules/inputs.yaml): yields its findings over ``ctx``. A shape that is only the other layout of a
     fitting one is P201's finding, not repeated here."""
     for stage, ic, st in _pairs(ctx):
         if ic.shape is None:
@@ -226,7 +226,7 @@ def _order(means: list[float], margin: float) -> str:
 
 @check("P207")
 def check_channel_order(ctx: AuditContext) -> Iterator[Finding]:
-    """Rule P207 (rules/inputs.yaml): yields its findings over ``ctx``."""
+    """Rule P207 (graphaudit/rules/inputs.yaml): yields its findings over ``ctx``."""
     for stage, ic, st in _pairs(ctx):
         if ic.color not in ("RGB", "BGR") or len(st.channel_mean) != 3 or _looks_normalized(st):
             continue
@@ -258,7 +258,7 @@ DUPLICATE_SHARE = 0.25
 
 @check("P209")
 def check_sample_quality(ctx: AuditContext) -> Iterator[Finding]:
-    """Rule P209 (rules/inputs.yaml): yields its findings over ``ctx``."""
+    """Rule P209 (graphaudit/rules/inputs.yaml): yields its findings over ``ctx``."""
     for stage, ic, st in _pairs(ctx):
         ps = st.per_sample
         where = dict(stage=stage.name, location={"tensor": ic.name})
@@ -310,7 +310,7 @@ def _unit_range(ic) -> tuple[list[float], list[float]] | None:
 
 @check("P210")
 def check_unit_range_preprocess(ctx: AuditContext) -> Iterator[Finding]:
-    """Rule P210 (rules/inputs.yaml): yields its findings over ``ctx`` (the stages' own preprocessing; no data)."""
+    """Rule P210 (graphaudit/rules/inputs.yaml): yields its findings over ``ctx`` (the stages' own preprocessing; no data)."""
     seen: set[str] = set()
     for stage in ctx.stages:
         for name, ic in stage_contracts(stage).items():

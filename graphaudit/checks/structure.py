@@ -32,7 +32,7 @@ def custom_ops(stage: StageGraph) -> Counter:
 
 @check("S101")
 def check_custom_ops(ctx: AuditContext) -> Iterator[Finding]:
-    """Rule S101 (rules/structure.yaml): yields its findings over ``ctx``."""
+    """Rule S101 (graphaudit/rules/structure.yaml): yields its findings over ``ctx``."""
     seen: dict[tuple[str, str], str] = {}
     for st in ctx.stages:
         ops = custom_ops(st)
@@ -51,7 +51,7 @@ def check_custom_ops(ctx: AuditContext) -> Iterator[Finding]:
 
 @check("S102")
 def check_hzpreprocess(ctx: AuditContext) -> Iterator[Finding]:
-    """Rule S102 (rules/structure.yaml): yields its findings over ``ctx``."""
+    """Rule S102 (graphaudit/rules/structure.yaml): yields its findings over ``ctx``."""
     for st in ctx.stages:
         for n in st.nodes.values():
             if n.op_type != "HzPreprocess":
@@ -83,7 +83,7 @@ def hzcalibration_nodes(stage: StageGraph, view: StageView | None = None):
 
 @check("S103")
 def check_hzcalibration_census(ctx: AuditContext) -> Iterator[Finding]:
-    """Rule S103 (rules/structure.yaml): yields its findings over ``ctx``."""
+    """Rule S103 (graphaudit/rules/structure.yaml): yields its findings over ``ctx``."""
     for st in ctx.stages:
         cals = hzcalibration_nodes(st)
         if not cals:
@@ -103,7 +103,7 @@ def check_hzcalibration_census(ctx: AuditContext) -> Iterator[Finding]:
 
 @check("S104")
 def check_calibration_skipped(ctx: AuditContext) -> Iterator[Finding]:
-    """Rule S104 (rules/structure.yaml): yields its findings over ``ctx``."""
+    """Rule S104 (graphaudit/rules/structure.yaml): yields its findings over ``ctx``."""
     for st in ctx.stages:
         view = StageView.build(st)
         act = [c for c in hzcalibration_nodes(st, view) if not c.is_weight and c.enabled and c.thresholds]
@@ -143,7 +143,7 @@ def qdq_nodes(stage: StageGraph, view: StageView | None = None) -> list[dict]:
 
 @check("S105")
 def check_qdq_census(ctx: AuditContext) -> Iterator[Finding]:
-    """Rule S105 (rules/structure.yaml): yields its findings over ``ctx``."""
+    """Rule S105 (graphaudit/rules/structure.yaml): yields its findings over ``ctx``."""
     for st in ctx.stages:
         q = qdq_nodes(st)
         if not q:
@@ -166,7 +166,7 @@ def _signature(st: StageGraph) -> list[tuple[str, list]]:
 
 @check("S106")
 def check_output_signature(ctx: AuditContext) -> Iterator[Finding]:
-    """Rule S106 (rules/structure.yaml): yields its findings over ``ctx``."""
+    """Rule S106 (graphaudit/rules/structure.yaml): yields its findings over ``ctx``."""
     for a, b in zip(ctx.stages, ctx.stages[1:]):
         sa, sb = _signature(a), _signature(b)
         if [n for n, _ in sa] == [n for n, _ in sb] and all(
@@ -183,7 +183,7 @@ def check_output_signature(ctx: AuditContext) -> Iterator[Finding]:
 
 @check("S107")
 def check_per_channel_opset(ctx: AuditContext) -> Iterator[Finding]:
-    """Rule S107 (rules/structure.yaml): yields its findings over ``ctx``."""
+    """Rule S107 (graphaudit/rules/structure.yaml): yields its findings over ``ctx``."""
     for st in ctx.stages:
         opset = st.opsets.get("", 0)
         if opset >= 13:
@@ -198,7 +198,7 @@ def check_per_channel_opset(ctx: AuditContext) -> Iterator[Finding]:
 
 @check("S108")
 def check_initializers_as_inputs(ctx: AuditContext) -> Iterator[Finding]:
-    """Rule S108 (rules/structure.yaml): yields its findings over ``ctx``."""
+    """Rule S108 (graphaudit/rules/structure.yaml): yields its findings over ``ctx``."""
     for st in ctx.stages:
         names = [n for n, t in st.tensors.items() if t.also_graph_input]
         if names:
@@ -209,7 +209,7 @@ def check_initializers_as_inputs(ctx: AuditContext) -> Iterator[Finding]:
 
 @check("S109")
 def check_unfused_batchnorm(ctx: AuditContext) -> Iterator[Finding]:
-    """Rule S109 (rules/structure.yaml): yields its findings over ``ctx``."""
+    """Rule S109 (graphaudit/rules/structure.yaml): yields its findings over ``ctx``."""
     for i, st in enumerate(ctx.stages):
         if st.role != "optimized":
             continue
@@ -242,7 +242,7 @@ def check_unfused_batchnorm(ctx: AuditContext) -> Iterator[Finding]:
 
 @check("S110")
 def check_unaligned(ctx: AuditContext) -> Iterator[Finding]:
-    """Rule S110 (rules/structure.yaml): yields its findings over ``ctx``."""
+    """Rule S110 (graphaudit/rules/structure.yaml): yields its findings over ``ctx``."""
     for i, cov in enumerate(ctx.coverage):
         if not cov.unmatched:
             continue
@@ -264,7 +264,7 @@ _WEIGHTED_OPS = {"Conv", "ConvTranspose", "Gemm", "MatMul"}
 
 @check("S111")
 def check_float_ops_left(ctx: AuditContext) -> Iterator[Finding]:
-    """Rule S111 (rules/structure.yaml): yields its findings over ``ctx``."""
+    """Rule S111 (graphaudit/rules/structure.yaml): yields its findings over ``ctx``."""
     for st in ctx.stages:
         view = StageView.build(st)
         quantize_nodes = [n for n in view.wrappers if view.wrappers[n] == "quantize"]
