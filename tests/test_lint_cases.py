@@ -1,4 +1,4 @@
-"""Config lint on CASES.md cases 1, 2, 6, 12, on the real sample stages and data, and on the public corpus."""
+"""Config lint on docs/CASES.md cases 1, 2, 6, 12, on the real sample stages and data, and on the public corpus."""
 
 from __future__ import annotations
 
@@ -177,7 +177,7 @@ def test_calibration_data_normalized_twice(tmp_path):
     assert not _at(lint_config(p), "C326")
 
 
-#: Findings on the public corpus, worked out by hand from each file and HORIZON.md (README table).
+#: Findings on the public corpus, worked out by hand from each file and docs/HORIZON.md (README table).
 CORPUS_EXPECTED = {
     # bgr training type with the RGB-ordered ImageNet mean (line 15)
     "D-Robotics__moss__packages__moss-agent__assets__rdk-knowledge__skills__rdk-device__assets__templates__"

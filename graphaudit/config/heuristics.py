@@ -21,9 +21,9 @@ def _path(cfg: ConversionConfig, key: str, i: int) -> tuple:
 
 
 def unit_range_normalization(cfg: ConversionConfig) -> Iterator[Finding]:
-    """C330 (CASES.md case 6): image input whose mean values are all below 1.0, or std below 1.0.
+    """C330 (docs/CASES.md case 6): image input whose mean values are all below 1.0, or std below 1.0.
 
-    The converter normalizes 0..255 pixels (HORIZON.md section 4: ``mean_yaml = 255 * mean``,
+    The converter normalizes 0..255 pixels (docs/INPUT_CONTRACTS.md section 2: ``mean_yaml = 255 * mean``,
     ``scale_yaml = 1 / (255 * std)``); values of a [0, 1] training pipeline are off by a factor 255.
     """
     for inp in cfg.inputs:
@@ -58,7 +58,7 @@ def _close(a: list[float] | None, b: tuple[float, ...], tol: float) -> bool:
 
 
 def imagenet_channel_order(cfg: ConversionConfig) -> Iterator[Finding]:
-    """C331: ImageNet mean in RGB order with input_type_train bgr, or in BGR order with rgb (HORIZON.md section 4)."""
+    """C331: ImageNet mean in RGB order with input_type_train bgr, or in BGR order with rgb (docs/HORIZON.md section 4)."""
     for inp in cfg.inputs:
         if inp.type_train not in ("rgb", "bgr") or inp.mean is None:
             continue
@@ -84,7 +84,7 @@ def _tokens(text: str) -> list[str]:
 
 
 def name_tokens(cfg: ConversionConfig) -> Iterator[Finding]:
-    """C332 (CASES.md case 2): a token of output_model_file_prefix / working_dir contradicting input types or layout.
+    """C332 (docs/CASES.md case 2): a token of output_model_file_prefix / working_dir contradicting input types or layout.
 
     Type tokens (nv12, rgb, bgr, yuv444, gray, featuremap) must name an input's input_type_rt or input_type_train;
     rgb/bgr/gray/yuv444 are also accepted for featuremap inputs (image tensors fed as featuremap). Layout tokens
