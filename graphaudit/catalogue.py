@@ -1,4 +1,4 @@
-"""The rule catalogue: metadata of every rule, read from ``rules/*.yaml`` (safe YAML)."""
+"""The rule catalogue: metadata of every rule, read from ``graphaudit/rules/*.yaml`` (safe YAML)."""
 
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ CHANGE_KINDS = ("fused", "replaced", "modified", "inserted", "removed", "unmatch
 #: Rewrites documented by toolchains, with the confidence given to a region that shows them.
 #: Sources: onnxruntime graph optimizations (ConvBNFusion, ConvAddFusion, ConvMulFusion,
 #: MatMulAddFusion, function inlining of HardSwish), ORT QDQ quantizer (activation removal),
-#: Horizon optimized_float (HORIZON.md section 1).
+#: Horizon optimized_float (docs/HORIZON.md section 1).
 KNOWN_PATTERNS: dict[str, float] = {
     "Conv+BatchNormalization -> Conv": 1.0,
     "Conv+BatchNormalization+Relu -> Conv": 1.0,

@@ -37,7 +37,7 @@ class StagesUnrelatedError(GraphAuditError):
 
 
 class RuleCatalogueError(GraphAuditError):
-    """A rule file in ``rules/`` is malformed (this is a packaging defect)."""
+    """A rule file in ``graphaudit/rules/`` is malformed (this is a packaging defect)."""
 
 
 class DataError(GraphAuditError):

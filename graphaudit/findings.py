@@ -29,7 +29,7 @@ class Finding:
     Attributes
     ----------
     code : str
-        Rule code, e.g. ``"S104"``; the rule's metadata is in ``rules/*.yaml``.
+        Rule code, e.g. ``"S104"``; the rule's metadata is in ``graphaudit/rules/*.yaml``.
     severity : str
         ``"error"``, ``"warning"`` or ``"info"``.
     title : str

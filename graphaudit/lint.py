@@ -159,7 +159,7 @@ def _lineage(stages: list[StageGraph]) -> Lineage | None:
 def lint_config(path_or_cfg: str | os.PathLike | ConversionConfig, model: str | os.PathLike | None = None,
                 stages: list[StageGraph] | None = None, data: str | os.PathLike | None = None,
                 toolchain: str | None = None, lineage: Lineage | None = None) -> list[Finding]:
-    """Lint a hb_mapper / hb_compile conversion config: rules C301-C332 (``rules/config.yaml``).
+    """Lint a hb_mapper / hb_compile conversion config: rules C301-C332 (``graphaudit/rules/config.yaml``).
 
     Parameters
     ----------

@@ -13,7 +13,7 @@ from .toolchains.hblog import NodeRow, ToolchainLog, find_toolchain_files, parse
 __all__ = ["load_toolchain_file", "toolchain_section", "pick_toolchain_file"]
 
 #: Stage roles whose node names the toolchain's table uses, in order of preference (the table lists
-#: calibrated/quantized nodes, which keep the optimized_float names; HORIZON.md sections 1 and 5).
+#: calibrated/quantized nodes, which keep the optimized_float names; docs/HORIZON.md sections 1 and 5).
 _MAP_ROLES = ("calibrated", "optimized", "ptq", "quantized")
 #: Single-input wrappers whose output carries the node's fake-quantized value in the calibrated stage.
 _WRAPPERS = ("HzCalibration", "QuantizeLinear", "DequantizeLinear", "HzQuantize", "HzDequantize")

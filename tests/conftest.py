@@ -14,8 +14,35 @@ from graphaudit.samples import samples_dir
 
 REPO = Path(__file__).resolve().parents[1]
 
-#: The public Horizon configs and logs (../shared/corpus beside the checkout; $GRAPHAUDIT_CORPUS overrides).
-CORPUS = Path(os.environ.get("GRAPHAUDIT_CORPUS", "/work/shared/corpus")) / "horizon"
+#: The public Horizon configs and logs: tests/corpus/horizon/{configs,logs}/ (git-ignored: the files are not
+#: shipped; tests/corpus/horizon/SOURCES.md lists each one with its public origin and licence). $GRAPHAUDIT_CORPUS
+#: names another directory that holds horizon/.
+CORPUS = Path(os.environ.get("GRAPHAUDIT_CORPUS", REPO / "tests" / "corpus")) / "horizon"
+CORPUS_SOURCES = REPO / "tests" / "corpus" / "horizon" / "SOURCES.md"
+
+
+def corpus_names(kind: str) -> list[str]:
+    """The file names SOURCES.md lists for ``kind`` ("configs" or "logs"), in its order."""
+    section = CORPUS_SOURCES.read_text(encoding="utf-8").split(f"(`{kind}/`)", 1)[1].split("\n## ", 1)[0]
+    return [line.split("`")[1] for line in section.splitlines() if line.startswith("| `")]
+
+
+def corpus_file(kind: str, name: str) -> Path:
+    """CORPUS/kind/name; skips the test, naming the file, when it is not there."""
+    path = CORPUS / kind / name
+    if not path.is_file():
+        pytest.skip(f"public corpus file {kind}/{name} is not in {CORPUS} "
+                    "(origin and licence: tests/corpus/horizon/SOURCES.md)")
+    return path
+
+
+def corpus_files(kind: str) -> list[Path]:
+    """Every corpus file SOURCES.md lists for ``kind``; skips the test, naming the missing files, unless all are there."""
+    missing = [n for n in corpus_names(kind) if not (CORPUS / kind / n).is_file()]
+    if missing:
+        pytest.skip(f"{len(missing)} public corpus file(s) not in {CORPUS / kind}: {', '.join(missing[:3])}"
+                    f"{' ...' if len(missing) > 3 else ''} (origins and licences: tests/corpus/horizon/SOURCES.md)")
+    return [CORPUS / kind / n for n in corpus_names(kind)]
 
 
 def save_text(tmp_path: Path, name: str, text: str) -> Path:

@@ -1,4 +1,4 @@
-"""CASES.md cases 4, 8, 9 and 11 reproduced on the real sample models (case 5 and 7: test_pipelines.py)."""
+"""docs/CASES.md cases 4, 8, 9 and 11 reproduced on the real sample models (case 5 and 7: test_pipelines.py)."""
 
 from __future__ import annotations
 

@@ -232,7 +232,7 @@ def test_inserted_cast_and_layout_transpose(stage_from_text):
 
 
 def test_absorbed_relu_is_not_paired_by_name(stage_from_text):
-    """CASES.md case 7: in the QDQ graph `relu_out` is the Conv output (pre-activation)."""
+    """docs/CASES.md case 7: in the QDQ graph `relu_out` is the Conv output (pre-activation)."""
     a = stage_from_text(H + """
     g (float[1,1,2,2] x) => (float[1,1,2,2] y) <float[1,1,1,1] w = {-1.0}> {
       conv_out = Conv (x, w)

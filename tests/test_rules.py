@@ -77,7 +77,7 @@ def test_readme_rule_table_is_generated():
     start, end = "<!-- rules:start -->\n", "<!-- rules:end -->"
     assert text.count(start) == 1 and text.count(end) == 1, "README.md lacks the rules:start/rules:end markers"
     body = text.split(start, 1)[1].split(end, 1)[0]
-    assert body == table.markdown_table(), ("README.md's rule table drifted from rules/*.yaml and checks/table.py: "
+    assert body == table.markdown_table(), ("README.md's rule table drifted from graphaudit/rules/*.yaml and checks/table.py: "
                                             "put the output of `graphaudit rules --markdown` between the markers")
 
 

@@ -4,7 +4,7 @@ independent of graphaudit), for the data a user feeds the stages (``*_128``: pix
 folder (pixels 0..255), and asserts that each gets an error finding naming the right form on the right input, ranked
 first, and that the correct data get none.
 
-The forms are written here from the contract (docs/HORIZON.md section 2): a stage input takes ``p - 128`` and its
+The forms are written here from the contract (docs/INPUT_CONTRACTS.md sections 1-3): a stage input takes ``p - 128`` and its
 HzPreprocess computes ``((x + 128) - mean) * scale``; calibration files hold ``p`` and the toolchain does the rest.
 """
 
@@ -216,7 +216,7 @@ def test_explain_ranks_the_form_first(set_dir, tmp_path):
 
 def _independent_effect(set_dir: Path, wrong: np.ndarray, right: np.ndarray, facts: dict) -> list[float]:
     """Cosine per output of the set's source float model fed ((x + 128) - mean) * scale of the wrong data against
-    the right data (the HzPreprocess formula, docs/HORIZON.md section 2), over all samples."""
+    the right data (the HzPreprocess formula, docs/INPUT_CONTRACTS.md section 2), over all samples."""
     import onnxruntime as ort
 
     cfg = _config(set_dir)

@@ -89,7 +89,7 @@ def effective_normalization(cfg: ConversionConfig, inp: ConfigInput) -> tuple[li
     """(mean, scale) the toolchain applies to this input, in the 0..255 pixel domain.
 
     1.x applies ``mean_value`` only when ``norm_type`` is data_mean or data_mean_and_scale and ``scale_value``
-    only for data_scale or data_mean_and_scale (HORIZON.md section 4, CASES.md case 1); 3.x applies whatever
+    only for data_scale or data_mean_and_scale (docs/INPUT_CONTRACTS.md section 2, docs/CASES.md case 1); 3.x applies whatever
     is present (``scale = 1/std`` for ``std_value``). None = not applied.
     """
     mean, scale = inp.mean, inp.scale

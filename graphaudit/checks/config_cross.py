@@ -130,7 +130,7 @@ def _config_node_names(cfg: ConversionConfig) -> list[tuple[tuple, str, str]]:
 
 
 def node_names(ctx: AuditContext) -> Iterator[Finding]:
-    """C323 (CASES.md case 12): node names in the config that the optimized_float stage does not have.
+    """C323 (docs/CASES.md case 12): node names in the config that the optimized_float stage does not have.
 
     When the name belongs to an earlier stage (the source model or original_float) and the lineage is known, the
     message gives the optimized node(s) it became.
@@ -173,7 +173,7 @@ def node_names(ctx: AuditContext) -> Iterator[Finding]:
 def preprocess_mismatch(ctx: AuditContext) -> Iterator[Finding]:
     """C324: HzPreprocess mean/scale decoded from the stage models differ from what the YAML asks for.
 
-    Decoding: HORIZON.md section 3 (``scale = w``, ``mean = 128 - b / w``). The YAML side is the normalization the
+    Decoding: docs/HORIZON.md section 3 (``scale = w``, ``mean = 128 - b / w``). The YAML side is the normalization the
     family applies (:func:`graphaudit.checks.config_common.effective_normalization`); an absent mean is 0, an absent scale 1.
     """
     cfg, stages = ctx.config, ctx.stages
@@ -430,7 +430,7 @@ def cal_data_normalized(ctx: AuditContext) -> Iterator[Finding]:
     toolchain applies again (mean, scale, both), divided by 255, or given the -128 offset.
 
     hb_mapper 1.x calibrates on pixels (0..255, training colour order and layout) and applies the config's
-    mean/scale itself (docs/HORIZON.md section 2). The per-channel value range of the first
+    mean/scale itself (docs/INPUT_CONTRACTS.md section 3). The per-channel value range of the first
     :data:`MAX_VALUE_FILES` files is judged by :func:`graphaudit.toolchains.valuedomain.judge_domain` against that
     pixel domain, which names the form of the mistake. 3.x configs get only the plain cases
     (:func:`_normalized_3x`).

@@ -26,9 +26,9 @@ def _path(cfg: ConversionConfig, key: str, i: int) -> tuple:
 
 
 def unit_range_normalization(ctx: AuditContext) -> Iterator[Finding]:
-    """C330 (CASES.md case 6): image input whose mean values are all below 1.0, or std below 1.0.
+    """C330 (docs/CASES.md case 6): image input whose mean values are all below 1.0, or std below 1.0.
 
-    The converter normalizes 0..255 pixels (HORIZON.md section 4: ``mean_yaml = 255 * mean``,
+    The converter normalizes 0..255 pixels (docs/INPUT_CONTRACTS.md section 2: ``mean_yaml = 255 * mean``,
     ``scale_yaml = 1 / (255 * std)``); values of a [0, 1] training pipeline are off by a factor 255.
     """
     if (cfg := ctx.config) is None:
@@ -65,7 +65,7 @@ def _close(a: list[float] | None, b: tuple[float, ...], tol: float) -> bool:
 
 
 def imagenet_channel_order(ctx: AuditContext) -> Iterator[Finding]:
-    """C331: ImageNet mean in RGB order with input_type_train bgr, or in BGR order with rgb (HORIZON.md section 4)."""
+    """C331: ImageNet mean in RGB order with input_type_train bgr, or in BGR order with rgb (docs/HORIZON.md section 4)."""
     if (cfg := ctx.config) is None:
         return
     for inp in cfg.inputs:
@@ -93,7 +93,7 @@ def _tokens(text: str) -> list[str]:
 
 
 def name_tokens(ctx: AuditContext) -> Iterator[Finding]:
-    """C332 (CASES.md case 2): a token of output_model_file_prefix / working_dir contradicting input types or layout.
+    """C332 (docs/CASES.md case 2): a token of output_model_file_prefix / working_dir contradicting input types or layout.
 
     Type tokens (nv12, rgb, bgr, yuv444, gray, featuremap) must name an input's input_type_rt or input_type_train;
     rgb/bgr/gray/yuv444 are also accepted for featuremap inputs (image tensors fed as featuremap). Layout tokens

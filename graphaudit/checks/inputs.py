@@ -98,7 +98,7 @@ def _domain_finding(code: str, stage, ic, st, dom: PixelDomain, v: DomainVerdict
 
 
 def check_layout(ctx: AuditContext) -> Iterator[Finding]:
-    """Rule P201 (rules/inputs.yaml): yields its findings over ``ctx``."""
+    """Rule P201 (graphaudit/rules/inputs.yaml): yields its findings over ``ctx``."""
     for stage, ic, st in _pairs(ctx):
         if ic.layout and st.layout and st.layout != ic.layout:
             yield make_finding(
@@ -110,7 +110,7 @@ def check_layout(ctx: AuditContext) -> Iterator[Finding]:
 
 
 def check_dtype(ctx: AuditContext) -> Iterator[Finding]:
-    """Rule P202 (rules/inputs.yaml): yields its findings over ``ctx``."""
+    """Rule P202 (graphaudit/rules/inputs.yaml): yields its findings over ``ctx``."""
     for stage, ic, st in _pairs(ctx):
         int_input = ic.dtype.startswith(("INT", "UINT"))
         int_data = st.dtype.startswith(("int", "uint"))
@@ -131,7 +131,7 @@ def _looks_normalized(st) -> bool:
 
 
 def check_double_normalization(ctx: AuditContext) -> Iterator[Finding]:
-    """Rule P203 (rules/inputs.yaml): yields its findings over ``ctx``."""
+    """Rule P203 (graphaudit/rules/inputs.yaml): yields its findings over ``ctx``."""
     for stage, ic, st, dom, v in _domain_verdicts(ctx):
         if v.form is not None and v.form.code == "P203":
             yield _domain_finding("P203", stage, ic, st, dom, v)
@@ -149,7 +149,7 @@ def check_double_normalization(ctx: AuditContext) -> Iterator[Finding]:
 
 
 def check_missing_normalization(ctx: AuditContext) -> Iterator[Finding]:
-    """Rule P204 (rules/inputs.yaml): yields its findings over ``ctx``."""
+    """Rule P204 (graphaudit/rules/inputs.yaml): yields its findings over ``ctx``."""
     for stage, ic, st in _pairs(ctx):
         if ic.normalizes or ic.domain != "float" or not ic.layout or ic.dtype != "FLOAT":
             continue
@@ -162,14 +162,14 @@ def check_missing_normalization(ctx: AuditContext) -> Iterator[Finding]:
 
 
 def check_offset(ctx: AuditContext) -> Iterator[Finding]:
-    """Rule P205 (rules/inputs.yaml): yields its findings over ``ctx``."""
+    """Rule P205 (graphaudit/rules/inputs.yaml): yields its findings over ``ctx``."""
     for stage, ic, st, dom, v in _domain_verdicts(ctx):
         if v.form is None or v.form.code == "P205":
             yield _domain_finding("P205", stage, ic, st, dom, v)
 
 
 def check_unit_range(ctx: AuditContext) -> Iterator[Finding]:
-    """Rule P206 (rules/inputs.yaml): yields its findings over ``ctx``."""
+    """Rule P206 (graphaudit/rules/inputs.yaml): yields its findings over ``ctx``."""
     for stage, ic, st, dom, v in _domain_verdicts(ctx):
         if v.form is not None and v.form.code == "P206":
             yield _domain_finding("P206", stage, ic, st, dom, v)
@@ -180,7 +180,7 @@ def _fits(shape: tuple, model: tuple) -> bool:
 
 
 def check_static_shape(ctx: AuditContext) -> Iterator[Finding]:
-    """Rule P208 (rules/inputs.yaml): yields its findings over ``ctx``. A shape that is only the other layout of a
+    """Rule P208 (graphaudit/rules/inputs.yaml): yields its findings over ``ctx``. A shape that is only the other layout of a
     fitting one is P201's finding, not repeated here."""
     for stage, ic, st in _pairs(ctx):
         if ic.shape is None:
@@ -218,7 +218,7 @@ def _order(means: list[float], margin: float) -> str:
 
 
 def check_channel_order(ctx: AuditContext) -> Iterator[Finding]:
-    """Rule P207 (rules/inputs.yaml): yields its findings over ``ctx``."""
+    """Rule P207 (graphaudit/rules/inputs.yaml): yields its findings over ``ctx``."""
     for stage, ic, st in _pairs(ctx):
         if ic.color not in ("RGB", "BGR") or len(st.channel_mean) != 3 or _looks_normalized(st):
             continue
@@ -249,7 +249,7 @@ DUPLICATE_SHARE = 0.25
 
 
 def check_sample_quality(ctx: AuditContext) -> Iterator[Finding]:
-    """Rule P209 (rules/inputs.yaml): yields its findings over ``ctx``."""
+    """Rule P209 (graphaudit/rules/inputs.yaml): yields its findings over ``ctx``."""
     for stage, ic, st in _pairs(ctx):
         ps = st.per_sample
         where = dict(stage=stage.name, location={"tensor": ic.name})
@@ -300,7 +300,7 @@ def _unit_range(ic) -> tuple[list[float], list[float]] | None:
 
 
 def check_unit_range_preprocess(ctx: AuditContext) -> Iterator[Finding]:
-    """Rule P210 (rules/inputs.yaml): yields its findings over ``ctx`` (the stages' own preprocessing; no data)."""
+    """Rule P210 (graphaudit/rules/inputs.yaml): yields its findings over ``ctx`` (the stages' own preprocessing; no data)."""
     seen: set[str] = set()
     for stage in ctx.stages:
         for name, ic in stage_contracts(stage).items():

@@ -14,7 +14,7 @@ _FLOAT_TRANSITIONS = NUMERICALLY_EQUAL_TRANSITIONS
 
 
 def check_float_divergence(ctx: AuditContext) -> Iterator[Finding]:
-    """Rule N401 (rules/numeric.yaml): yields its findings over ``ctx``."""
+    """Rule N401 (graphaudit/rules/numeric.yaml): yields its findings over ``ctx``."""
     for i, res in enumerate(ctx.numeric or []):
         a, b = ctx.stages[i], ctx.stages[i + 1]
         if (a.role, b.role) not in _FLOAT_TRANSITIONS or res.first_divergence is None:
@@ -37,7 +37,7 @@ LOSSY_SQNR_DB = 60.0
 
 
 def check_worst_isolated(ctx: AuditContext) -> Iterator[Finding]:
-    """Rule N402 (rules/numeric.yaml): yields its findings over ``ctx``."""
+    """Rule N402 (graphaudit/rules/numeric.yaml): yields its findings over ``ctx``."""
     for i, res in enumerate(ctx.numeric or []):
         worst = [r for r in res.worst_regions(3) if r.stats.sqnr_db < LOSSY_SQNR_DB]
         if not worst:
@@ -53,7 +53,7 @@ def check_worst_isolated(ctx: AuditContext) -> Iterator[Finding]:
 
 
 def check_stage_not_run(ctx: AuditContext) -> Iterator[Finding]:
-    """Rule N403 (rules/numeric.yaml): one finding per stage the runtime refused (``ctx.stage_failures``)."""
+    """Rule N403 (graphaudit/rules/numeric.yaml): one finding per stage the runtime refused (``ctx.stage_failures``)."""
     for i, why in ctx.stage_failures:
         st = ctx.stages[i]
         later = [s.name for s in ctx.stages[i + 1:]]

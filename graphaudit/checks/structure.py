@@ -31,7 +31,7 @@ def custom_ops(stage: StageGraph) -> Counter:
 
 
 def check_custom_ops(ctx: AuditContext) -> Iterator[Finding]:
-    """Rule S101 (rules/structure.yaml): yields its findings over ``ctx``."""
+    """Rule S101 (graphaudit/rules/structure.yaml): yields its findings over ``ctx``."""
     seen: dict[tuple[str, str], str] = {}
     for st in ctx.stages:
         ops = custom_ops(st)
@@ -49,7 +49,7 @@ def check_custom_ops(ctx: AuditContext) -> Iterator[Finding]:
 
 
 def check_hzpreprocess(ctx: AuditContext) -> Iterator[Finding]:
-    """Rule S102 (rules/structure.yaml): yields its findings over ``ctx``."""
+    """Rule S102 (graphaudit/rules/structure.yaml): yields its findings over ``ctx``."""
     for st in ctx.stages:
         for n in st.nodes.values():
             if n.op_type != "HzPreprocess":
@@ -80,7 +80,7 @@ def hzcalibration_nodes(stage: StageGraph, view: StageView | None = None):
 
 
 def check_hzcalibration_census(ctx: AuditContext) -> Iterator[Finding]:
-    """Rule S103 (rules/structure.yaml): yields its findings over ``ctx``."""
+    """Rule S103 (graphaudit/rules/structure.yaml): yields its findings over ``ctx``."""
     for st in ctx.stages:
         cals = hzcalibration_nodes(st)
         if not cals:
@@ -99,7 +99,7 @@ def check_hzcalibration_census(ctx: AuditContext) -> Iterator[Finding]:
 
 
 def check_calibration_skipped(ctx: AuditContext) -> Iterator[Finding]:
-    """Rule S104 (rules/structure.yaml): yields its findings over ``ctx``."""
+    """Rule S104 (graphaudit/rules/structure.yaml): yields its findings over ``ctx``."""
     for st in ctx.stages:
         view = StageView.build(st)
         act = [c for c in hzcalibration_nodes(st, view) if not c.is_weight and c.enabled and c.thresholds]
@@ -138,7 +138,7 @@ def qdq_nodes(stage: StageGraph, view: StageView | None = None) -> list[dict]:
 
 
 def check_qdq_census(ctx: AuditContext) -> Iterator[Finding]:
-    """Rule S105 (rules/structure.yaml): yields its findings over ``ctx``."""
+    """Rule S105 (graphaudit/rules/structure.yaml): yields its findings over ``ctx``."""
     for st in ctx.stages:
         q = qdq_nodes(st)
         if not q:
@@ -160,7 +160,7 @@ def _signature(st: StageGraph) -> list[tuple[str, list]]:
 
 
 def check_output_signature(ctx: AuditContext) -> Iterator[Finding]:
-    """Rule S106 (rules/structure.yaml): yields its findings over ``ctx``."""
+    """Rule S106 (graphaudit/rules/structure.yaml): yields its findings over ``ctx``."""
     for a, b in zip(ctx.stages, ctx.stages[1:]):
         sa, sb = _signature(a), _signature(b)
         if [n for n, _ in sa] == [n for n, _ in sb] and all(
@@ -176,7 +176,7 @@ def check_output_signature(ctx: AuditContext) -> Iterator[Finding]:
 
 
 def check_per_channel_opset(ctx: AuditContext) -> Iterator[Finding]:
-    """Rule S107 (rules/structure.yaml): yields its findings over ``ctx``."""
+    """Rule S107 (graphaudit/rules/structure.yaml): yields its findings over ``ctx``."""
     for st in ctx.stages:
         opset = st.opsets.get("", 0)
         if opset >= 13:
@@ -190,7 +190,7 @@ def check_per_channel_opset(ctx: AuditContext) -> Iterator[Finding]:
 
 
 def check_initializers_as_inputs(ctx: AuditContext) -> Iterator[Finding]:
-    """Rule S108 (rules/structure.yaml): yields its findings over ``ctx``."""
+    """Rule S108 (graphaudit/rules/structure.yaml): yields its findings over ``ctx``."""
     for st in ctx.stages:
         names = [n for n, t in st.tensors.items() if t.also_graph_input]
         if names:
@@ -200,7 +200,7 @@ def check_initializers_as_inputs(ctx: AuditContext) -> Iterator[Finding]:
 
 
 def check_unfused_batchnorm(ctx: AuditContext) -> Iterator[Finding]:
-    """Rule S109 (rules/structure.yaml): yields its findings over ``ctx``."""
+    """Rule S109 (graphaudit/rules/structure.yaml): yields its findings over ``ctx``."""
     for i, st in enumerate(ctx.stages):
         if st.role != "optimized":
             continue
@@ -232,7 +232,7 @@ def check_unfused_batchnorm(ctx: AuditContext) -> Iterator[Finding]:
 
 
 def check_unaligned(ctx: AuditContext) -> Iterator[Finding]:
-    """Rule S110 (rules/structure.yaml): yields its findings over ``ctx``."""
+    """Rule S110 (graphaudit/rules/structure.yaml): yields its findings over ``ctx``."""
     for i, cov in enumerate(ctx.coverage):
         if not cov.unmatched:
             continue
@@ -253,7 +253,7 @@ _WEIGHTED_OPS = {"Conv", "ConvTranspose", "Gemm", "MatMul"}
 
 
 def check_float_ops_left(ctx: AuditContext) -> Iterator[Finding]:
-    """Rule S111 (rules/structure.yaml): yields its findings over ``ctx``."""
+    """Rule S111 (graphaudit/rules/structure.yaml): yields its findings over ``ctx``."""
     for st in ctx.stages:
         view = StageView.build(st)
         quantize_nodes = [n for n in view.wrappers if view.wrappers[n] == "quantize"]

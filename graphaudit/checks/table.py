@@ -1,4 +1,4 @@
-"""The rule table: one function per rule code, checked against the rule catalogue (``rules/*.yaml``) at import.
+"""The rule table: one function per rule code, checked against the rule catalogue (``graphaudit/rules/*.yaml``) at import.
 
 Every rule function takes an :class:`~graphaudit.checks.base.AuditContext` and yields
 :class:`~graphaudit.findings.Finding` objects; it yields nothing when the context lacks what it reads (data,
@@ -102,7 +102,7 @@ def validate_table(rules: dict[str, Rule]) -> None:
     if missing := [c for c in catalogue if c not in rules]:
         problems.append(f"rules without a function: {', '.join(sorted(missing, key=code_order))}")
     if extra := [c for c in rules if c not in catalogue]:
-        problems.append(f"functions without a catalogue entry (rules/*.yaml): {', '.join(extra)}")
+        problems.append(f"functions without a catalogue entry (graphaudit/rules/*.yaml): {', '.join(extra)}")
     seen: dict[int, str] = {}
     for code, fn in rules.items():
         if id(fn) in seen:

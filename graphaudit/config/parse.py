@@ -132,7 +132,7 @@ class ConversionConfig:
 
 
 def _detect_family(data: dict, override: str | None) -> tuple[str, str]:
-    """Family from ``--toolchain``, else ``march`` (HORIZON.md section 4), else family-only keys, else 3.x."""
+    """Family from ``--toolchain``, else ``march`` (docs/HORIZON.md section 4), else family-only keys, else 3.x."""
     if override:
         if override not in ("1.x", "3.x"):
             raise ConfigError(f"--toolchain {override!r}: expected 1.x or 3.x")
@@ -226,7 +226,7 @@ def load_config(path: str | os.PathLike, toolchain: str | None = None) -> Conver
     path : path-like
         The YAML file.
     toolchain : {"1.x", "3.x"}, optional
-        Force the family instead of detecting it from ``march`` (HORIZON.md section 4) and family-only keys.
+        Force the family instead of detecting it from ``march`` (docs/HORIZON.md section 4) and family-only keys.
 
     Returns
     -------

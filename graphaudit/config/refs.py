@@ -12,7 +12,7 @@ from .values import is_unset, split_per_input
 __all__ = ["config_inputs", "config_path"]
 
 #: Files hb_mapper / hb_compile write into ``working_dir`` besides the stage models, as ``{prefix}{suffix}``
-#: (HORIZON.md section 1): the deployable model and the per-node quantization report.
+#: (docs/HORIZON.md section 1): the deployable model and the per-node quantization report.
 _OTHER_OUTPUTS = (".bin", ".hbm", "_quant_info.json")
 
 
@@ -47,7 +47,7 @@ def config_inputs(cfg: ConversionConfig) -> list[Path]:
     ';'-separated or a YAML list); a ``quant_config`` JSON file; and the files the toolchain writes into
     ``working_dir`` (default ``model_output``) with ``output_model_file_prefix`` (default ``model``): the stage
     models ``{prefix}_original_float_model.onnx`` ... ``{prefix}_quantized_model.onnx``, ``{prefix}.bin``,
-    ``{prefix}.hbm`` and ``{prefix}_quant_info.json`` (HORIZON.md section 1). ``working_dir`` itself is not
+    ``{prefix}.hbm`` and ``{prefix}_quant_info.json`` (docs/HORIZON.md section 1). ``working_dir`` itself is not
     listed: it is the toolchain's output directory, often the config's own directory (``'.'``).
 
     Parameters

@@ -1,8 +1,8 @@
 """Horizon conversion-config schema as data: known keys, deprecated keys and allowed values per toolchain family.
 
-Source: /work/shared/HORIZON.md section 4 (hb_mapper OE 1.x and hb_compile OE 3.x parameter lists), completed with
+Source: docs/HORIZON.md section 4 (hb_mapper OE 1.x and hb_compile OE 3.x parameter lists), completed with
 keys that Horizon's and D-Robotics' own public configs use (the comments of Horizon's 1.x template in
-``corpus/horizon/configs/``; ``separate_batch``, ``enable_vpu``/``enable_spu`` from HorizonRobotics/OE-Skills 3.x
+``tests/corpus/horizon/SOURCES.md``; ``separate_batch``, ``enable_vpu``/``enable_spu`` from HorizonRobotics/OE-Skills 3.x
 templates). Where the sources are silent a key is known (no finding) rather than flagged.
 """
 
@@ -48,7 +48,7 @@ KNOWN_KEYS: dict[str, dict[str, set[str]]] = {
     },
 }
 
-#: Family -> (section, key) -> why it is deprecated (HORIZON.md section 4).
+#: Family -> (section, key) -> why it is deprecated (docs/HORIZON.md section 4).
 DEPRECATED_KEYS: dict[str, dict[tuple[str, str], str]] = {
     "1.x": {
         ("calibration_parameters", "preprocess_on"): "hb_mapper 1.x itself warns \"User input 'preprocess_on' will be "
@@ -97,7 +97,7 @@ OPTIMIZATION = ("set_model_output_int8", "set_model_output_int16", "set_all_node
                 "set_Softmax_output_int8")
 REMOVE_NODE_TYPE = ("Quantize", "Transpose", "Dequantize", "Cast", "Reshape", "Softmax")
 
-#: input_type_train -> legal input_type_rt other than the same type (HORIZON.md section 4).
+#: input_type_train -> legal input_type_rt other than the same type (docs/HORIZON.md section 4).
 LEGAL_TYPE_PAIRS = {
     "rgb": ("bgr", "nv12", "yuv444", "yuv444_128", "yuv420sp_bt601_video"),
     "bgr": ("rgb", "nv12", "yuv444", "yuv444_128", "yuv420sp_bt601_video"),

@@ -23,7 +23,7 @@ def split_per_input(v: Any) -> list[Any]:
     """Per-input items of a value: ``'a;b'`` -> ``['a', 'b']``, a YAML list as is, a scalar -> ``[scalar]``.
 
     ``None`` and ``''`` give ``[]``. Items are stripped strings (or the scalar / list item itself).
-    Source: HORIZON.md section 4 (';' separates inputs; 3.x recipes also use YAML lists).
+    Source: docs/HORIZON.md section 4 (';' separates inputs; 3.x recipes also use YAML lists).
     """
     if v is None or (isinstance(v, str) and not v.strip()):
         return []

@@ -3,7 +3,7 @@
 hb_mapper 1.x calibrates on a folder of raw files, one per sample, each holding the bytes of one input of
 ``input_shape`` in the config's ``input_layout_train`` and ``input_type_train`` colour order, of dtype
 ``cal_data_type`` (uint8 or float32), before any normalization: the model's HzPreprocess subtracts 128 and
-applies mean/scale itself (docs/HORIZON.md sections 2 and 7; the samples ``samples/build_horizon_sets.py``
+applies mean/scale itself (docs/INPUT_CONTRACTS.md section 3; the samples ``samples/build_horizon_sets.py``
 writes are such files: ``calibration_data_bgr/00.bgr``). The files' names carry the colour order by
 convention (``.rgb``, ``.bgr``, ``.gray``; hb_mapper reads any name in the folder, sorted).
 """
@@ -120,7 +120,7 @@ def _config_input(config, spec: InputSpec):
 
 def config_data_dir(config) -> Path | None:
     """The ``cal_data_dir`` of a one-input config, resolved against the config file's directory (as hb_mapper
-    resolves it, docs/HORIZON.md section 2), or None when the config names none or it does not exist."""
+    resolves it, docs/INPUT_CONTRACTS.md section 3), or None when the config names none or it does not exist."""
     inputs = list(getattr(config, "inputs", None) or [])
     if len(inputs) != 1 or not inputs[0].cal_data_dir:
         return None

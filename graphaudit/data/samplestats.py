@@ -1,6 +1,6 @@
 """Per-sample statistics of a data set: what tells real images from noise, constants and duplicates.
 
-Used by rule P209 (calibration samples that are constant, near-duplicates or noise-like; CASES.md
+Used by rule P209 (calibration samples that are constant, near-duplicates or noise-like; docs/CASES.md
 case 10). Everything is streamed: one sample at a time, a small thumbnail per sample kept for the
 duplicate search.
 """

@@ -1,6 +1,6 @@
 """Tensor and node correspondence between two stages: anchors, then structural propagation.
 
-The algorithm (DESIGN.md, "Lineage alignment"):
+The algorithm (README.md, "How alignment works"):
 
 1. Anchors: graph inputs and outputs (by name, else by position), same-name tensors whose
    producers are compatible, weights with the same name or the same content hash.

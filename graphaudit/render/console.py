@@ -170,7 +170,7 @@ def render_rules(rules: dict[str, Rule], console: Console, explain: str | None =
         console.print(Text("Fix", style="bold"))
         console.print(r.fix)
         console.print(Text(f"Examples: {len(r.examples.get('fail', []))} failing, "
-                           f"{len(r.examples.get('pass', []))} passing (rules/{r.source})", style="dim"))
+                           f"{len(r.examples.get('pass', []))} passing (graphaudit/rules/{r.source})", style="dim"))
         return
     t = Table(title="graphaudit rules", title_justify="left")
     for col in ("code", "name", "severity", "summary"):

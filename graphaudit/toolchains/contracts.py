@@ -1,6 +1,6 @@
 """Input contracts: what each stage's graph inputs expect, and how to convert one sample between stages.
 
-Facts (HORIZON.md section 2): hb_mapper 1.x stage models with an ``HzPreprocess`` take the
+Facts (docs/INPUT_CONTRACTS.md section 1): hb_mapper 1.x stage models with an ``HzPreprocess`` take the
 intermediate ``*_128`` type (pixel value minus 128, float32, in ``input_layout_train``) and normalize
 inside the model with ``((x + 128) - mean) * scale``; the user's source float model takes the
 normalized value itself; onnxruntime QDQ stages take what their float model takes.
@@ -82,7 +82,7 @@ class InputContract:
     @property
     def value_domain(self) -> str:
         """The values the input takes, in words: Horizon ``*_128`` (pixel - 128), raw integer pixels, values the
-        model normalizes itself, normalized floats (the caller normalizes), or a featuremap (HORIZON.md section 2)."""
+        model normalizes itself, normalized floats (the caller normalizes), or a featuremap (docs/INPUT_CONTRACTS.md section 1)."""
         if self.domain == "x128":
             return "*_128: pixel - 128 in [-128, 127] (HzPreprocess normalizes)"
         image = bool(self.layout) and self.shape is not None and len(self.shape) == 4
@@ -202,7 +202,7 @@ def _config_inputs(stage: StageGraph, config) -> dict[str, object]:
 
 
 def _declare(ic: InputContract, ci, role: str, config) -> None:
-    """Apply what the conversion config declares (HORIZON.md section 2): the train layout holds for every ONNX
+    """Apply what the conversion config declares (docs/INPUT_CONTRACTS.md section 1): the train layout holds for every ONNX
     stage but the 1.x quantized one (int8 NHWC); rgb/bgr train types give the colour order."""
     where = getattr(config, "path", "") or "config"
     layout = (getattr(ci, "layout_train", None) or "").upper()
@@ -218,7 +218,7 @@ def _fixed_point_preprocess(stage: StageGraph, name: str):
     """``(node, layout, layout source)`` when graph input ``name`` feeds Horizon's HzSQuantizedPreprocess (the 1.x
     fixed-point stage), directly or through one layout Transpose; else None.
 
-    The input then holds int8 ``pixel - 128`` (docs/HORIZON.md section 7). Its layout is the tensor's own: the
+    The input then holds int8 ``pixel - 128`` (docs/INPUT_CONTRACTS.md section 1). Its layout is the tensor's own: the
     fixed-point ops compute in NHWC, so a direct consumer means NHWC and a Transpose perm [0, 2, 3, 1] in front
     of it means NCHW (bayes-e keeps the NCHW input and transposes inside)."""
     for node_id, _slot in stage.tensors[name].consumers if name in stage.tensors else []:
@@ -345,7 +345,7 @@ def convert_sample(x: np.ndarray, src: InputContract | str, dst: InputContract, 
         Crossing into or out of ``float`` with no known mean/scale.
 
     Formulas: x128 -> float: ((x + 128) - mean) * scale; float -> x128: x / scale + mean - 128;
-    pixels -> x128: p - 128 (HORIZON.md sections 2 and 3).
+    pixels -> x128: p - 128 (docs/INPUT_CONTRACTS.md sections 1 and 2).
     """
     src_domain = src if isinstance(src, str) else src.domain
     given = src_domain

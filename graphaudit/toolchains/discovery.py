@@ -11,7 +11,7 @@ from ..errors import StageDiscoveryError
 __all__ = ["NUMERICALLY_EQUAL_TRANSITIONS", "STAGE_SUFFIXES", "StageFile", "discover_stages", "role_of"]
 
 #: File-name suffix -> stage role, in pipeline order. Horizon names come from
-#: rdk_x3_doc ptq_process.md and the OE 3.x docs (HORIZON.md section 1); the plain
+#: rdk_x3_doc ptq_process.md and the OE 3.x docs (docs/HORIZON.md section 1); the plain
 #: ``_original/_optimized/_qdq`` names are graphaudit's convention for onnxruntime pipelines.
 STAGE_SUFFIXES: tuple[tuple[str, str], ...] = (
     ("_original_float_model.onnx", "original"),

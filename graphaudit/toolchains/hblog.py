@@ -322,7 +322,7 @@ def find_toolchain_files(stage_dir: str | Path) -> ToolchainFiles:
     """Logs (``hb_mapper*.log``, ``hb_compile*.log``) and ``*_quant_info.json`` in ``stage_dir`` or its parent.
 
     hb_mapper/hb_compile write the stage models to ``working_dir`` (default ``model_output``) and the
-    log to the directory they ran in, usually ``working_dir``'s parent (HORIZON.md section 1). Logs
+    log to the directory they ran in, usually ``working_dir``'s parent (docs/HORIZON.md section 1). Logs
     are ranked makertbin / hb_compile before checker, then newest first; files in ``stage_dir``
     before its parent's. A stage *file* stands for its directory. Nothing is read.
     """

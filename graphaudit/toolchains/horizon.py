@@ -1,4 +1,4 @@
-"""Horizon / D-Robotics knowledge: decoding HzPreprocess and HzCalibration nodes (HORIZON.md section 3)."""
+"""Horizon / D-Robotics knowledge: decoding HzPreprocess and HzCalibration nodes (docs/HORIZON.md section 3)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ class PreprocessInfo:
 
     ``mean`` and ``scale`` are per channel in the 0..255 pixel domain: Horizon computes
     ``((x + 128) - mean) * scale`` on ``*_128`` input ``x`` as a 1x1 grouped convolution with
-    ``w = scale`` and ``b = (128 - mean) * scale`` (HORIZON.md section 3, from HMCT
+    ``w = scale`` and ``b = (128 - mean) * scale`` (docs/HORIZON.md section 3, from HMCT
     ``add_preprocess_node.py``), so ``scale = w`` and ``mean = 128 - b / w``.
     """
 

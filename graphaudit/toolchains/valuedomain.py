@@ -3,10 +3,10 @@
 An image input that normalizes itself takes an affine function of the pixel value ``p`` (0..255, per channel):
 
 * Horizon 1.x stage models with an ``HzPreprocess`` (and the fixed-point stage's ``HzSQuantizedPreprocess``) take
-  ``p - 128`` (the ``*_128`` type) and compute ``((x + 128) - mean) * scale`` themselves (docs/HORIZON.md
-  sections 2 and 7, measured in Horizon's runtime);
+  ``p - 128`` (the ``*_128`` type) and compute ``((x + 128) - mean) * scale`` themselves (docs/INPUT_CONTRACTS.md
+  section 1, measured in Horizon's runtime);
 * hb_mapper 1.x calibration files (``cal_data_dir``) hold the pixels themselves, ``p``: the toolchain subtracts 128
-  and applies the config's ``mean_value``/``scale_value`` (docs/HORIZON.md section 2).
+  and applies the config's ``mean_value``/``scale_value`` (docs/INPUT_CONTRACTS.md section 3).
 
 A harness that prepares the data for the float model and feeds them to such an input applies part of the
 normalization twice. Every such mistake is again affine in ``p`` (:data:`FORMS`), so each is recognised from the

@@ -10,7 +10,7 @@ For every real set that set-up built with hb_mapper (``samples/build/hb/<model>_
 - both get the same real calibration sample(s) of the set, converted from the raw calibration file (the layout
   and colour order ``config.yaml`` gives) as graphaudit converts pixels for a stage
   (:func:`graphaudit.toolchains.contracts.stage_contracts` / ``convert_sample``); the feed is also checked to be
-  the raw file minus 128, which is what hb_mapper feeds its own stages (docs/HORIZON.md sections 2 and 7);
+  the raw file minus 128, which is what hb_mapper feeds its own stages (docs/INPUT_CONTRACTS.md section 3);
 - every tensor that a node of the Horizon file produces is made a graph output of both models. The lowering
   must keep every such name (it may only add ``ga_lower/`` tensors), and every one of them is compared.
 
@@ -85,7 +85,7 @@ IDS = [f"{s.name}-{st}" for s, st in CASES] if SETS else ["no-real-set"]
 
 def _raw_samples(set_dir: Path, cfg, count: int) -> list[np.ndarray]:
     """The first ``count`` raw calibration files of the set, as hb_mapper reads them: dtype ``cal_data_type``,
-    shape ``input_shape`` in ``input_layout_train``, colour order ``input_type_train`` (HORIZON.md section 7)."""
+    shape ``input_shape`` in ``input_layout_train``, colour order ``input_type_train`` (docs/INPUT_CONTRACTS.md section 3)."""
     ci = cfg.inputs[0]
     dtype = np.dtype(ci.cal_data_type or "uint8")
     files = sorted((p for p in (set_dir / ci.cal_data_dir).iterdir() if p.is_file()),
@@ -347,7 +347,7 @@ def test_pass_through_nodes_are_noted(attrs, remark):
     """Where the lowering's reading differs from Horizon's runtime, the lowering says so: Horizon's kernel passes an
     HzCalibration through unquantized when ``constant`` is 0/absent or there are no ``scales`` (hb_mapper never
     writes such a node: all real sets have ``constant`` 1 and ``scales``), while graphaudit fake-quantizes it as
-    HORIZON.md section 3 reads it. Checked here: Horizon's output equals its input, and the notes name the case."""
+    docs/HORIZON.md section 3 reads it. Checked here: Horizon's output equals its input, and the notes name the case."""
     shape = [1, 4, 5, 6]
     node = helper.make_node("HzCalibration", ["x"], ["y"], domain="horizon", name="x_HzCalibration", **attrs)
     model = _node_model(node, shape)

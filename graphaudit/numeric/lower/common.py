@@ -13,20 +13,20 @@ from onnx import TensorProto, helper, numpy_helper
 
 __all__ = ["LoweringResult", "needs_lowering", "HZ_DOMAIN", "NAME_PREFIX", "LOWERABLE_OPS"]
 
-#: The ONNX domain of Horizon's custom ops (HORIZON.md section 1: logs print ``horizon v1``).
+#: The ONNX domain of Horizon's custom ops (docs/HORIZON.md section 1: logs print ``horizon v1``).
 HZ_DOMAIN = "horizon"
 
 #: Prefix of every tensor, initializer and helper node name that lowering creates.
 NAME_PREFIX = "ga_lower/"
 
-#: Horizon op types with a lowering (HORIZON.md section 3); every other ``horizon`` op raises LoweringError.
+#: Horizon op types with a lowering (docs/HORIZON.md section 3); every other ``horizon`` op raises LoweringError.
 LOWERABLE_OPS = frozenset({"HzCalibration", "HzQuantize", "HzDequantize", "HzPreprocess", "HzSwish", "HzHardSwish",
                            "HzGelu", "HzSoftmax", "HzLayerNorm", "HzRsqrt", "HzReluX", "HzPad", "HzSpaceToDepth"})
 
 #: Passes of lowering + shape inference before nodes still waiting for a rank are reported as failures.
 _MAX_PASSES = 16
 
-#: Horizon fixed-point ops (HORIZON.md section 3: no public bit-exact spec).
+#: Horizon fixed-point ops (docs/HORIZON.md section 3: no public bit-exact spec).
 _FIXED_POINT = re.compile(r"^Hz(S[A-Z]|Quantized|Lut|Requantize)")
 
 #: Domains that stock onnxruntime implements.

@@ -164,7 +164,7 @@ class _Lowerer(QuantLowerings, OpLowerings):
             raise _Failure(f"{what} needs ai.onnx opset >= {version}, the model has {self.opset}")
 
     def _float_type(self, name: str) -> type:
-        """numpy float type of a tensor (float32 when unknown; HORIZON.md: the stage models compute in float32)."""
+        """numpy float type of a tensor (float32 when unknown; docs/HORIZON.md section 1: the stage models compute in float32)."""
         dt = self.shapes.dtype(name)
         if not dt:
             return np.float32
@@ -236,7 +236,7 @@ def lower_model(model: onnx.ModelProto, name: str = "") -> LoweringResult:
     Tensor names keep their meaning: the standard node computing a Horizon node's output writes the same
     tensor name (and keeps the Horizon node's name); intermediate tensors, constants and helper nodes get
     fresh names starting with ``ga_lower/``. The ai.onnx opset version is not changed; the ``horizon``
-    opset import is removed once no ``horizon`` node is left. Semantics (HORIZON.md section 3, hbdk4 frontend
+    opset import is removed once no ``horizon`` node is left. Semantics (docs/HORIZON.md section 3, hbdk4 frontend
     for defaults; ONNX operator specs for the targets):
 
     - ``HzCalibration(x)``: ``y = (clip(round(x/s) + zp, qmin, qmax) - zp) * s`` with ``s`` = ``scales``

@@ -13,14 +13,14 @@ __all__: list[str] = []
 
 
 class OpLowerings:
-    """Mixin of :class:`~graphaudit.numeric.lower.core.Lowerer`: preprocessing and float ops (HORIZON.md section 3)."""
+    """Mixin of :class:`~graphaudit.numeric.lower.core.Lowerer`: preprocessing and float ops (docs/HORIZON.md section 3)."""
 
     def _preprocess(self, e: _Emitter, n: onnx.NodeProto, a: dict) -> str:
         """HzPreprocess(x, w, b?) = 1x1 convolution with group C on an NCHW input: ``y[c] = w[c] * x[c] + b[c]``.
 
-        Source: HORIZON.md section 3 and the hbdk4 frontend (conv2d with group = channel_group). The channel axis
+        Source: docs/HORIZON.md section 3 and the hbdk4 frontend (conv2d with group = channel_group). The channel axis
         is 1 whatever ``data_format`` says: ``data_format`` names the user's training layout, not the layout of the
-        node's input (HORIZON.md section 6b: for an NHWC-trained model hb_mapper puts the HzPreprocess, with
+        node's input (docs/HORIZON.md section 6b: for an NHWC-trained model hb_mapper puts the HzPreprocess, with
         ``data_format`` NHWC, between two Transposes, so its input is NCHW), and Horizon's own kernel
         (``horizon_ops/cpu/hz_preprocess.cc`` in horizon_nn 1.1.0) scales along axis 1 for both values; checked
         against it by ``tests/horizon_runtime/test_lowering_vs_horizon.py`` on the NHWC-trained MTCNN ONet sets.
@@ -79,7 +79,7 @@ class OpLowerings:
 
     # ---- float ops ---------------------------------------------------------------------------------
     def _swish(self, e: _Emitter, n: onnx.NodeProto, a: dict) -> str:
-        """HzSwish = x * Sigmoid(x) (HORIZON.md section 3)."""
+        """HzSwish = x * Sigmoid(x) (docs/HORIZON.md section 3)."""
         self._ignore(n, a, set())
         x = n.input[0]
         e.op("Mul", [x, e.op("Sigmoid", [x])], out=n.output[0])
@@ -175,7 +175,7 @@ class OpLowerings:
     def _rsqrt(self, e: _Emitter, n: onnx.NodeProto, a: dict) -> str:
         """HzRsqrt(epsilon=0, is_sqrt_add_reciprocal=0): 1/sqrt(x + eps), or 1/(sqrt(x) + eps) when the flag is 1.
 
-        Source: HORIZON.md section 3 and the hbdk4 frontend (``HzRsqrt`` convertor: add/sqrt/reciprocal order).
+        Source: docs/HORIZON.md section 3 and the hbdk4 frontend (``HzRsqrt`` convertor: add/sqrt/reciprocal order).
         """
         self._ignore(n, a, {"epsilon", "is_sqrt_add_reciprocal"})
         x, y = n.input[0], n.output[0]
@@ -187,7 +187,7 @@ class OpLowerings:
         return "is_sqrt_add_reciprocal=1 -> Sqrt + Add + Reciprocal"
 
     def _relux(self, e: _Emitter, n: onnx.NodeProto, a: dict) -> str:
-        """HzReluX(clip_value) = Clip(x, 0, clip_value) (HORIZON.md section 3; data_format is irrelevant)."""
+        """HzReluX(clip_value) = Clip(x, 0, clip_value) (docs/HORIZON.md section 3; data_format is irrelevant)."""
         self._ignore(n, a, {"clip_value", "data_format"})
         x, y = n.input[0], n.output[0]
         if "clip_value" not in a:

@@ -14,12 +14,12 @@ __all__: list[str] = []
 
 
 class QuantLowerings:
-    """Mixin of :class:`~graphaudit.numeric.lower.core.Lowerer`: quantization ops (HORIZON.md section 3)."""
+    """Mixin of :class:`~graphaudit.numeric.lower.core.Lowerer`: quantization ops (docs/HORIZON.md section 3)."""
 
     def _calibration(self, e: _Emitter, n: onnx.NodeProto, a: dict) -> str:
         """HzCalibration: fake quantization ``y = (clip(round(x/s) + zp, qmin, qmax) - zp) * s``.
 
-        Source: HORIZON.md section 3 (the hbdk4 frontend's reading of HMCT's HzCalibration); rounding is half to
+        Source: docs/HORIZON.md section 3 (the hbdk4 frontend's reading of HMCT's HzCalibration); rounding is half to
         even, as QuantizeLinear (Horizon's kernel rounds ties 0.5 -> 0, 1.5 -> 2, 2.5 -> 2).
 
         ``dequantize_scale`` (a float; written with ``channel_scales`` by HMCT's activation equalization pass,
@@ -106,11 +106,11 @@ class QuantLowerings:
         ``constant`` is 1 or 2 and ``scales`` is given; with ``constant`` 0 or absent, or with thresholds only, it
         passes the input through unchanged (what HMCT means by ``constant`` 0 is not documented).
         hb_mapper's calibrated models set both on every node; graphaudit keeps the fake-quantizing reading of
-        HORIZON.md section 3 for the other cases and says so here.
+        docs/HORIZON.md section 3 for the other cases and says so here.
         """
         if int(a.get("constant", 0) or 0) not in (1, 2):
             self.remarks[("HzCalibration", "constant 0 or absent: Horizon's runtime passes such a node through "
-                                           "unquantized; lowered as fake quantization (HORIZON.md section 3)")] += 1
+                                           "unquantized; lowered as fake quantization (docs/HORIZON.md section 3)")] += 1
         elif not _floats(a.get("scales")):
             self.remarks[("HzCalibration", "no scales (thresholds only): Horizon's runtime passes such a node "
                                            "through unquantized; lowered as fake quantization with thresholds / "
@@ -197,7 +197,7 @@ class QuantLowerings:
         return s, (e.op("Cast", [z], to=helper.np_dtype_to_tensor_dtype(np.dtype(ft))) if z else None)
 
     def _quantize(self, e: _Emitter, n: onnx.NodeProto, a: dict) -> str:
-        """HzQuantize(data, scale, zero_point?; bits=8, axis) = QuantizeLinear (HORIZON.md section 3).
+        """HzQuantize(data, scale, zero_point?; bits=8, axis) = QuantizeLinear (docs/HORIZON.md section 3).
 
         Without zero_point the output type is int<bits> (signed), as in Horizon's int8 fixed-point stage.
         """
@@ -238,7 +238,7 @@ class QuantLowerings:
         return f"{'int' if signed else 'uint'}{bits} -> Div/Round/Add/Clip/Cast formula"
 
     def _dequantize(self, e: _Emitter, n: onnx.NodeProto, a: dict) -> str:
-        """HzDequantize(data, scale, zero_point?; axis) = DequantizeLinear (HORIZON.md section 3)."""
+        """HzDequantize(data, scale, zero_point?; axis) = DequantizeLinear (docs/HORIZON.md section 3)."""
         self._ignore(n, a, {"axis", "bits"})
         x, s, z, y = n.input[0], _inp(n, 1), _inp(n, 2), n.output[0]
         if not s:
