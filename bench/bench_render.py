@@ -31,7 +31,7 @@ def generate(n_nodes: int, out_dir: Path) -> list[Path]:
 def render_case(title: str, paths: list, max_nodes: int, random: int, keep: Path | None) -> None:
     from graphaudit.explain import audit, load_pipeline
     from graphaudit.measure import measure
-    from graphaudit.render.diffgraph import build_diff_graph
+    from graphaudit.render.diffgraph import DiffSource, build_diff_graph
 
     t0 = time.perf_counter()
     au = audit(load_pipeline(paths))
@@ -41,7 +41,8 @@ def render_case(title: str, paths: list, max_nodes: int, random: int, keep: Path
     t2 = time.perf_counter()
     for pair in [*range(len(au.stages) - 1), None]:
         t3 = time.perf_counter()
-        g = build_diff_graph(au, pair=pair, max_nodes=max_nodes)
+        src = DiffSource(au.stages, au.lineage.alignments, au.changes, au.report.numeric, au.report.findings)
+        g = build_diff_graph(src, pair=pair, max_nodes=max_nodes)
         t4 = time.perf_counter()
         svg = g.svg()
         t5 = time.perf_counter()

@@ -120,7 +120,7 @@ def _lower(args: argparse.Namespace, console: Console) -> int:
 
 def _render(args: argparse.Namespace, console: Console) -> int:
     from .errors import GraphvizMissingError
-    from .render.diffgraph import build_diff_graph, picture_format
+    from .render.diffgraph import DiffSource, build_diff_graph, picture_format
 
     picture_format(args.output)
     protect = user_inputs(args.paths, args.source, args.data)
@@ -131,9 +131,10 @@ def _render(args: argparse.Namespace, console: Console) -> int:
         console.print(Text(f"warning: the data violate the stage's input contract: {bad[0]}"
                            + (f" (and {len(bad) - 1} more)" if len(bad) > 1 else "")
                            + "; the error shading measures the data, not only the toolchain", style="yellow"))
-    if au.report.run and au.report.run.get("numeric_skipped"):
-        console.print(Text(f"warning: no error shading: {au.report.run['numeric_skipped']}", style="yellow"))
-    g = build_diff_graph(au, pair=args.pair, focus=args.focus, radius=args.radius, expand=args.expand,
+    if au.report.run and au.report.run.numeric_skipped:
+        console.print(Text(f"warning: no error shading: {au.report.run.numeric_skipped}", style="yellow"))
+    src = DiffSource(au.stages, au.lineage.alignments, au.changes, au.report.numeric, au.report.findings)
+    g = build_diff_graph(src, pair=args.pair, focus=args.focus, radius=args.radius, expand=args.expand,
                          max_nodes=args.max_nodes)
     try:
         g.write(out)

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from dataclasses import replace
 
 from .checks import run_checks
 from .checks.base import AuditContext
 from .explain import Audit
-from .numeric.compare import DEFAULT_COSINE_THRESHOLD, TransitionNumeric, compare_stages, transition_dict
+from .numeric.compare import DEFAULT_COSINE_THRESHOLD, TransitionNumeric, compare_stages, transition_summary
 from .errors import GraphAuditError, StageRunError
 from .findings import report_order
 from .numeric.backends import horizon_unavailable, resolve_runtime, runtime_label
 from .numeric.data import InputSpec, input_specs, random_source
 from .numeric.hbcal import open_stage_data
+from .report import RunInfo
 from .toolchains.contracts import stage_contracts
 from .toolchains.ops import is_fixed_point
 
@@ -98,7 +100,7 @@ def measure(au: Audit, data: str | os.PathLike | None = None, random: int | None
         Use only the first samples of the data.
     runtime : {"auto", "onnxruntime", "horizon"}
         Which runtime runs the stages (:func:`graphaudit.numeric.backends.resolve_runtime`); recorded in
-        ``au.report.run["runtime"]``.
+        ``au.report.run.runtime``.
 
     Raises
     ------
@@ -139,11 +141,10 @@ def measure(au: Audit, data: str | os.PathLike | None = None, random: int | None
     results, failed, cut = _compare_runnable(au, cut, lambda k: compare_stages(
         au.stages[:k], au.lineage.alignments[:k - 1], au.changes[:k - 1], src, idx, src.domain, threshold, isolated,
         tick, names, max_samples, config=au.config, runtime=runtime))
-    run = {"config": None, "config_family": None, "data": str(data) if data is not None else None, "random": random,
-           "log": None, "numeric_skipped": None, **(au.report.run or {})}
-    au.report.run = {**run, "numeric_not_run": [why for _i, why in failed + unrunnable_stages(au.stages, runtime)],
-                     "runtime": runtime, "runtimes": {st.name: runtime_label(runtime) for st in au.stages[:cut]}}
-    au.report.numeric = [transition_dict(r) for r in results]
+    run = au.report.run or RunInfo(data=str(data) if data is not None else None, random=random)
+    au.report.run = replace(run, numeric_not_run=[why for _i, why in failed + unrunnable_stages(au.stages, runtime)],
+                            runtime=runtime, runtimes={st.name: runtime_label(runtime) for st in au.stages[:cut]})
+    au.report.numeric = [transition_summary(r) for r in results]
     ctx = AuditContext(stages=au.stages, lineage=au.lineage, changes=au.changes, coverage=au.coverage, numeric=results,
                        config=au.config, stage_failures=failed)
     au.report.findings.extend(run_checks(ctx, NUMERIC_CODES))

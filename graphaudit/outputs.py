@@ -90,6 +90,7 @@ def write_reports(plan: ReportPlan, audits: list, json: str | os.PathLike | None
     GraphAuditError
         A file cannot be written.
     """
+    from .render.diffmodel import DiffSource
     from .render.html import diff_graph_panels, write_html
     from .render.json_out import write_json
     from .render.model_explorer import write_model_explorer
@@ -103,7 +104,9 @@ def write_reports(plan: ReportPlan, audits: list, json: str | os.PathLike | None
             written.append((what, path))
     if plan.html is not None:
         make_dir(plan.html.parent)
-        write_html(reports, plan.html, [diff_graph_panels(au) for au in audits], protect=plan.protect)
+        panels = [diff_graph_panels(DiffSource(au.stages, au.lineage.alignments, au.changes, au.report.numeric,
+                                               au.report.findings)) for au in audits]
+        write_html(reports, plan.html, panels, protect=plan.protect)
         written.append(("HTML report", plan.html))
     if plan.model_explorer is not None:
         for i, au in enumerate(audits):

@@ -12,6 +12,7 @@ from .explain import Audit, audit, load_pipeline
 from .inputcheck import attach_form_effects, attach_input_findings
 from .measure import unrunnable_stages, default_data_stage, measure
 from .numeric.compare import DEFAULT_COSINE_THRESHOLD
+from .report import RunInfo
 from .toolchain_log import attach_toolchain_log, load_toolchain_file, pick_toolchain_file
 
 __all__ = ["RunOptions", "run_pipeline", "user_inputs", "contract_errors"]
@@ -49,7 +50,7 @@ def run_pipeline(paths: list[str | os.PathLike], title: str = "", opts: RunOptio
 
     Order: the toolchain log is parsed and mapped before the (slow) numeric run so a bad log fails fast;
     input findings come before the numeric findings. Data that cannot be fed to the stages (NHWC into NCHW,
-    a wrong size) skip the numeric comparison when the input findings say why (``report.run["numeric_skipped"]``). A log none of whose node rows names a node of the
+    a wrong size) skip the numeric comparison when the input findings say why (``report.run.numeric_skipped``). A log none of whose node rows names a node of the
     stages is refused when given, ignored when found beside the stages.
 
     Raises
@@ -68,10 +69,10 @@ def run_pipeline(paths: list[str | os.PathLike], title: str = "", opts: RunOptio
         raise GraphAuditError(f"{e} (found beside the stages; --no-log skips it)") from e
     if tlog is not None:  # mapped before the (slow) numeric run, so a log of another model fails fast
         attach_toolchain_log(au, tlog)
-        tc = au.report.toolchain or {}
-        if tc.get("nodes_total") and not tc.get("nodes_mapped"):  # every row names a node the stages lack
+        tc = au.report.toolchain
+        if tc is not None and tc.nodes_total and not tc.nodes_mapped:  # every row names a node the stages lack
             if o.log:
-                raise GraphAuditError(f"{found}: none of its {tc['nodes_total']} node rows names a node of the "
+                raise GraphAuditError(f"{found}: none of its {tc.nodes_total} node rows names a node of the "
                                       "stages: a log of another model?")
             au.report.toolchain, tlog = None, None  # found beside the stages, but not theirs: ignored
     if o.data is not None:
@@ -91,16 +92,17 @@ def run_pipeline(paths: list[str | os.PathLike], title: str = "", opts: RunOptio
             attach_toolchain_log(au, tlog)
         if o.data is not None:  # what each recognised data mistake costs at the data stage's outputs
             attach_form_effects(au, o.data, default_data_stage(au), o.raw_dtype, o.raw_shape,
-                                (au.report.run or {}).get("runtime", "onnxruntime"))
+                                au.report.run.runtime if au.report.run and au.report.run.runtime else "onnxruntime")
     cfg = o.config
-    measured = dict(au.report.run or {})
-    au.report.run = {**measured, "config": str(cfg.path) if cfg is not None else None,
-                     "config_family": cfg.family if cfg is not None else None,
-                     "data": str(o.data) if o.data is not None else None, "random": o.random,
-                     "log": str(found) if tlog is not None else None, "numeric_skipped": skipped,
-                     "numeric_not_run": [why for _i, why in unrunnable_stages(au.stages, measured.get("runtime",
-                                                                                                     "onnxruntime"))]
-                     if (o.data is not None or o.random is not None) and skipped is None else []}
+    measured = au.report.run or RunInfo()
+    au.report.run = RunInfo(config=str(cfg.path) if cfg is not None else None,
+                            config_family=cfg.family if cfg is not None else None,
+                            data=str(o.data) if o.data is not None else None, random=o.random,
+                            log=str(found) if tlog is not None else None, numeric_skipped=skipped,
+                            numeric_not_run=[why for _i, why in unrunnable_stages(au.stages, measured.runtime
+                                                                                   or "onnxruntime")]
+                            if (o.data is not None or o.random is not None) and skipped is None else [],
+                            runtime=measured.runtime, runtimes=measured.runtimes)
     return au
 
 

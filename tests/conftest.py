@@ -26,6 +26,13 @@ def save_text(tmp_path: Path, name: str, text: str) -> Path:
     return p
 
 
+def diff_source(au):
+    """What the diff graph of an audit draws (:class:`graphaudit.render.diffmodel.DiffSource`)."""
+    from graphaudit.render.diffmodel import DiffSource
+
+    return DiffSource(au.stages, au.lineage.alignments, au.changes, au.report.numeric, au.report.findings)
+
+
 @pytest.fixture
 def stage_from_text(tmp_path):
     """Build a StageGraph from onnx.parser text: ``stage_from_text(text, name='a', role='custom')``."""
