@@ -41,7 +41,8 @@ def render_case(title: str, paths: list, max_nodes: int, random: int, keep: Path
     t2 = time.perf_counter()
     for pair in [*range(len(au.stages) - 1), None]:
         t3 = time.perf_counter()
-        g = build_diff_graph(au, pair=pair, max_nodes=max_nodes)
+        src = au.diff_source()
+        g = build_diff_graph(src, pair=pair, max_nodes=max_nodes)
         t4 = time.perf_counter()
         svg = g.svg()
         t5 = time.perf_counter()

@@ -130,9 +130,10 @@ def _render(args: argparse.Namespace, console: Console) -> int:
         console.print(Text(f"warning: the data violate the stage's input contract: {bad[0]}"
                            + (f" (and {len(bad) - 1} more)" if len(bad) > 1 else "")
                            + "; the error shading measures the data, not only the toolchain", style="yellow"))
-    if au.report.run and au.report.run.get("numeric_skipped"):
-        console.print(Text(f"warning: no error shading: {au.report.run['numeric_skipped']}", style="yellow"))
-    g = build_diff_graph(au, pair=args.pair, focus=args.focus, radius=args.radius, expand=args.expand,
+    if au.report.run and au.report.run.numeric_skipped:
+        console.print(Text(f"warning: no error shading: {au.report.run.numeric_skipped}", style="yellow"))
+    src = au.diff_source()
+    g = build_diff_graph(src, pair=args.pair, focus=args.focus, radius=args.radius, expand=args.expand,
                          max_nodes=args.max_nodes)
     try:
         g.write(out)

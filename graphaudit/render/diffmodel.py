@@ -13,10 +13,12 @@ from dataclasses import dataclass, field
 import networkx as nx
 
 from ..classify import CHANGE_KINDS, Change
-from ..pipeline import Audit
-from ..lineage import StageView
+from ..findings import Finding
+from ..lineage import Alignment, StageView
+from ..numeric.summary import TransitionSummary
+from ..stage import StageGraph
 
-__all__ = ["KIND_ORDER", "build_items", "SHORT_OPS"]
+__all__ = ["KIND_ORDER", "DiffSource", "build_items", "SHORT_OPS"]
 
 #: Kinds from most to least significant (a node with several changes shows the first).
 KIND_ORDER = ("unmatched", "replaced", "fused", "modified", "inserted", "removed", "kept")
@@ -25,6 +27,32 @@ assert set(KIND_ORDER) == set(CHANGE_KINDS)
 #: Short names of wrapper ops on edge badges.
 SHORT_OPS = {"QuantizeLinear": "Q", "DequantizeLinear": "DQ", "HzCalibration": "HzCal", "HzQuantize": "HzQ",
              "HzDequantize": "HzDQ", "Transpose": "T", "Identity": "Id", "HzPreprocess": "HzPreprocess"}
+
+
+@dataclass
+class DiffSource:
+    """What a diff graph draws: the stages of a pipeline, their alignments and changes, and (optionally) the
+    numeric results and findings of the report, passed in by the caller.
+
+    Attributes
+    ----------
+    stages : list of StageGraph
+        The pipeline, in order.
+    alignments : list of Alignment
+        ``alignments[i]``: ``stages[i] -> stages[i + 1]`` (``Lineage.alignments``).
+    changes : list of list of Change
+        The classified changes of each alignment.
+    numeric : list of TransitionSummary, optional
+        ``AuditReport.numeric``: shades nodes by error and marks the first divergence; None without a run.
+    findings : list of Finding
+        ``AuditReport.findings``: their nodes and tensors seed the automatic focus.
+    """
+
+    stages: list[StageGraph]
+    alignments: list[Alignment]
+    changes: list[list[Change]]
+    numeric: list[TransitionSummary] | None = None
+    findings: list[Finding] = field(default_factory=list)
 
 
 @dataclass
@@ -55,18 +83,18 @@ def _change_maps(changes: list[Change]) -> tuple[dict[str, Change], dict[str, Ch
 
 
 class _View:
-    """The transitions ``lo .. hi-1`` of an audit, drawn on stage ``hi``."""
+    """The transitions ``lo .. hi-1`` of a pipeline, drawn on stage ``hi``."""
 
-    def __init__(self, au: Audit, lo: int, hi: int, expand: bool):
-        self.au, self.lo, self.hi, self.expand = au, lo, hi, expand
-        self.stage = au.stages[hi]
-        self.view: StageView = au.lineage.alignments[hi - 1].view_b
-        self.maps = {t: _change_maps(au.changes[t]) for t in range(lo, hi)}
+    def __init__(self, src: DiffSource, lo: int, hi: int, expand: bool):
+        self.src, self.lo, self.hi, self.expand = src, lo, hi, expand
+        self.stage = src.stages[hi]
+        self.view: StageView = src.alignments[hi - 1].view_b
+        self.maps = {t: _change_maps(src.changes[t]) for t in range(lo, hi)}
         self.order = {nid: k for k, nid in enumerate(self.stage.nodes)}
         self._notes: dict[str, _Note] = {}
 
     def label(self, t: int) -> str:
-        return f"{self.au.stages[t].name} -> {self.au.stages[t + 1].name}"
+        return f"{self.src.stages[t].name} -> {self.src.stages[t + 1].name}"
 
     def note(self, nid: str) -> _Note:
         """Trace a node of the drawn stage back to stage ``lo``, collecting the non-kept changes."""
@@ -85,7 +113,7 @@ class _View:
                     seen.add(id(c))
                     where = f"{self.label(t)}: " if self.hi - self.lo > 1 else ""
                     note.lines.append(f"{where}{c.kind}: {c.pattern}")
-                    note.short.append(f"{c.pattern} @{self.au.stages[t + 1].name}" if where else c.pattern)
+                    note.short.append(f"{c.pattern} @{self.src.stages[t + 1].name}" if where else c.pattern)
                     if _rank(c.kind) < _rank(note.kind):
                         note.kind = c.kind
             cur = prev
@@ -105,7 +133,7 @@ class _View:
         """The tensor of the drawn stage holding the value of ``tensor`` of stage ``t``."""
         cur: str | None = tensor
         for s in range(t, self.hi):
-            cur = self.au.lineage.alignments[s].b_for(cur) if cur is not None else None
+            cur = self.src.alignments[s].b_for(cur) if cur is not None else None
         return cur
 
     def drawn(self, nid: str) -> bool:
@@ -198,8 +226,8 @@ def _add_nodes(g: nx.DiGraph, v: _View) -> None:
 def _add_ghosts(g: nx.DiGraph, v: _View) -> None:
     """Nodes removed (or unmatched without a counterpart) in the view's transitions, drawn dashed."""
     for t in range(v.lo, v.hi):
-        st = v.au.stages[t]
-        for c in v.au.changes[t]:
+        st = v.src.stages[t]
+        for c in v.src.changes[t]:
             if c.b_nodes or c.kind not in ("removed", "unmatched"):
                 continue
             members = [n for n in c.a_nodes if st.nodes[n].parent is None and st.nodes[n].op_type != "Constant"]
@@ -209,7 +237,7 @@ def _add_ghosts(g: nx.DiGraph, v: _View) -> None:
                 n = st.nodes[nid]
                 g.add_node(prefix + nid, kind=c.kind, op=n.op_type, name=n.name or nid, ids=[nid],
                            lines=[f"{where}{c.kind}: {c.pattern}"], origin=[nid],
-                           short=[f"{c.pattern} @{v.au.stages[t + 1].name}" if where else c.pattern],
+                           short=[f"{c.pattern} @{v.src.stages[t + 1].name}" if where else c.pattern],
                            order=10**9 + t * 10**6 + n.index,
                            weights=[], tensors=[o for o in n.outputs if o], ghost=True)
             for nid in members:
@@ -239,7 +267,7 @@ def _add_ghosts(g: nx.DiGraph, v: _View) -> None:
 
 
 def _num(x) -> float | None:
-    """A metric from a ``transition_dict`` (floats, or "inf"/"-inf"/"nan" strings) as a float."""
+    """A metric of a :class:`TransitionSummary` (floats, or "inf"/"-inf"/"nan" strings) as a float."""
     try:
         return None if x is None else float(x)
     except (TypeError, ValueError):
@@ -255,7 +283,7 @@ def _worse(cos: float, old: float | None) -> bool:
 
 def _add_numeric(g: nx.DiGraph, v: _View) -> None:
     """Attach per-node error (worst cosine over the view's transitions) and the first divergence."""
-    numeric = v.au.report.numeric
+    numeric = v.src.numeric
     if not numeric:
         return
     first_done = False
@@ -263,18 +291,18 @@ def _add_numeric(g: nx.DiGraph, v: _View) -> None:
         if t >= len(numeric) or numeric[t] is None:
             continue
         nd = numeric[t]
-        if (nd.get("a"), nd.get("b")) != (v.au.stages[t].name, v.au.stages[t + 1].name):
+        if (nd.a, nd.b) != (v.src.stages[t].name, v.src.stages[t + 1].name):
             continue
         g.graph["numeric"] = True
-        g.graph.setdefault("threshold", nd.get("threshold"))
-        fd = nd.get("first_divergence")
-        for te in nd.get("tensors", []) + ([fd] if fd else []):
-            bt = v.forward_tensor(t + 1, te["b_tensor"])
+        g.graph.setdefault("threshold", nd.threshold)
+        fd = nd.first_divergence
+        for te in nd.tensors + ([fd] if fd is not None else []):
+            bt = v.forward_tensor(t + 1, te.b_tensor)
             key, _chain = v.source(bt) if bt else (None, ())
             if key is None or key not in g:
                 continue
-            err = {"cosine": _num(te.get("cosine")), "sqnr_db": _num(te.get("sqnr_db")), "tensor": te["b_tensor"],
-                   "transition": v.label(t), "change": te.get("change", "")}
+            err = {"cosine": _num(te.cosine), "sqnr_db": _num(te.sqnr_db), "tensor": te.b_tensor,
+                   "transition": v.label(t), "change": te.change}
             old = g.nodes[key].get("error")
             if err["cosine"] is not None and (old is None or _worse(err["cosine"], old["cosine"])):
                 g.nodes[key]["error"] = err
@@ -284,12 +312,12 @@ def _add_numeric(g: nx.DiGraph, v: _View) -> None:
                 first_done = True
 
 
-def build_items(au: Audit, pair: int | None, expand: bool = False) -> nx.DiGraph:
+def build_items(src: DiffSource, pair: int | None, expand: bool = False) -> nx.DiGraph:
     """The drawn items of a diff graph, before focus and collapse.
 
     Parameters
     ----------
-    au : Audit
+    src : DiffSource
     pair : int or None
         ``i`` draws transition ``stages[i] -> stages[i + 1]`` on stage ``i + 1``; ``None`` draws every
         transition on the last stage (the combined lineage view).
@@ -310,12 +338,12 @@ def build_items(au: Audit, pair: int | None, expand: bool = False) -> nx.DiGraph
         Graph attributes: ``numeric`` (bool), ``first_divergence`` (key), ``threshold``, ``title``,
         ``stage`` (the drawn stage's name), ``change_counts`` (Counter of change kinds of the transitions).
     """
-    n_pairs = len(au.stages) - 1
+    n_pairs = len(src.stages) - 1
     lo, hi = (0, n_pairs) if pair is None else (pair, pair + 1)
-    v = _View(au, lo, hi, expand)
+    v = _View(src, lo, hi, expand)
     g = nx.DiGraph(numeric=False, first_divergence=None, stage=v.stage.name,
-                   title=(" -> ".join(s.name for s in au.stages) if pair is None else v.label(pair)))
-    g.graph["change_counts"] = Counter(c.kind for t in range(lo, hi) for c in au.changes[t])
+                   title=(" -> ".join(s.name for s in src.stages) if pair is None else v.label(pair)))
+    g.graph["change_counts"] = Counter(c.kind for t in range(lo, hi) for c in src.changes[t])
     _add_nodes(g, v)
     _add_ghosts(g, v)
     _add_numeric(g, v)

@@ -1,8 +1,9 @@
-"""Self-contained HTML report: summary, stages, findings, changes, error chart and the diff graph as inline SVG."""
+"""Self-contained HTML report: summary, stages, findings, changes, error charts (Plotly) and the diff graphs as inline
+SVG; rebuilt from a ``report.json`` alone by :func:`html_from_json`."""
 
 from __future__ import annotations
 
-import math
+import json
 import os
 import re
 from dataclasses import dataclass, field
@@ -13,19 +14,18 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
+from ..errors import GraphAuditError
 from ..fileio import check_output_path, write_atomic
 from ..report import AuditReport
+from .chart import SQNR_CAP_DB, chart_json, error_chart, plotly_js
+from .diffmodel import DiffSource
 
-__all__ = ["GraphPanel", "ErrorChart", "diff_graph_panels", "error_chart", "render_html", "write_html",
-           "GRAPHVIZ_HINT"]
+__all__ = ["GraphPanel", "diff_graph_panels", "render_html", "write_html", "html_from_json", "GRAPHVIZ_HINT"]
 
 #: Shown in place of a diff graph when Graphviz's ``dot`` program is missing.
 GRAPHVIZ_HINT = ("Graphviz's `dot` program was not found, so the diff graph could not be drawn. Install Graphviz "
                  "(Debian/Ubuntu: `apt-get install graphviz`; macOS: `brew install graphviz`; see "
                  "https://graphviz.org/download/) and run graphaudit again.")
-
-#: SQNR values above this (and "inf": identical tensors) are drawn at this height in the error chart, in dB.
-SQNR_CAP_DB = 150.0
 
 
 @dataclass
@@ -53,127 +53,16 @@ class GraphPanel:
     message: str = ""
 
 
-@dataclass
-class ErrorChart:
-    """Per-tensor error along the test stage's topological order, ready to draw as SVG.
-
-    Coordinates are in the chart's own viewBox units (``width`` x ``height``); y is SQNR in dB,
-    values above :data:`SQNR_CAP_DB` (and ``"inf"``) drawn at the cap.
-
-    Attributes
-    ----------
-    accumulated : list of dict
-        ``{"x", "y", "order", "b_tensor", "cosine", "sqnr_db", "change"}`` per compared tensor, by order.
-    isolated : list of dict
-        Same keys, one per measured change output found among the compared tensors.
-    divergence_x : float or None
-        x of the first divergence.
-    """
-
-    width: int
-    height: int
-    left: int
-    top: int
-    plot_w: int
-    plot_h: int
-    accumulated: list[dict[str, Any]]
-    isolated: list[dict[str, Any]]
-    y_ticks: list[tuple[float, str]]
-    x_ticks: list[tuple[float, str]]
-    divergence_x: float | None = None
-
-    @property
-    def polyline(self) -> str:
-        """The ``points`` attribute of the accumulated-error line."""
-        return " ".join(f"{p['x']:.1f},{p['y']:.1f}" for p in self.accumulated)
-
-
-def _sqnr(v: Any) -> float | None:
-    """SQNR from the report (float, ``"inf"`` or None) as a float, capped at :data:`SQNR_CAP_DB`."""
-    if v is None:
-        return None
-    x = float(v)
-    if math.isnan(x):
-        return None
-    return min(x, SQNR_CAP_DB)
-
-
-def error_chart(numeric: dict[str, Any], width: int = 900, height: int = 260) -> ErrorChart | None:
-    """Lay out the error chart of one ``numeric`` entry of a report (schema 1.1).
-
-    Accumulated error: every compared tensor (``numeric["tensors"]``) at its ``order`` (position of its
-    producer in the test stage's topological order) with its SQNR (dB). Isolated error: every measured
-    change (``numeric["regions"]``; reports of schema < 1.3 keep only ``worst_regions``) at the order of its
-    output tensor.
-
-    Returns
-    -------
-    ErrorChart or None
-        None when no tensor has a finite or infinite SQNR.
-    """
-    pts = [t for t in numeric.get("tensors", []) if _sqnr(t.get("sqnr_db")) is not None]
-    if not pts:
-        return None
-    pts.sort(key=lambda t: t["order"])
-    order_of = {t["b_tensor"]: t["order"] for t in pts}
-    iso = []
-    for r in numeric.get("regions", numeric.get("worst_regions", [])):
-        for _a, b in r.get("outputs", [])[:1]:
-            if b in order_of and _sqnr(r.get("sqnr_db")) is not None:
-                iso.append({**r, "b_tensor": b, "order": order_of[b]})
-    ys = [_sqnr(t["sqnr_db"]) for t in pts] + [_sqnr(r["sqnr_db"]) for r in iso]
-    y_lo, y_hi = min(0.0, min(ys)), max(ys)
-    y_hi = y_hi + max(5.0, 0.05 * (y_hi - y_lo))
-    x_lo, x_hi = pts[0]["order"], pts[-1]["order"]
-    left, top, right, bottom = 56, 12, 16, 40
-    pw, ph = width - left - right, height - top - bottom
-
-    def sx(o: float) -> float:
-        return left + (pw * (o - x_lo) / (x_hi - x_lo) if x_hi > x_lo else pw / 2)
-
-    def sy(v: float) -> float:
-        return top + ph * (1 - (v - y_lo) / (y_hi - y_lo))
-
-    def point(t: dict, y: float) -> dict:
-        return {"x": sx(t["order"]), "y": sy(y), "order": t["order"], "b_tensor": t["b_tensor"],
-                "cosine": t.get("cosine"), "sqnr_db": t.get("sqnr_db"), "change": t.get("change", "")
-                or f"{t.get('kind', '')}: {t.get('pattern', '')}"}
-
-    step = _nice_step((y_hi - y_lo) / 5)
-    y_ticks = [(sy(v), f"{v:g}") for v in _frange(math.ceil(y_lo / step) * step, y_hi, step)]
-    xstep = _nice_step(max(1.0, (x_hi - x_lo) / 8))
-    x_ticks = [(sx(v), f"{int(v)}") for v in _frange(math.ceil(x_lo / xstep) * xstep, x_hi, xstep)]
-    fd = numeric.get("first_divergence")
-    div_x = sx(fd["order"]) if fd and fd.get("order") is not None and fd["b_tensor"] in order_of else None
-    return ErrorChart(width, height, left, top, pw, ph, [point(t, _sqnr(t["sqnr_db"])) for t in pts],
-                      [point(r, _sqnr(r["sqnr_db"])) for r in iso], y_ticks, x_ticks, div_x)
-
-
-def _nice_step(raw: float) -> float:
-    mag = 10 ** math.floor(math.log10(raw)) if raw > 0 else 1.0
-    for m in (1, 2, 5, 10):
-        if raw <= m * mag:
-            return m * mag
-    return 10 * mag
-
-
-def _frange(start: float, stop: float, step: float) -> list[float]:
-    out, v = [], start
-    while v <= stop + 1e-9 and len(out) < 50:
-        out.append(round(v, 10))
-        v += step
-    return out
-
-
 _PROLOG = re.compile(r"^\s*(<\?xml[^>]*\?>\s*)?(<!DOCTYPE[^>]*>\s*)?(<!--.*?-->\s*)*", re.S)
 
 
-def diff_graph_panels(au, max_nodes: int = 300) -> list[GraphPanel]:
-    """Draw the diff graph of every stage pair of an audit (``graphaudit.render.diffgraph``).
+def diff_graph_panels(src: DiffSource, max_nodes: int = 300) -> list[GraphPanel]:
+    """Draw the diff graph of every stage pair of a pipeline (``graphaudit.render.diffgraph``).
 
     Parameters
     ----------
-    au : graphaudit.pipeline.Audit
+    src : DiffSource
+        Stages, alignments, changes, and the report's numeric section and findings.
     max_nodes : int
         Largest number of nodes drawn per pair (the diff graph keeps the changed regions first).
 
@@ -186,8 +75,8 @@ def diff_graph_panels(au, max_nodes: int = 300) -> list[GraphPanel]:
     from .diffgraph import GraphvizFailedError, GraphvizMissingError, build_diff_graph
 
     panels = []
-    for i, (a, b) in enumerate(zip(au.stages, au.stages[1:])):
-        g = build_diff_graph(au, pair=i, focus=None, radius=2, expand=False, max_nodes=max_nodes)
+    for i, (a, b) in enumerate(zip(src.stages, src.stages[1:])):
+        g = build_diff_graph(src, pair=i, focus=None, radius=2, expand=False, max_nodes=max_nodes)
         panel = GraphPanel(f"{a.name} -> {b.name}", node_count=g.node_count, kind_counts=dict(g.kind_counts))
         try:
             panel.svg = _PROLOG.sub("", g.svg(), count=1)
@@ -242,14 +131,24 @@ def render_html(reports: list[AuditReport], panels: list[list[GraphPanel]] | Non
         raise ValueError("render_html: one list of graph panels per report")
     sections = []
     for i, (rep, pans) in enumerate(zip(reports, panels)):
-        numeric = [{"data": n, "chart": error_chart(n)} for n in rep.numeric or []]
         sev = {s: sum(f.severity == s for f in rep.findings) for s in ("error", "warning", "info")}
         bad = sorted({f.code for f in rep.findings if f.code.startswith("P") and f.severity == "error"})
-        sections.append({"id": f"p{i}", "report": rep, "numeric": numeric, "severity": sev, "contract_errors": bad,
+        sections.append({"id": f"p{i}", "report": rep, "numeric": [_numeric_view(n) for n in rep.numeric or []],
+                         "severity": sev, "contract_errors": bad,
                          "panels": [{"panel": p, "svg": Markup(p.svg)} for p in pans]})
+    charts = any(n["chart"] for s in sections for n in s["numeric"])
     return _env().get_template("report.html.j2").render(
         sections=sections, version=reports[0].tool_version if reports else "", sqnr_cap=f"{SQNR_CAP_DB:g}",
-        css=Markup(_static("report.css")), js=Markup(_static("report.js")))
+        css=Markup(_static("report.css")), js=Markup(_static("report.js")),
+        plotly=Markup(plotly_js()) if charts else "")
+
+
+def _numeric_view(n) -> dict[str, Any]:
+    """What the template shows of a numeric transition: the summary, its chart's spec (JSON) and point counts."""
+    spec = error_chart(n)
+    return {"data": n, "chart": Markup(chart_json(spec)) if spec else None,
+            "accumulated": len(spec["data"][0]["x"]) if spec else 0,
+            "isolated": len(spec["data"][1]["x"]) if spec else 0}
 
 
 def write_html(reports: list[AuditReport], path: str | os.PathLike, panels: list[list[GraphPanel]] | None = None,
@@ -266,3 +165,57 @@ def write_html(reports: list[AuditReport], path: str | os.PathLike, panels: list
     return write_atomic(path, render_html(reports, panels), protect)
 
 
+def html_from_json(source: str | os.PathLike | dict | list, out: str | os.PathLike,
+                   panels: list[list[GraphPanel]] | None = None, protect: list[Path] | None = None) -> Path:
+    """Rebuild the HTML report from a JSON report alone (no stage models needed).
+
+    Everything on the page comes from the report (summary, stages, findings, changes, numeric tables and
+    charts) except the diff graphs, which need the stage models: pass pre-drawn ``panels`` or the page has none.
+
+    Parameters
+    ----------
+    source : path-like, dict or list of dict
+        A ``report.json`` written by ``graphaudit explain`` (one object, or a list for several pipelines), or
+        its parsed content (:meth:`AuditReport.to_dict` output).
+    out : path-like
+        The HTML file to write (atomically, see :func:`write_html`).
+    panels : list of list of GraphPanel, optional
+        Per report, diff graphs drawn earlier (:func:`diff_graph_panels`).
+    protect : list of Path, optional
+        Paths never to overwrite.
+
+    Returns
+    -------
+    Path
+        ``out``.
+
+    Raises
+    ------
+    GraphAuditError
+        The file cannot be read, is not JSON, or is not a graphaudit report of a supported schema; ``out`` cannot
+        be written.
+
+    Examples
+    --------
+    >>> html_from_json("graphaudit_report/report.json", "page.html")  # doctest: +SKIP
+    PosixPath('page.html')
+    """
+    data = source if isinstance(source, (dict, list)) else _read_json(Path(source))
+    items = data if isinstance(data, list) else [data]
+    try:
+        reports = [AuditReport.from_dict(d) for d in items]
+    except (KeyError, TypeError, ValueError) as e:
+        where = source if not isinstance(source, (dict, list)) else "the report"
+        raise GraphAuditError(f"{where}: not a graphaudit JSON report ({type(e).__name__}: {e})") from e
+    return write_html(reports, out, panels, protect)
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as e:
+        raise GraphAuditError(f"{path}: no such file") from e
+    except (OSError, UnicodeDecodeError) as e:
+        raise GraphAuditError(f"{path}: cannot read ({e})") from e
+    except json.JSONDecodeError as e:
+        raise GraphAuditError(f"{path}: not JSON ({e.msg}, line {e.lineno})") from e

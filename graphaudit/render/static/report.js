@@ -1,4 +1,5 @@
-/* graphaudit HTML report: pan/zoom of the diff graphs (viewBox-based) and search by node name. No network. */
+/* graphaudit HTML report: pan/zoom of the diff graphs (viewBox-based), search by node name, and the error charts
+   (drawn by the inlined plotly.js from the JSON spec beside each chart). No network. */
 (function () {
   "use strict";
   function viewBoxOf(svg) {
@@ -90,4 +91,11 @@
     input.addEventListener("keydown", function (e) { if (e.key === "Enter") search(); });
   }
   document.querySelectorAll(".graph-panel").forEach(setup);
+  function chart(div) {
+    var spec = div.parentNode.querySelector("script.chart-spec");
+    if (!spec || typeof Plotly === "undefined") return;
+    var fig = JSON.parse(spec.textContent);
+    Plotly.newPlot(div, fig.data, fig.layout, fig.config);
+  }
+  document.querySelectorAll(".error-chart").forEach(chart);
 })();

@@ -1,0 +1,216 @@
+"""The numeric comparison of a stage pair as the report keeps it: typed summaries, dicts only at the JSON edge.
+
+:func:`graphaudit.numeric.compare.transition_summary` builds a :class:`TransitionSummary` from the accumulators of a
+run; ``to_dict`` gives the ``numeric`` entries of the report schema (README "JSON report"), ``from_dict`` reads them
+back. Figures keep the schema's spelling: finite floats, the strings ``"nan"``, ``"inf"``, ``"-inf"``
+(:func:`graphaudit.jsonvalues.json_number`), or None.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any, Union
+
+__all__ = ["Figure", "ErrorFigures", "TensorSummary", "RegionSummary", "TransitionSummary"]
+
+#: A metric as the report holds it: a float, ``"nan"``/``"inf"``/``"-inf"``, or None (not measured).
+Figure = Union[float, str, None]
+
+
+@dataclass(kw_only=True)
+class ErrorFigures:
+    """The error figures of a tensor pair over all samples (the schema's ``METRICS``; see :class:`ErrorStats`).
+
+    Attributes
+    ----------
+    cosine : float or str
+        Cosine similarity (1.0 when both tensors are all zero).
+    sqnr_db : float or str
+        SQNR in dB, ``"inf"`` for identical tensors.
+    rel_l2, max_abs : float or str
+        Relative L2 error and largest absolute error (units of the tensor).
+    lsb_max, lsb_mean : float, str or None
+        Error in steps of the test tensor's quantization scale; None when it has no scale.
+    samples, elements : int
+        Samples and elements compared.
+    nonfinite : list of int
+        ``[a, b]``: NaN/inf elements seen in the reference and in the test tensor.
+    first_sample_cosine : float, str or None
+        The first sample alone with hb_mapper's eps (:attr:`graphaudit.numeric.metrics.ErrorStats.first_sample_cosine`).
+    """
+
+    cosine: Figure = None
+    sqnr_db: Figure = None
+    rel_l2: Figure = None
+    max_abs: Figure = None
+    lsb_max: Figure = None
+    lsb_mean: Figure = None
+    samples: int = 0
+    elements: int = 0
+    nonfinite: list[int] = field(default_factory=lambda: [0, 0])
+    first_sample_cosine: Figure = None
+
+    def figures_dict(self) -> dict[str, Any]:
+        """The figures in the schema's order (``cosine`` .. ``first_sample_cosine``)."""
+        return {f.name: getattr(self, f.name) for f in fields(ErrorFigures)}
+
+    @classmethod
+    def _kwargs(cls, d: dict[str, Any]) -> dict[str, Any]:
+        names = {f.name for f in fields(cls)}
+        return {k: v for k, v in d.items() if k in names}
+
+
+@dataclass(kw_only=True)
+class TensorSummary(ErrorFigures):
+    """Accumulated error of one aligned tensor pair (the schema's ``TENSOR``).
+
+    Attributes
+    ----------
+    a_tensor, b_tensor : str
+        The tensor in the reference stage (a) and in the test stage (b).
+    kind : str
+        How the tensors align (``exact``, ``quantized``, ``absorbed``, ``converted``).
+    order : int
+        Position of b's producer in b's topological order (-1: a graph input).
+    change : str
+        The change that produced b's tensor (``"kind: pattern"``), ``""`` for a kept node.
+    top1_agreement : list of int or None
+        ``[agreeing rows, rows]`` of argmax for classifier outputs ``[N, classes]``; None (not written) otherwise.
+    """
+
+    a_tensor: str
+    b_tensor: str
+    kind: str
+    order: int
+    change: str = ""
+    top1_agreement: list[int] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"a_tensor", "b_tensor", "kind", "order", "change", METRICS[, "top1_agreement"]}``."""
+        d = {"a_tensor": self.a_tensor, "b_tensor": self.b_tensor, "kind": self.kind, "order": self.order,
+             "change": self.change, **self.figures_dict()}
+        if self.top1_agreement is not None:
+            d["top1_agreement"] = self.top1_agreement
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "TensorSummary":
+        """Inverse of :meth:`to_dict`."""
+        return cls(**cls._kwargs(d))
+
+
+@dataclass(kw_only=True)
+class RegionSummary(ErrorFigures):
+    """Isolated error of one change: the test stage's nodes of the change fed the reference stage's values
+    (the schema's ``REGION``).
+
+    Attributes
+    ----------
+    kind, pattern : str
+        The change (:class:`graphaudit.classify.Change`).
+    a_nodes, b_nodes : list of str
+        Its node ids in both stages.
+    outputs : list of list of str
+        ``[a tensor, b tensor]`` per output of the change.
+    """
+
+    kind: str
+    pattern: str
+    a_nodes: list[str] = field(default_factory=list)
+    b_nodes: list[str] = field(default_factory=list)
+    outputs: list[list[str]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"kind", "pattern", "a_nodes", "b_nodes", "outputs", METRICS}``."""
+        return {"kind": self.kind, "pattern": self.pattern, "a_nodes": self.a_nodes, "b_nodes": self.b_nodes,
+                "outputs": self.outputs, **self.figures_dict()}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "RegionSummary":
+        """Inverse of :meth:`to_dict`."""
+        return cls(**cls._kwargs(d))
+
+
+def _opt(x: TensorSummary | None) -> dict[str, Any] | None:
+    return x.to_dict() if x is not None else None
+
+
+@dataclass
+class TransitionSummary:
+    """Numeric comparison of one stage pair, as the report keeps it (an entry of ``AuditReport.numeric``).
+
+    Truthy when the pair passes: no tensor diverged (``first_divergence`` is None), as Polygraphy's comparison
+    results are truthy when they pass. Use ``is not None`` to test for presence.
+
+    Attributes
+    ----------
+    a, b : str
+        Stage names (reference, test).
+    threshold : float
+        Cosine similarity below which a tensor diverged.
+    sqnr_threshold : float or None
+        dB; also a divergence between stages documented as numerically equal, else None.
+    tensors_compared : int
+    min_cosine : float, str or None
+        Lowest cosine over the compared tensors (``worst_tensor``'s).
+    worst_tensor, first_divergence : TensorSummary or None
+    outputs : list of TensorSummary
+        The graph outputs.
+    worst_regions : list of RegionSummary
+        The changes with the lowest isolated SQNR (10 by default).
+    regions : list of RegionSummary
+        Every change measured on its own.
+    regions_measured, regions_skipped : int
+    tensors : list of TensorSummary
+        Every compared tensor, in b's topological order.
+    """
+
+    a: str
+    b: str
+    threshold: float
+    sqnr_threshold: float | None = None
+    tensors_compared: int = 0
+    min_cosine: Figure = None
+    worst_tensor: TensorSummary | None = None
+    first_divergence: TensorSummary | None = None
+    outputs: list[TensorSummary] = field(default_factory=list)
+    worst_regions: list[RegionSummary] = field(default_factory=list)
+    regions: list[RegionSummary] = field(default_factory=list)
+    regions_measured: int = 0
+    regions_skipped: int = 0
+    tensors: list[TensorSummary] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return self.first_divergence is None
+
+    @property
+    def passed(self) -> bool:
+        """No tensor diverged (same as ``bool(self)``)."""
+        return self.first_divergence is None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report's ``numeric`` entry (README "JSON report", schema 1.5), keys in the schema's order."""
+        return {"a": self.a, "b": self.b, "threshold": self.threshold, "sqnr_threshold": self.sqnr_threshold,
+                "tensors_compared": self.tensors_compared, "min_cosine": self.min_cosine,
+                "worst_tensor": _opt(self.worst_tensor), "first_divergence": _opt(self.first_divergence),
+                "outputs": [t.to_dict() for t in self.outputs],
+                "worst_regions": [r.to_dict() for r in self.worst_regions],
+                "regions": [r.to_dict() for r in self.regions],
+                "regions_measured": self.regions_measured, "regions_skipped": self.regions_skipped,
+                "tensors": [t.to_dict() for t in self.tensors]}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "TransitionSummary":
+        """Inverse of :meth:`to_dict`; reports of schema < 1.3 have no ``regions`` (read as empty)."""
+
+        def tensor(x: dict | None) -> TensorSummary | None:
+            return TensorSummary.from_dict(x) if x is not None else None
+
+        return cls(a=d["a"], b=d["b"], threshold=d["threshold"], sqnr_threshold=d.get("sqnr_threshold"),
+                   tensors_compared=d.get("tensors_compared", 0), min_cosine=d.get("min_cosine"),
+                   worst_tensor=tensor(d.get("worst_tensor")), first_divergence=tensor(d.get("first_divergence")),
+                   outputs=[TensorSummary.from_dict(t) for t in d.get("outputs", [])],
+                   worst_regions=[RegionSummary.from_dict(r) for r in d.get("worst_regions", [])],
+                   regions=[RegionSummary.from_dict(r) for r in d.get("regions", [])],
+                   regions_measured=d.get("regions_measured", 0), regions_skipped=d.get("regions_skipped", 0),
+                   tensors=[TensorSummary.from_dict(t) for t in d.get("tensors", [])])
