@@ -11,7 +11,7 @@ from .explain import Audit
 from .numeric.compare import DEFAULT_COSINE_THRESHOLD, TransitionNumeric, compare_stages, transition_dict
 from .errors import GraphAuditError, StageRunError
 from .findings import report_order
-from .numeric.backends import horizon_unavailable, resolve_runtime, runtime_label
+from .numeric.backends import HORIZON_RUNTIME, horizon_unavailable, resolve_runtime, runtime_label
 from .numeric.data import InputSpec, input_specs, random_source
 from .numeric.hbcal import open_stage_data
 from .toolchains.contracts import stage_contracts
@@ -39,7 +39,7 @@ def unrunnable_stages(stages: list, runtime: str = "onnxruntime") -> list[tuple[
     specification, so the 1.x ``*_quantized_model.onnx`` is not lowered (docs/HORIZON.md); its structure is
     still aligned and checked. Horizon's own runtime (``runtime="horizon"``) runs every stage.
     """
-    if runtime == "horizon":
+    if runtime == HORIZON_RUNTIME:
         return []
     why_not = horizon_unavailable()
     out = []

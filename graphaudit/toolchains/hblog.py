@@ -12,7 +12,11 @@ from ..errors import GraphAuditError
 from .hbtable import NodeRow, OutputRow, TableReader, cell_float, column_titles, is_rule, is_table_header
 
 __all__ = ["NodeRow", "OutputRow", "ToolchainLog", "ToolchainFiles", "parse_log", "parse_quant_info",
-           "find_toolchain_files", "MAX_LINE_BYTES"]
+           "find_toolchain_files", "MAX_LINE_BYTES", "TABLE_STAGE_ROLES"]
+
+#: Stage roles whose node names the toolchain's node table uses, in order of preference (the table lists
+#: calibrated/quantized nodes, which keep the optimized_float names; HORIZON.md sections 1 and 5).
+TABLE_STAGE_ROLES = ("calibrated", "optimized", "ptq", "quantized")
 
 #: Longest log line read (bytes); a longer line means the file is not a toolchain log.
 MAX_LINE_BYTES = 1 << 20

@@ -10,11 +10,9 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from ...toolchains.ops import HORIZON_DOMAIN
 
-__all__ = ["LoweringResult", "needs_lowering", "HZ_DOMAIN", "NAME_PREFIX", "LOWERABLE_OPS"]
-
-#: The ONNX domain of Horizon's custom ops (HORIZON.md section 1: logs print ``horizon v1``).
-HZ_DOMAIN = "horizon"
+__all__ = ["LoweringResult", "needs_lowering", "NAME_PREFIX", "LOWERABLE_OPS"]
 
 #: Prefix of every tensor, initializer and helper node name that lowering creates.
 NAME_PREFIX = "ga_lower/"
@@ -141,7 +139,7 @@ def needs_lowering(model: onnx.ModelProto) -> bool:
     bool
     """
     local = _local_functions(model)
-    return any(n.domain == HZ_DOMAIN and (n.domain, n.op_type) not in local for n in _walk_nodes(model.graph))
+    return any(n.domain == HORIZON_DOMAIN and (n.domain, n.op_type) not in local for n in _walk_nodes(model.graph))
 
 
 class _Shapes:
