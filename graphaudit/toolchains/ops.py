@@ -7,13 +7,15 @@ Facts about Horizon ops come from the real OE 1.x toolchain's output (hb_mapper 
 
 from __future__ import annotations
 
+import re
+
 from ..stage import NodeInfo, StageGraph
 
-__all__ = ["HORIZON_DOMAIN", "WRAPPER_KINDS", "LAYOUT_PERMS", "EQUIVALENT_OPS", "FIXED_POINT_OPS",
+__all__ = ["HORIZON_DOMAIN", "WRAPPER_KINDS", "LAYOUT_PERMS", "EQUIVALENT_OPS", "FIXED_POINT_OP",
            "FIXED_POINT_TENSOR_SUFFIX", "FIXED_POINT_STORAGE", "DECOMPOSED_TAILS", "ABSORBABLE_ACTIVATIONS",
            "FOLDABLE_OPS", "FUSIBLE_FOLLOWERS", "WEIGHTED_OPS", "QUANTIZE_OPS", "DEQUANTIZE_OPS",
            "DEQUANTIZED_VALUE_OPS", "QUANT_CHAIN_OPS", "TABLE_LOOKUP_OPS", "SHORT_OP_NAMES", "op_class", "norm_domain",
-           "is_fixed_point", "is_table_lookup", "rescales_channels", "wrapper_kind", "trace_back"]
+           "is_fixed_point", "is_fixed_point_op", "is_table_lookup", "rescales_channels", "wrapper_kind", "trace_back"]
 
 #: ONNX domain of Horizon's custom ops (logs print ``Opset version: ['ai.onnx v11', 'horizon v1']``).
 HORIZON_DOMAIN = "horizon"
@@ -91,8 +93,9 @@ DECOMPOSED_TAILS = {
     "GlobalAveragePool": {"Conv"},  # bernoulli2: split into depthwise Convs (<node>_SPLIT_WITH_DEPTHWISE_CONV_k)
 }
 
-#: Prefixes of the fixed-point ops (HzSQuantized*, HzQuantized*, HzSElementwise*, HzLut, HzLut2Layer).
-FIXED_POINT_OPS = ("HzSQuantized", "HzQuantized", "HzSElementwise", "HzLut", "HzSLut")
+#: Op types of Horizon's fixed-point ops (HzSQuantized*, HzSElementwise*, HzSPRelu, HzQuantized*, HzLut,
+#: HzLut2Layer, HzRequantize: integer tensors, no public bit-exact specification; HORIZON.md section 3).
+FIXED_POINT_OP = re.compile(r"^Hz(S[A-Z]|Quantized|Lut|Requantize)")
 
 #: Prefixes of Horizon's table-lookup ops (HzLut, HzLut2Layer, HzSLut): one op that computes any unary activation.
 TABLE_LOOKUP_OPS = ("HzLut", "HzSLut")
@@ -149,9 +152,14 @@ def op_class(node: NodeInfo) -> str:
     return EQUIVALENT_OPS.get(node.op_type, node.op_type)
 
 
+def is_fixed_point_op(op_type: str) -> bool:
+    """True for the op type of one of Horizon's fixed-point ops (see :data:`FIXED_POINT_OP`)."""
+    return FIXED_POINT_OP.match(op_type) is not None
+
+
 def is_fixed_point(node: NodeInfo) -> bool:
     """True for Horizon's fixed-point ops (integer tensors, no float semantics in the file)."""
-    return norm_domain(node.domain) == HORIZON_DOMAIN and node.op_type.startswith(FIXED_POINT_OPS)
+    return norm_domain(node.domain) == HORIZON_DOMAIN and is_fixed_point_op(node.op_type)
 
 
 def is_table_lookup(node: NodeInfo) -> bool:

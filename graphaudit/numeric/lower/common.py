@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,9 +22,6 @@ LOWERABLE_OPS = frozenset({"HzCalibration", "HzQuantize", "HzDequantize", "HzPre
 
 #: Passes of lowering + shape inference before nodes still waiting for a rank are reported as failures.
 _MAX_PASSES = 16
-
-#: Horizon fixed-point ops (HORIZON.md section 3: no public bit-exact spec).
-_FIXED_POINT = re.compile(r"^Hz(S[A-Z]|Quantized|Lut|Requantize)")
 
 #: Domains that stock onnxruntime implements.
 _STANDARD_DOMAINS = ("", "ai.onnx", "ai.onnx.ml", "com.microsoft")

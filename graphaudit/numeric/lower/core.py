@@ -14,8 +14,8 @@ from onnx import TensorProto, external_data_helper, numpy_helper
 
 from ...fileio import atomic_write
 from ...errors import LoweringError, ModelLoadError
-from ...toolchains.ops import HORIZON_DOMAIN
-from .common import (LOWERABLE_OPS, LoweringResult, needs_lowering, _MAX_PASSES, _FIXED_POINT, _STANDARD_DOMAINS, _FLOAT_TYPES, _Defer, _Emitter, _Failure, _Shapes,
+from ...toolchains.ops import HORIZON_DOMAIN, is_fixed_point_op
+from .common import (LOWERABLE_OPS, LoweringResult, needs_lowering, _MAX_PASSES, _STANDARD_DOMAINS, _FLOAT_TYPES, _Defer, _Emitter, _Failure, _Shapes,
                      _ai_onnx_opset, _attrs, _inp, _local_functions, _subgraphs, _walk_nodes)
 from .ops import OpLowerings
 from .quant import QuantLowerings
@@ -139,7 +139,7 @@ class _Lowerer(QuantLowerings, OpLowerings):
     def _lower_one(self, e: _Emitter, n: onnx.NodeProto) -> str:
         handler = self.handlers.get(n.op_type)
         if handler is None:
-            if _FIXED_POINT.match(n.op_type):
+            if is_fixed_point_op(n.op_type):
                 f = _Failure("fixed-point op without a public bit-exact spec")
             else:
                 f = _Failure("no documented float semantics (not among the Hz ops with public float semantics)")
