@@ -9,40 +9,13 @@ from functools import lru_cache
 import onnx
 
 from .lineage import Alignment, Region, WrapperDiff
-from .toolchains.ops import is_fixed_point, op_class
+from .toolchains.ops import DEQUANTIZE_OPS, QUANTIZE_OPS, is_fixed_point, is_table_lookup, norm_domain, op_class
+from .toolchains.patterns import KNOWN_PATTERNS
 
-__all__ = ["Change", "CHANGE_KINDS", "KNOWN_PATTERNS", "classify", "coverage", "Coverage"]
+__all__ = ["Change", "CHANGE_KINDS", "classify", "coverage", "Coverage"]
 
 #: Change kinds, in the order reports list them.
 CHANGE_KINDS = ("fused", "replaced", "modified", "inserted", "removed", "unmatched", "kept")
-
-#: Rewrites documented by toolchains, with the confidence given to a region that shows them.
-#: Sources: onnxruntime graph optimizations (ConvBNFusion, ConvAddFusion, ConvMulFusion,
-#: MatMulAddFusion, function inlining of HardSwish), ORT QDQ quantizer (activation removal),
-#: Horizon optimized_float (docs/HORIZON.md section 1).
-KNOWN_PATTERNS: dict[str, float] = {
-    "Conv+BatchNormalization -> Conv": 1.0,
-    "Conv+BatchNormalization+Relu -> Conv": 1.0,
-    "Conv+BatchNormalization+Clip -> Conv": 1.0,
-    "Conv+Relu -> Conv": 0.95,
-    "Conv+Add -> Conv": 0.95,
-    "Conv+Mul -> Conv": 0.95,
-    "Conv+Mul+Add -> Conv": 0.95,
-    "ConvTranspose+BatchNormalization -> ConvTranspose": 0.95,
-    "MatMul+Add -> Gemm": 1.0,
-    "Gemm -> Conv": 0.95,
-    "MatMul -> Conv": 0.9,
-    "HardSwish -> HardSigmoid+Mul": 1.0,
-    "HardSwish -> HzHardSwish": 1.0,
-    "Sigmoid+Mul -> HzSwish": 1.0,
-    "Gelu -> HzGelu": 1.0,
-    "Softmax -> HzSoftmax": 1.0,
-    "LayerNormalization -> HzLayerNorm": 1.0,
-    "Reshape -> Transpose": 0.8,
-    "BatchNormalization -> Mul+Add": 0.9,
-    "Relu absorbed into quantization": 0.95,
-    "Clip absorbed into quantization": 0.95,
-}
 
 #: Regions larger than this (a + b nodes) with no known pattern are reported as unmatched.
 MAX_EXPLAINED_REGION = 12
@@ -125,7 +98,7 @@ def _schema_defaults(op_type: str, domain: str) -> dict:
 
 def _attr_diff(na, nb) -> list[str]:
     """Attributes that differ, treating an omitted attribute as its ONNX schema default."""
-    defaults = _schema_defaults(na.op_type, "" if na.domain == "ai.onnx" else na.domain)
+    defaults = _schema_defaults(na.op_type, norm_domain(na.domain))
     keys = sorted(set(na.attributes) | set(nb.attributes))
     diffs = []
     for k in keys:
@@ -145,7 +118,7 @@ def _fixed_point_confidence(al: Alignment, a_core: list[str], b_core: list[str])
     first = al.a.nodes[a_core[0]]
     if op_class(nb) == op_class(first):
         return 1.0
-    if nb.op_type.startswith(("HzLut", "HzSLut")) and len(a_core) == 1:
+    if is_table_lookup(nb) and len(a_core) == 1:
         return 1.0
     return 0.8
 
@@ -254,9 +227,9 @@ def _wrapper_units(stage, ids: list[str]) -> list[list[str]]:
             continue
         node = stage.nodes[nid]
         unit = [nid]
-        if node.op_type in ("QuantizeLinear", "HzQuantize"):
+        if node.op_type in QUANTIZE_OPS:
             for cid, _k in stage.tensors[node.outputs[0]].consumers:
-                if cid in chosen and cid not in taken and stage.nodes[cid].op_type in ("DequantizeLinear", "HzDequantize"):
+                if cid in chosen and cid not in taken and stage.nodes[cid].op_type in DEQUANTIZE_OPS:
                     unit.append(cid)
         taken.update(unit)
         units.append(unit)

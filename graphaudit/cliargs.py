@@ -27,7 +27,13 @@ def build_parser() -> argparse.ArgumentParser:
                 "inputs and the conversion config are right.")
     p.add_argument("--version", action="version", version=f"graphaudit {__version__}")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    for add in (_add_explain, _add_diff, _add_compare, _add_check_inputs, _add_lower, _add_render, _add_lint,
+                _add_rules):
+        add(sub)
+    return p
 
+
+def _add_explain(sub) -> None:
     e = sub.add_parser("explain", help="explain a pipeline: stages, changes per transition, findings",
                        description="Explain a stage pipeline. With no paths, explains the bundled samples.")
     e.add_argument("paths", nargs="*", help="a stage directory, or stage files in pipeline order")
@@ -43,12 +49,16 @@ def build_parser() -> argparse.ArgumentParser:
                                               "per-node similarity (default: found next to the stages)")
     e.add_argument("--no-log", action="store_true", help="do not look for a toolchain log next to the stages")
 
+
+def _add_diff(sub) -> None:
     d = sub.add_parser("diff", help="changes between consecutive stages")
     d.add_argument("paths", nargs="+", help="two or more stage files in pipeline order, or a stage directory")
     d.add_argument("--source", help="the pre-toolchain float model, added as stage 0")
     d.add_argument("--json", metavar="FILE", help="write the report as JSON")
     d.add_argument("-v", "--verbose", action="store_true", help="list every change")
 
+
+def _add_compare(sub) -> None:
     c = sub.add_parser("compare", help="run every stage on the same samples: per-tensor error, first divergence",
                        description="Run the stages in onnxruntime (custom ops lowered) on the same samples and "
                                    "compare aligned tensors.")
@@ -59,6 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
     _numeric_args(c, required=True)
     _config_arg(c)
 
+
+def _add_check_inputs(sub) -> None:
     ci = sub.add_parser("check-inputs", help="check data against a stage's input contract (layout, dtype, range, "
                                              "normalization done once)")
     ci.add_argument("paths", nargs="+", help="a stage file, a stage directory or stage files (the data follow the "
@@ -72,10 +84,14 @@ def build_parser() -> argparse.ArgumentParser:
     ci.add_argument("--fail-on", choices=[*SEVERITIES, "never"], default="error")
     _config_arg(ci)
 
+
+def _add_lower(sub) -> None:
     lo = sub.add_parser("lower", help="rewrite custom (Horizon) ops as standard ONNX so stock onnxruntime runs the stage")
     lo.add_argument("stage", help="the stage .onnx file")
     lo.add_argument("-o", "--output", required=True, help="where to write the lowered model")
 
+
+def _add_render(sub) -> None:
     rd = sub.add_parser("render", help="draw the annotated diff graph (SVG, PNG or DOT) of a stage pair or of the "
                                        "whole lineage", description="Draw the stages' diff graph: nodes filled by "
                                        "change kind, wrappers as badges, error shading with --data/--random.")
@@ -91,6 +107,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="above N nodes, collapse kept chains and focus on the findings (default 300)")
     _numeric_args(rd, required=False)
 
+
+def _add_lint(sub) -> None:
     li = sub.add_parser("lint", help="lint an hb_mapper/hb_compile conversion YAML (C3xx rules)",
                         description="Lint a Horizon conversion config: schema of its toolchain family, values, and "
                                     "cross-checks against the ONNX model, the stage models and the calibration data.")
@@ -104,11 +122,12 @@ def build_parser() -> argparse.ArgumentParser:
     li.add_argument("--fail-on", choices=[*SEVERITIES, "never"], default="error",
                     help="exit 1 when a finding at or above this severity exists (default: error)")
 
+
+def _add_rules(sub) -> None:
     r = sub.add_parser("rules", help="list the rule catalogue")
     rg = r.add_mutually_exclusive_group()
     rg.add_argument("--explain", metavar="CODE", help="print one rule in full")
     rg.add_argument("--markdown", action="store_true", help="print the rule table as Markdown (README.md's table)")
-    return p
 
 
 def _config_arg(p: argparse.ArgumentParser) -> None:

@@ -260,7 +260,7 @@ def load_stage(path: str | os.PathLike, role: str = "custom", name: str | None =
     path : path-like
         The ``.onnx`` file.
     role : str
-        Stage role (see :data:`graphaudit.stage.ROLES`).
+        Stage role (see :data:`graphaudit.toolchains.roles.ROLES`).
     name : str, optional
         Display name; defaults to the file stem.
 

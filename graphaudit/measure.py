@@ -10,7 +10,7 @@ from typing import Callable
 from .classify import Change
 from .errors import GraphAuditError, StageRunError
 from .lineage import Lineage
-from .numeric.backends import horizon_unavailable, resolve_runtime, runtime_label
+from .numeric.backends import HORIZON_RUNTIME, horizon_unavailable, resolve_runtime, runtime_label
 from .numeric.compare import DEFAULT_COSINE_THRESHOLD, CompareOptions, TransitionNumeric, compare_stages
 from .data.hbcal import open_stage_data
 from .data.random import random_source
@@ -126,7 +126,7 @@ def unrunnable_stages(stages: list, runtime: str = "onnxruntime") -> list[tuple[
     specification, so the 1.x ``*_quantized_model.onnx`` is not lowered (docs/HORIZON.md); its structure is
     still aligned and checked. Horizon's own runtime (``runtime="horizon"``) runs every stage.
     """
-    if runtime == "horizon":
+    if runtime == HORIZON_RUNTIME:
         return []
     why_not = horizon_unavailable()
     out = []

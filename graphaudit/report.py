@@ -16,6 +16,7 @@ from .findings import Finding
 from .numeric.summary import TransitionSummary
 from .stage import StageGraph
 from .toolchains.section import ToolchainSection
+from .toolchains.ops import HORIZON_DOMAIN
 
 __all__ = ["SCHEMA_VERSION", "AuditReport", "StageSummary", "Transition", "ChangeRecord", "RunInfo",
            "summarize_stage", "make_transition"]
@@ -186,7 +187,7 @@ def make_transition(a: StageGraph, b: StageGraph, changes: list[Change], cov: Co
         patterns={k: dict(v.most_common()) for k, v in patterns.items() if v},
         op_delta=delta,
         opset_delta={d: [a.opsets.get(d), b.opsets.get(d)] for d in sorted(set(a.opsets) | set(b.opsets))
-                     if a.opsets.get(d) != b.opsets.get(d) and (d in ("", "horizon") or a.used_domains().get(d)
+                     if a.opsets.get(d) != b.opsets.get(d) and (d in ("", HORIZON_DOMAIN) or a.used_domains().get(d)
                                                                   or b.used_domains().get(d))},
         changes=[ChangeRecord.of(c, a, b) for c in sorted(changes, key=lambda c: order[c.kind])])
 

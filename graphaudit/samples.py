@@ -7,10 +7,9 @@ from pathlib import Path
 
 from .errors import GraphAuditError
 from .toolchains.discovery import role_of
+from .toolchains.roles import ROLE_ORDER
 
 __all__ = ["samples_dir", "bundled_pipelines", "bundled_data", "bundled_config"]
-
-_ORDER = {"original": 0, "optimized": 1, "calibrated": 2, "ptq": 3, "quantized": 4}
 
 
 def samples_dir() -> Path:
@@ -55,7 +54,7 @@ def bundled_pipelines() -> list[tuple[str, list[Path]]]:
         out.append((f"{d.name}: Horizon-format stages", [d]))
     for d in sorted((root / "ort").glob("*/")) if (root / "ort").is_dir() else []:
         files = sorted((f for f in d.glob("*.onnx") if role_of(f)[0] != "custom"),
-                       key=lambda f: _ORDER[role_of(f)[0]])
+                       key=lambda f: ROLE_ORDER[role_of(f)[0]])
         if len(files) >= 2:
             out.append((f"{d.name}: onnxruntime PTQ pipeline", files))
     if not out:

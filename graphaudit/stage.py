@@ -11,10 +11,7 @@ import networkx as nx
 import numpy as np
 import onnx
 
-__all__ = ["StageGraph", "NodeInfo", "TensorInfo", "ROLES"]
-
-#: Stage roles in pipeline order. ``source`` is the user's pre-toolchain model.
-ROLES = ("source", "original", "optimized", "calibrated", "ptq", "quantized", "custom")
+__all__ = ["StageGraph", "NodeInfo", "TensorInfo"]
 
 
 @dataclass
@@ -142,7 +139,7 @@ class StageGraph:
     name : str
         Short display name (file stem or role).
     role : str
-        One of :data:`ROLES`.
+        One of :data:`graphaudit.toolchains.roles.ROLES`.
     path : str
     opsets : dict[str, int]
         Domain -> version from ``opset_import`` (``""`` = ai.onnx).

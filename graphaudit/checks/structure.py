@@ -7,7 +7,7 @@ from typing import Iterator
 
 from ..findings import Finding
 from ..lineage.view import StageView
-from ..toolchains.ops import trace_back
+from ..toolchains.ops import WEIGHTED_OPS, trace_back
 from ..numeric.kernels import ort_has_kernel
 from ..stage import StageGraph
 from ..toolchains.horizon import decode_hzcalibration, decode_hzpreprocess
@@ -248,10 +248,6 @@ def check_unaligned(ctx: AuditContext) -> Iterator[Finding]:
                                   for c in cov.unmatched]})
 
 
-#: Ops that carry weights and that a quantizer is expected to quantize.
-_WEIGHTED_OPS = {"Conv", "ConvTranspose", "Gemm", "MatMul"}
-
-
 def check_float_ops_left(ctx: AuditContext) -> Iterator[Finding]:
     """Rule S111 (graphaudit/rules/structure.yaml): yields its findings over ``ctx``."""
     for st in ctx.stages:
@@ -261,7 +257,7 @@ def check_float_ops_left(ctx: AuditContext) -> Iterator[Finding]:
             continue
         left = []
         for n in st.nodes.values():
-            if n.op_type not in _WEIGHTED_OPS or n.domain not in ("", "ai.onnx") or len(n.inputs) < 2 or n.parent:
+            if n.op_type not in WEIGHTED_OPS or n.domain not in ("", "ai.onnx") or len(n.inputs) < 2 or n.parent:
                 continue
             w = n.inputs[1]
             if not view.is_param_root(w):

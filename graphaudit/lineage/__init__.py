@@ -2,8 +2,7 @@
 
 from .align import Alignment, Region, WrapperDiff, align
 from .chain import Lineage, align_chain
-from .match import TensorMatch, op_class
-from .view import StageView, wrapper_kind
+from .matching import TensorMatch
+from .view import StageView
 
-__all__ = ["Alignment", "Region", "WrapperDiff", "align", "Lineage", "align_chain", "TensorMatch",
-           "op_class", "StageView", "wrapper_kind"]
+__all__ = ["Alignment", "Region", "WrapperDiff", "align", "Lineage", "align_chain", "TensorMatch", "StageView"]

@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from ..errors import StagesUnrelatedError
 from ..stage import StageGraph
 from ..toolchains.ops import op_class
-from .match import Matching, TensorMatch, match_stages
+from .match import match_stages
+from .matching import Matching, TensorMatch
 from .view import StageView
 
 __all__ = ["Region", "WrapperDiff", "Alignment", "align"]

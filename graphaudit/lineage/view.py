@@ -5,59 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..stage import NodeInfo, StageGraph
-from ..toolchains.ops import LAYOUT_PERMS, WRAPPER_KINDS, norm_domain, trace_back
+from ..toolchains.ops import wrapper_kind
 
-__all__ = ["WRAPPER_KINDS", "StageView", "wrapper_kind", "trace_back", "LAYOUT_PERMS"]
-
-
-def _param_like(stage: StageGraph, name: str, depth: int = 3) -> bool:
-    """A weight, or a weight seen through wrapper ops (e.g. an HzCalibration on HzPreprocess's weight)."""
-    t = stage.tensors.get(name)
-    if t is None:
-        return False
-    if t.is_param:
-        return True
-    p = stage.nodes.get(t.producer) if t.producer else None
-    if p is None or depth == 0 or not p.inputs:
-        return False
-    if (norm_domain(p.domain), p.op_type) not in WRAPPER_KINDS:
-        return False
-    return _param_like(stage, p.inputs[0], depth - 1)
-
-
-def _rescales(node: NodeInfo) -> bool:
-    """An HzCalibration with ``channel_scales`` other than 1 multiplies each channel as well as quantizing it
-    (hb_mapper balances channels this way and divides the next Conv's weights; seen in PP-OCRv4 det): its output
-    is not the value it reads."""
-    cs = node.attributes.get("channel_scales")
-    return isinstance(cs, list) and any(abs(float(v) - 1.0) > 1e-6 for v in cs)
-
-
-def wrapper_kind(stage: StageGraph, node: NodeInfo) -> str | None:
-    """The wrapper kind of a node (see :data:`WRAPPER_KINDS`) or ``None`` when it computes something.
-
-    A node is a wrapper when its op is listed, its first input is its only non-weight input
-    and only its first output is used. Transpose counts only with a layout permutation; an HzCalibration that
-    also rescales channels is of kind ``"rescale"``.
-    """
-    kind = WRAPPER_KINDS.get((norm_domain(node.domain), node.op_type))
-    if kind is None or not node.inputs or not node.inputs[0] or node.parent is not None:
-        return None
-    if not node.outputs or not node.outputs[0]:
-        return None
-    if kind == "quantize" and node.op_type == "HzCalibration" and _rescales(node):
-        kind = "rescale"
-    if kind == "layout" and node.op_type == "Transpose":
-        perm = node.attributes.get("perm")
-        if not isinstance(perm, list) or tuple(perm) not in LAYOUT_PERMS:
-            return None
-    for name in node.inputs[1:]:
-        if name and not _param_like(stage, name):
-            return None
-    for name in node.outputs[1:]:
-        if name and stage.tensors[name].consumers:
-            return None
-    return kind
+__all__ = ["StageView"]
 
 
 @dataclass
@@ -68,7 +18,7 @@ class StageView:
     ----------
     stage : StageGraph
     wrappers : dict[str, str]
-        Wrapper node id -> wrapper kind.
+        Wrapper node id -> wrapper kind (:func:`graphaudit.toolchains.ops.wrapper_kind`).
     root : dict[str, str]
         Tensor -> root tensor: follow producers back through wrappers (a tensor not produced
         by a wrapper is its own root).

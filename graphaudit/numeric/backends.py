@@ -12,10 +12,14 @@ from __future__ import annotations
 
 import functools
 
-__all__ = ["RUNTIMES", "session_options", "horizon_unavailable", "resolve_runtime", "make_session", "runtime_label"]
+__all__ = ["HORIZON_RUNTIME", "RUNTIMES", "session_options", "horizon_unavailable", "resolve_runtime", "make_session",
+           "runtime_label"]
+
+#: The ``--runtime`` name of Horizon's own runtime (a runtime name, not the ``horizon`` op domain).
+HORIZON_RUNTIME = "horizon"
 
 #: Values of ``--runtime``.
-RUNTIMES = ("auto", "onnxruntime", "horizon")
+RUNTIMES = ("auto", "onnxruntime", HORIZON_RUNTIME)
 
 
 def session_options(threads: int = 0):
@@ -62,15 +66,15 @@ def resolve_runtime(name: str) -> str:
     if name not in RUNTIMES:
         raise ValueError(f"unknown runtime {name!r} (choose from {', '.join(RUNTIMES)})")
     if name == "auto":
-        return "onnxruntime" if horizon_unavailable() else "horizon"
-    if name == "horizon" and horizon_unavailable():
+        return "onnxruntime" if horizon_unavailable() else HORIZON_RUNTIME
+    if name == HORIZON_RUNTIME and horizon_unavailable():
         raise ValueError(horizon_unavailable())
     return name
 
 
 def runtime_label(runtime: str) -> str:
     """How reports name a runtime (with its version where it has one)."""
-    if runtime == "horizon":
+    if runtime == HORIZON_RUNTIME:
         try:
             import horizon_nn
 
@@ -95,7 +99,7 @@ def make_session(model: bytes, runtime: str, threads: int = 0):
     Exception
         Whatever the runtime raises for a model it refuses (callers turn it into one line).
     """
-    if runtime == "horizon":
+    if runtime == HORIZON_RUNTIME:
         from horizon_nn.executor.session import InferenceSession
 
         return InferenceSession(model)

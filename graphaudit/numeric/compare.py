@@ -12,7 +12,8 @@ from ..classify import Change
 from ..errors import GraphAuditError
 from ..lineage import Alignment
 from ..stage import StageGraph
-from ..toolchains.discovery import NUMERICALLY_EQUAL_TRANSITIONS
+from ..toolchains.ops import DEQUANTIZE_OPS
+from ..toolchains.roles import NUMERICALLY_EQUAL_TRANSITIONS
 from ..toolchains.contracts import convert_sample, pipeline_normalization, stage_contracts
 from .fixedpoint import FixedPointCodec, fixed_point_codec, nhwc_as
 from .metrics import ErrorStats, top1_agreement
@@ -94,7 +95,7 @@ def _quant_scale(stage: StageGraph, al_view, tensor: str) -> tuple | None:
     if via is None:
         return None
     n = stage.nodes[via]
-    if n.op_type in ("DequantizeLinear", "HzDequantize") and len(n.inputs) > 1:
+    if n.op_type in DEQUANTIZE_OPS and len(n.inputs) > 1:
         v = stage.tensors[n.inputs[1]].value() if n.inputs[1] in stage.tensors else None
         if v is not None:
             return (tuple(np.asarray(v, np.float64).ravel()), int(n.attributes.get("axis", 1)))

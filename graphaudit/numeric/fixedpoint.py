@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..stage import StageGraph
+from ..toolchains.ops import FIXED_POINT_STORAGE
 from .metrics import scale_axis
 
 __all__ = ["FixedPointCodec", "fixed_point_codec", "nhwc_as"]
@@ -78,10 +79,6 @@ def nhwc_as(v: np.ndarray, a_shape: tuple) -> np.ndarray:
     return v
 
 
-#: HzCalibration qtype -> (the fixed-point stage's dtype of the tensor, offset added before scaling).
-_QTYPES = {"int8": ("INT8", 0), "uint8": ("INT8", 128), "int16": ("INT16", 0)}
-
-
 def fixed_point_codec(a: StageGraph, a_tensor: str) -> FixedPointCodec | None:
     """The codec of the fixed-point copy of calibrated tensor ``a_tensor``: from the HzCalibration that reads it
     (or produced it), when that HzCalibration is an int8 activation quantizer with ``scales``."""
@@ -96,7 +93,7 @@ def fixed_point_codec(a: StageGraph, a_tensor: str) -> FixedPointCodec | None:
             continue
         scales = n.attributes.get("scales")
         qtype = str(n.attributes.get("qtype", "int8")).lower()
-        kind = _QTYPES.get(qtype)
+        kind = FIXED_POINT_STORAGE.get(qtype)
         if isinstance(scales, list) and scales and kind is not None:
             axis = n.attributes.get("axis", 1)
             dq = n.attributes.get("dequantize_scale")

@@ -9,7 +9,7 @@ import onnx
 
 from ..errors import GraphAuditError, LoweringError, StageRunError
 from ..stage import StageGraph
-from .backends import make_session, session_options
+from .backends import HORIZON_RUNTIME, make_session, session_options
 from .lower import lower_model, needs_lowering
 
 __all__ = ["StageRunner", "session_options", "extract_submodel"]
@@ -45,7 +45,7 @@ class StageRunner:
         except Exception as e:  # noqa: BLE001 - external data or protobuf problems become one line
             raise GraphAuditError(f"{stage.path}: cannot load weights for execution ({e})") from e
         self.lowered: dict[str, int] = {}
-        if runtime != "horizon" and needs_lowering(model):
+        if runtime != HORIZON_RUNTIME and needs_lowering(model):
             try:
                 res = lower_model(model, stage.path)
             except LoweringError as e:
@@ -67,7 +67,7 @@ class StageRunner:
         try:
             self.session = make_session(model.SerializeToString(), runtime)
         except Exception as e:  # noqa: BLE001 - onnxruntime raises several unrelated types
-            who = "Horizon's runtime" if runtime == "horizon" else "onnxruntime"
+            who = "Horizon's runtime" if runtime == HORIZON_RUNTIME else "onnxruntime"
             raise StageRunError(f"{stage.path}: {who} cannot load the stage ({_first_line(e)})", stage.path) from e
         self.input_names = [i.name for i in self.session.get_inputs()]
         self.output_names = [o.name for o in self.session.get_outputs()]
@@ -85,7 +85,7 @@ class StageRunner:
         except KeyError as e:
             raise GraphAuditError(f"{self.stage.path}: no data for input {e.args[0]!r}") from e
         except Exception as e:  # noqa: BLE001
-            who = "Horizon's runtime" if self.runtime == "horizon" else "onnxruntime"
+            who = "Horizon's runtime" if self.runtime == HORIZON_RUNTIME else "onnxruntime"
             raise GraphAuditError(f"{self.stage.path}: {who} failed on the data ({_first_line(e)})") from e
         return dict(zip(self.output_names, values))
 

@@ -11,6 +11,7 @@ from rich.text import Text
 
 from ..catalogue import Rule
 from ..report import AuditReport, RunInfo, Transition
+from ..toolchains.ops import HORIZON_DOMAIN
 from .text import printable
 
 __all__ = ["render_explain", "render_diff", "render_rules", "render_numeric", "render_findings", "render_input_stats",
@@ -27,7 +28,7 @@ def _stage_table(report: AuditReport) -> Table:
         t.add_column(col, overflow="fold")
     for i, s in enumerate(report.stages):
         opsets = ", ".join(f"{d or 'ai.onnx'} {v}" for d, v in s.opsets.items()
-                           if d in ("", "horizon") or any(k.startswith(f"{d}::") for k in s.custom_ops))
+                           if d in ("", HORIZON_DOMAIN) or any(k.startswith(f"{d}::") for k in s.custom_ops))
         custom = ", ".join(f"{k.split('::')[1]} x{v}" for k, v in s.custom_ops.items()) or "-"
         t.add_row(str(i), escape(s.name), s.role, escape(s.path.rsplit("/", 1)[-1]), str(s.nodes), escape(opsets),
                   escape(custom))

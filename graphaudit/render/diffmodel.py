@@ -17,16 +17,13 @@ from ..findings import Finding
 from ..lineage import Alignment, StageView
 from ..numeric.summary import TransitionSummary
 from ..stage import StageGraph
+from ..toolchains.ops import SHORT_OP_NAMES
 
-__all__ = ["KIND_ORDER", "DiffSource", "build_items", "SHORT_OPS"]
+__all__ = ["KIND_ORDER", "DiffSource", "build_items"]
 
 #: Kinds from most to least significant (a node with several changes shows the first).
 KIND_ORDER = ("unmatched", "replaced", "fused", "modified", "inserted", "removed", "kept")
 assert set(KIND_ORDER) == set(CHANGE_KINDS)
-
-#: Short names of wrapper ops on edge badges.
-SHORT_OPS = {"QuantizeLinear": "Q", "DequantizeLinear": "DQ", "HzCalibration": "HzCal", "HzQuantize": "HzQ",
-             "HzDequantize": "HzDQ", "Transpose": "T", "Identity": "Id", "HzPreprocess": "HzPreprocess"}
 
 
 @dataclass
@@ -168,7 +165,7 @@ class _View:
 def _badge(v: _View, wrappers: tuple[str, ...]) -> tuple[str, str]:
     """(badge text, most significant change kind) of collapsed wrapper nodes."""
     ops = [v.stage.nodes[w].op_type for w in wrappers]
-    text = "/".join(SHORT_OPS.get(op, op) for op in ops)
+    text = "/".join(SHORT_OP_NAMES.get(op, op) for op in ops)
     notes = [v.note(w) for w in wrappers]
     kind = min((n.kind for n in notes), key=_rank, default="kept")
     if kind not in ("kept", "inserted", "removed"):  # e.g. a Relu absorbed into this quantization

@@ -7,8 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import StageDiscoveryError
+from .roles import ROLE_ORDER
 
-__all__ = ["NUMERICALLY_EQUAL_TRANSITIONS", "STAGE_SUFFIXES", "StageFile", "discover_stages", "role_of"]
+__all__ = ["STAGE_SUFFIXES", "StageFile", "discover_stages", "role_of"]
 
 #: File-name suffix -> stage role, in pipeline order. Horizon names come from
 #: rdk_x3_doc ptq_process.md and the OE 3.x docs (docs/HORIZON.md section 1); the plain
@@ -23,12 +24,6 @@ STAGE_SUFFIXES: tuple[tuple[str, str], ...] = (
     ("_optimized.onnx", "optimized"),
     ("_qdq.onnx", "quantized"),
 )
-
-#: Stage transitions documented as numerically equal: the toolchain's float stages compute the source model's
-#: values (Horizon: original_float and optimized_float, docs/HORIZON.md section 1; onnxruntime graph optimizations).
-NUMERICALLY_EQUAL_TRANSITIONS = frozenset({("source", "original"), ("original", "optimized"), ("source", "optimized")})
-
-_ORDER = {"source": 0, "original": 1, "optimized": 2, "calibrated": 3, "ptq": 4, "quantized": 5}
 
 
 @dataclass(frozen=True)
@@ -87,7 +82,7 @@ def _from_directory(d: Path) -> list[StageFile]:
         raise StageDiscoveryError(f"{d}: stage files of several models ({', '.join(sorted(by_prefix))}); "
                                   "pass one model's files explicitly")
     (prefix, slot), = by_prefix.items()
-    return [StageFile(p, role, f"{role}") for role, p in sorted(slot.items(), key=lambda kv: _ORDER[kv[0]])]
+    return [StageFile(p, role, f"{role}") for role, p in sorted(slot.items(), key=lambda kv: ROLE_ORDER[kv[0]])]
 
 
 def discover_stages(paths: list[str | os.PathLike], source: str | os.PathLike | None = None) -> list[StageFile]:
@@ -138,7 +133,7 @@ def _discover(ps: list[Path], source) -> list[StageFile]:
             name = role if role != "custom" and role not in names else p.name.removesuffix(".onnx")
             names.add(name)
             stages.append(StageFile(p, role, name))
-        known = [(f, _ORDER[f.role]) for f in stages if f.role in _ORDER]
+        known = [(f, ROLE_ORDER[f.role]) for f in stages if f.role in ROLE_ORDER]
         for (f1, o1), (f2, o2) in zip(known, known[1:]):
             if o2 < o1:
                 article = "an" if f2.role[0] in "aeiou" else "a"

@@ -12,7 +12,11 @@ from ..errors import GraphAuditError
 from .hbtable import NodeRow, OutputRow, TableReader, cell_float, column_titles, is_rule, is_table_header
 
 __all__ = ["NodeRow", "OutputRow", "ToolchainLog", "ToolchainFiles", "parse_log", "parse_quant_info",
-           "find_toolchain_files", "MAX_LINE_BYTES"]
+           "find_toolchain_files", "MAX_LINE_BYTES", "TABLE_STAGE_ROLES"]
+
+#: Stage roles whose node names the toolchain's node table uses, in order of preference (the table lists
+#: calibrated/quantized nodes, which keep the optimized_float names; docs/HORIZON.md sections 1 and 5).
+TABLE_STAGE_ROLES = ("calibrated", "optimized", "ptq", "quantized")
 
 #: Longest log line read (bytes); a longer line means the file is not a toolchain log.
 MAX_LINE_BYTES = 1 << 20
@@ -126,124 +130,191 @@ def parse_log(path: str | Path) -> ToolchainLog:
         text file with nothing of a Horizon toolchain log (no version line, config echo or table).
     """
     p = Path(path)
-    log = ToolchainLog(path=str(p))
-    table: TableReader | None = None
-    pending_header: tuple[str, int] | None = None  # a space-aligned header waiting for its '----' rule
-    config_next = False
-    config_lines: list[str] | None = None
-    io_block: str | None = None  # "inputs" / "outputs" while reading "Graph input:" / "Graph output:"
-    tables = {"nodes": 0, "outputs": 0}
-
-    def close_table() -> None:
-        nonlocal table
-        if table is not None and table.rows:
-            tables[table.kind] += 1
-            if tables[table.kind] > 1:
-                log.warnings.append(f"{p}:{table.line}: another {table.kind} table; the last one is kept")
-            if table.kind == "nodes":
-                log.nodes = table.rows
-            else:
-                log.outputs = table.rows
-        table = None
-
+    parser = _LogParser(p)
     for n, line in _lines(p):
+        parser.feed(n, line)
+    return parser.finish()
+
+
+#: Tool names in version lines -> the :class:`ToolchainLog` field prefix (hmct is horizon_nn's 3.x name).
+_VERSION_KEYS = {"HorizonNN": "horizon_nn", "hmct": "horizon_nn", "HMCT": "horizon_nn", "HBDK": "hbdk"}
+#: (marker in a message line, tool) in the order they are tried.
+_TOOL_MARKERS = (("hb_mapper_makertbin", "hb_mapper makertbin"), ("hb_mapper_checker", "hb_mapper checker"),
+                 ("hb_compile", "hb_compile"))
+
+
+class _LogParser:
+    """The line-by-line state machine of :func:`parse_log`.
+
+    A log message (a line with the timestamp prefix, :data:`_PREFIX`) ends any open block and is read by
+    :meth:`_message`. Any other line goes to the handler of the current state: ``"config"`` while the YAML echo
+    after "Dump config:" is collected, ``"table"`` while a node or output table is open, else ``"text"`` (table
+    headers, the model's input and output names). A table line that does not belong to the table closes it and
+    is read again as text.
+    """
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.log = ToolchainLog(path=str(path))
+        self.table: TableReader | None = None
+        self.pending_header: tuple[str, int] | None = None  # a space-aligned header waiting for its '----' rule
+        self.config_next = False  # the next message starts the config echo
+        self.config_lines: list[str] | None = None  # the config echo being collected
+        self.io_block: str | None = None  # "inputs" / "outputs" while reading "Graph input:" / "Graph output:"
+        self.tables = {"nodes": 0, "outputs": 0}
+        self.handlers = {"config": self._config_line, "table": self._table_line, "text": self._text_line}
+
+    @property
+    def state(self) -> str:
+        """``"config"``, ``"table"`` or ``"text"``: which handler reads the next unprefixed line."""
+        if self.config_lines is not None:
+            return "config"
+        return "table" if self.table is not None else "text"
+
+    def feed(self, n: int, line: str) -> None:
+        """Read line ``n`` (1-based) of the log."""
         m = _PREFIX.match(line)
-        msg = line[m.end():] if m else line
         if m:
-            close_table()
-            pending_header = None
-            io_block = None
-            if config_lines is not None:
-                log.config_text = "\n".join(config_lines).rstrip() + "\n"
-                config_lines = None
-            if config_next:
-                config_next = False
-                config_lines, log.config_line, log.config_column = [msg], n, m.end()
-                continue
-            if msg.strip() == "Dump config:":
-                config_next = True
-            for name, ver in _VERSION.findall(msg):
-                key = {"HorizonNN": "horizon_nn", "hmct": "horizon_nn", "HMCT": "horizon_nn",
-                       "HBDK": "hbdk"}.get(name, name) + "_version"
-                if getattr(log, key) is None:
-                    setattr(log, key, ver)
-            if log.tool == "unknown":
-                for marker, tool in (("hb_mapper_makertbin", "hb_mapper makertbin"),
-                                     ("hb_mapper_checker", "hb_mapper checker"), ("hb_compile", "hb_compile")):
-                    if marker in line:
-                        log.tool = tool
-                        break
-            nm = _NAME_LIST.search(msg)
-            if nm and not log.input_names:
-                try:
-                    names = ast.literal_eval(nm.group(1))
-                    log.input_names = [str(x) for x in names] if isinstance(names, list) else []
-                except (ValueError, SyntaxError):
-                    pass
-            continue
-        if config_lines is not None:
-            if len(config_lines) < MAX_CONFIG_LINES:
-                config_lines.append(line)
-            elif len(config_lines) == MAX_CONFIG_LINES:
-                config_lines.append("")
-                log.warnings.append(f"{p}:{n}: config echo longer than {MAX_CONFIG_LINES} lines; the rest is ignored")
-            continue
+            self._message(n, line, m)
+        else:
+            self.handlers[self.state](n, line)
+
+    def finish(self) -> ToolchainLog:
+        """The log read so far, with open blocks closed (GraphAuditError when nothing of a toolchain log)."""
+        self._close_table()
+        self._close_config()
+        log = self.log
+        if not log.output_names and log.outputs:
+            log.output_names = [o.output for o in log.outputs]
+        if not (log.nodes or log.outputs or log.config_text or log.toolchain_version or log.horizon_nn_version):
+            raise GraphAuditError(f"{self.path}: no hb_mapper/hb_compile log content (no version line, config echo "
+                                  "or node table)")
+        return log
+
+    # --- blocks ---------------------------------------------------------------------------------------
+
+    def _close_table(self) -> None:
+        table, self.table = self.table, None
+        if table is None or not table.rows:
+            return
+        self.tables[table.kind] += 1
+        if self.tables[table.kind] > 1:
+            self.log.warnings.append(f"{self.path}:{table.line}: another {table.kind} table; the last one is kept")
+        if table.kind == "nodes":
+            self.log.nodes = table.rows
+        else:
+            self.log.outputs = table.rows
+
+    def _close_config(self) -> None:
+        if self.config_lines is not None:
+            self.log.config_text = "\n".join(self.config_lines).rstrip() + "\n"
+            self.config_lines = None
+
+    # --- log messages ---------------------------------------------------------------------------------
+
+    def _message(self, n: int, line: str, m: re.Match) -> None:
+        """A prefixed line: closes the open table and config echo; versions, tool, input names, config start."""
+        msg = line[m.end():]
+        self._close_table()
+        self.pending_header = None
+        self.io_block = None
+        self._close_config()
+        if self.config_next:
+            self.config_next = False
+            self.config_lines, self.log.config_line, self.log.config_column = [msg], n, m.end()
+            return
+        if msg.strip() == "Dump config:":
+            self.config_next = True
+        log = self.log
+        for name, ver in _VERSION.findall(msg):
+            key = _VERSION_KEYS.get(name, name) + "_version"
+            if getattr(log, key) is None:
+                setattr(log, key, ver)
+        if log.tool == "unknown":
+            log.tool = next((tool for marker, tool in _TOOL_MARKERS if marker in line), "unknown")
+        nm = _NAME_LIST.search(msg)
+        if nm and not log.input_names:
+            try:
+                names = ast.literal_eval(nm.group(1))
+                log.input_names = [str(x) for x in names] if isinstance(names, list) else []
+            except (ValueError, SyntaxError):
+                pass
+
+    # --- unprefixed lines, by state -------------------------------------------------------------------
+
+    def _config_line(self, n: int, line: str) -> None:
+        """A line of the config echo (kept up to :data:`MAX_CONFIG_LINES`)."""
+        lines = self.config_lines
+        if len(lines) < MAX_CONFIG_LINES:
+            lines.append(line)
+        elif len(lines) == MAX_CONFIG_LINES:
+            lines.append("")
+            self.log.warnings.append(f"{self.path}:{n}: config echo longer than {MAX_CONFIG_LINES} lines; "
+                                     "the rest is ignored")
+
+    def _table_line(self, n: int, line: str) -> None:
+        """A row of the open table; a blank line ends it, and a line of something else ends it and is read as text."""
         stripped = line.strip()
-        if table is not None:
-            if not stripped:
-                close_table()
-                continue
-            if is_rule(stripped):
-                continue
-            if table.starts is None and "|" not in stripped:
-                close_table()
-            elif table.starts is None and is_table_header([c.strip() for c in stripped.strip("|").split("|")]):
-                close_table()  # the next table follows without a gap
-            else:
-                table.add(line, n, str(p), log.warnings)
-                continue
+        table = self.table
+        if not stripped:
+            self._close_table()
+            return
+        if is_rule(stripped):
+            return
+        if table.starts is None and ("|" not in stripped
+                                     or is_table_header([c.strip() for c in stripped.strip("|").split("|")])):
+            self._close_table()  # not a pipe row, or the next table follows without a gap
+            self._text_line(n, line)
+            return
+        table.add(line, n, str(self.path), self.log.warnings)
+
+    def _text_line(self, n: int, line: str) -> None:
+        """Outside tables and the config: a table header (with its rule), or the model's input/output names."""
+        stripped = line.strip()
+        if self._table_start(n, line, stripped):
+            return
+        self.pending_header = None
+        self._names_line(line, stripped)
+
+    def _table_start(self, n: int, line: str, stripped: str) -> bool:
+        """Open a table at a pipe header, or at the rule under a space-aligned header; True when the line is one."""
         if stripped.startswith("|"):
             titles = [c.strip() for c in stripped.strip("|").split("|")]
             if is_table_header(titles):
-                table = TableReader(titles, None, n)
-                continue
+                self.table = TableReader(titles, None, n)
+                return True
         cols = column_titles(line)
         if cols and is_table_header([t for t, _ in cols]):
-            pending_header = (line, n)
-            continue
-        if pending_header is not None and is_rule(stripped):
-            cols = column_titles(pending_header[0])
-            table = TableReader([t for t, _ in cols], [s for _, s in cols], pending_header[1])
-            pending_header = None
-            continue
-        pending_header = None
+            self.pending_header = (line, n)
+            return True
+        if self.pending_header is not None and is_rule(stripped):
+            cols = column_titles(self.pending_header[0])
+            self.table = TableReader([t for t, _ in cols], [s for _, s in cols], self.pending_header[1])
+            self.pending_header = None
+            return True
+        return False
+
+    def _names_line(self, line: str, stripped: str) -> None:
+        """``Input name: x, ...`` lines, and the indented entries of ``Graph input:`` / ``Graph output:`` blocks."""
+        log = self.log
         io = _IO_LINE.match(stripped)
         if io:
             (log.input_names if io.group(1) == "Input" else log.output_names).append(io.group(2))
             if io.group(1) == "Input" and len(log.input_names) != len(set(log.input_names)):
                 log.input_names = list(dict.fromkeys(log.input_names))
-            continue
+            return
         if stripped in ("Graph input:", "Graph output:"):
-            io_block = "inputs" if stripped == "Graph input:" else "outputs"
-            if io_block == "outputs":
+            self.io_block = "inputs" if stripped == "Graph input:" else "outputs"
+            if self.io_block == "outputs":
                 log.output_names = []
-            continue
-        if io_block and line.startswith(" ") and ":" in stripped:
+            return
+        if self.io_block and line.startswith(" ") and ":" in stripped:
             name = stripped.split(":", 1)[0].strip()
-            target = log.input_names if io_block == "inputs" else log.output_names
+            target = log.input_names if self.io_block == "inputs" else log.output_names
             if name not in target:
                 target.append(name)
-            continue
-        io_block = None
-    close_table()
-    if config_lines is not None:
-        log.config_text = "\n".join(config_lines).rstrip() + "\n"
-    if not log.output_names and log.outputs:
-        log.output_names = [o.output for o in log.outputs]
-    if not (log.nodes or log.outputs or log.config_text or log.toolchain_version or log.horizon_nn_version):
-        raise GraphAuditError(f"{p}: no hb_mapper/hb_compile log content (no version line, config echo or node "
-                              "table)")
-    return log
+            return
+        self.io_block = None
 
 
 def _threshold(entry: dict) -> float | None:

@@ -7,11 +7,15 @@ Facts about Horizon ops come from the real OE 1.x toolchain's output (hb_mapper 
 
 from __future__ import annotations
 
+import re
+
 from ..stage import NodeInfo, StageGraph
 
-__all__ = ["HORIZON_DOMAIN", "WRAPPER_KINDS", "LAYOUT_PERMS", "EQUIVALENT_OPS", "FIXED_POINT_OPS",
-           "FIXED_POINT_TENSOR_SUFFIX", "DECOMPOSED_TAILS", "ABSORBABLE_ACTIVATIONS", "FOLDABLE_OPS",
-           "op_class", "norm_domain", "is_fixed_point", "trace_back"]
+__all__ = ["HORIZON_DOMAIN", "WRAPPER_KINDS", "LAYOUT_PERMS", "EQUIVALENT_OPS", "FIXED_POINT_OP",
+           "FIXED_POINT_TENSOR_SUFFIX", "FIXED_POINT_STORAGE", "DECOMPOSED_TAILS", "ABSORBABLE_ACTIVATIONS",
+           "FOLDABLE_OPS", "FUSIBLE_FOLLOWERS", "WEIGHTED_OPS", "QUANTIZE_OPS", "DEQUANTIZE_OPS",
+           "DEQUANTIZED_VALUE_OPS", "QUANT_CHAIN_OPS", "TABLE_LOOKUP_OPS", "SHORT_OP_NAMES", "op_class", "norm_domain",
+           "is_fixed_point", "is_fixed_point_op", "is_table_lookup", "rescales_channels", "wrapper_kind", "trace_back"]
 
 #: ONNX domain of Horizon's custom ops (logs print ``Opset version: ['ai.onnx v11', 'horizon v1']``).
 HORIZON_DOMAIN = "horizon"
@@ -19,7 +23,7 @@ HORIZON_DOMAIN = "horizon"
 #: Ops that pass one value through, possibly changing its numeric form, keyed by (domain, op_type).
 #: "quantize": QDQ / Horizon (fake) quantization; "convert": Cast; "layout": NCHW<->NHWC Transpose;
 #: "preprocess": Horizon HzPreprocess; "identity": Identity, Dropout (inference). (An HzCalibration with channel
-#: scales is a "rescale" wrapper: lineage/view.py.)
+#: scales is a "rescale" wrapper: :func:`wrapper_kind`.)
 WRAPPER_KINDS: dict[tuple[str, str], str] = {
     ("", "Identity"): "identity",
     ("", "Dropout"): "identity",
@@ -89,11 +93,35 @@ DECOMPOSED_TAILS = {
     "GlobalAveragePool": {"Conv"},  # bernoulli2: split into depthwise Convs (<node>_SPLIT_WITH_DEPTHWISE_CONV_k)
 }
 
-#: Prefixes of the fixed-point ops (HzSQuantized*, HzQuantized*, HzSElementwise*, HzLut, HzLut2Layer).
-FIXED_POINT_OPS = ("HzSQuantized", "HzQuantized", "HzSElementwise", "HzLut", "HzSLut")
+#: Op types of Horizon's fixed-point ops (HzSQuantized*, HzSElementwise*, HzSPRelu, HzQuantized*, HzLut,
+#: HzLut2Layer, HzRequantize: integer tensors, no public bit-exact specification; docs/HORIZON.md section 3).
+FIXED_POINT_OP = re.compile(r"^Hz(S[A-Z]|Quantized|Lut|Requantize)")
+
+#: Prefixes of Horizon's table-lookup ops (HzLut, HzLut2Layer, HzSLut): one op that computes any unary activation.
+TABLE_LOOKUP_OPS = ("HzLut", "HzSLut")
 
 #: Suffix that hb_mapper 1.x appends to every tensor of the fixed-point quantized stage.
 FIXED_POINT_TENSOR_SUFFIX = "_quantized"
+
+#: HzCalibration qtype -> (the fixed-point stage's dtype of the tensor, offset added before scaling): uint8 values
+#: are stored as int8 with -128 (docs/HORIZON.md section 7).
+FIXED_POINT_STORAGE = {"int8": ("INT8", 0), "uint8": ("INT8", 128), "int16": ("INT16", 0)}
+
+#: Ops that turn a float into its integer code (ONNX and Horizon).
+QUANTIZE_OPS = frozenset({"QuantizeLinear", "HzQuantize"})
+
+#: Ops that turn an integer code back into a float (ONNX and Horizon).
+DEQUANTIZE_OPS = frozenset({"DequantizeLinear", "HzDequantize"})
+
+#: Ops whose output is the fake-quantized float value: a dequantization, or Horizon's float-to-float HzCalibration.
+DEQUANTIZED_VALUE_OPS = DEQUANTIZE_OPS | {"HzCalibration"}
+
+#: Single-input ops of a fake-quantization chain on one value (HzCalibration, Q/DQ of ONNX and Horizon).
+QUANT_CHAIN_OPS = QUANTIZE_OPS | DEQUANTIZED_VALUE_OPS
+
+#: Short names of wrapper ops, as diff graphs write them on edge badges.
+SHORT_OP_NAMES = {"QuantizeLinear": "Q", "DequantizeLinear": "DQ", "HzCalibration": "HzCal", "HzQuantize": "HzQ",
+                  "HzDequantize": "HzDQ", "Transpose": "T", "Identity": "Id", "HzPreprocess": "HzPreprocess"}
 
 #: Activations a quantizer can absorb into QuantizeLinear (zero_point at qmin clamps at 0).
 ABSORBABLE_ACTIVATIONS = {"Relu", "Clip"}
@@ -102,6 +130,13 @@ ABSORBABLE_ACTIVATIONS = {"Relu", "Clip"}
 #: (onnxruntime ConvBNFusion/ConvAddFusion/ConvMulFusion; hb_mapper folds BatchNormalization forward into the
 #: Conv before it and backward into the Conv after it).
 FOLDABLE_OPS = {"BatchNormalization", "Add", "Sub", "Mul", "Div"}
+
+#: Ops that a toolchain folds into the preceding Conv/Gemm/MatMul when their other inputs are constant: the
+#: foldable ops and the activations a fused kernel applies.
+FUSIBLE_FOLLOWERS = FOLDABLE_OPS | {"Relu", "Clip", "LeakyRelu"}
+
+#: Ops that carry weights (input 1): toolchains fold constant followers into them, quantizers quantize their weights.
+WEIGHTED_OPS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul"})
 
 
 def norm_domain(domain: str) -> str:
@@ -117,9 +152,71 @@ def op_class(node: NodeInfo) -> str:
     return EQUIVALENT_OPS.get(node.op_type, node.op_type)
 
 
+def is_fixed_point_op(op_type: str) -> bool:
+    """True for the op type of one of Horizon's fixed-point ops (see :data:`FIXED_POINT_OP`)."""
+    return FIXED_POINT_OP.match(op_type) is not None
+
+
 def is_fixed_point(node: NodeInfo) -> bool:
     """True for Horizon's fixed-point ops (integer tensors, no float semantics in the file)."""
-    return norm_domain(node.domain) == HORIZON_DOMAIN and node.op_type.startswith(FIXED_POINT_OPS)
+    return norm_domain(node.domain) == HORIZON_DOMAIN and is_fixed_point_op(node.op_type)
+
+
+def is_table_lookup(node: NodeInfo) -> bool:
+    """True for Horizon's table-lookup ops (HzLut*, HzSLut*), which implement any unary activation."""
+    return node.op_type.startswith(TABLE_LOOKUP_OPS)
+
+
+def rescales_channels(node: NodeInfo) -> bool:
+    """True for an HzCalibration with ``channel_scales`` other than 1: it multiplies each channel as well as
+    quantizing it (hb_mapper balances channels this way and divides the next Conv's weights; seen in PP-OCRv4
+    det), so its output is not the value it reads."""
+    if node.op_type != "HzCalibration":
+        return False
+    cs = node.attributes.get("channel_scales")
+    return isinstance(cs, list) and any(abs(float(v) - 1.0) > 1e-6 for v in cs)
+
+
+def _param_like(stage: StageGraph, name: str, depth: int = 3) -> bool:
+    """A weight, or a weight seen through wrapper ops (e.g. an HzCalibration on HzPreprocess's weight)."""
+    t = stage.tensors.get(name)
+    if t is None:
+        return False
+    if t.is_param:
+        return True
+    p = stage.nodes.get(t.producer) if t.producer else None
+    if p is None or depth == 0 or not p.inputs:
+        return False
+    if (norm_domain(p.domain), p.op_type) not in WRAPPER_KINDS:
+        return False
+    return _param_like(stage, p.inputs[0], depth - 1)
+
+
+def wrapper_kind(stage: StageGraph, node: NodeInfo) -> str | None:
+    """The wrapper kind of a node (see :data:`WRAPPER_KINDS`) or ``None`` when it computes something.
+
+    A node is a wrapper when its op is listed, its first input is its only non-weight input
+    and only its first output is used. Transpose counts only with a layout permutation; an HzCalibration that
+    also rescales channels (:func:`rescales_channels`) is of kind ``"rescale"``.
+    """
+    kind = WRAPPER_KINDS.get((norm_domain(node.domain), node.op_type))
+    if kind is None or not node.inputs or not node.inputs[0] or node.parent is not None:
+        return None
+    if not node.outputs or not node.outputs[0]:
+        return None
+    if kind == "quantize" and rescales_channels(node):
+        kind = "rescale"
+    if kind == "layout" and node.op_type == "Transpose":
+        perm = node.attributes.get("perm")
+        if not isinstance(perm, list) or tuple(perm) not in LAYOUT_PERMS:
+            return None
+    for name in node.inputs[1:]:
+        if name and not _param_like(stage, name):
+            return None
+    for name in node.outputs[1:]:
+        if name and stage.tensors[name].consumers:
+            return None
+    return kind
 
 
 def trace_back(stage: StageGraph, name: str, max_depth: int = 8) -> str:

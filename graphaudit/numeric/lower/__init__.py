@@ -1,7 +1,6 @@
 """Lower Horizon ``horizon``-domain ops to standard ONNX so that stock onnxruntime can run a stage model."""
 
-from .common import HZ_DOMAIN, LOWERABLE_OPS, NAME_PREFIX, LoweringResult, needs_lowering
+from .common import LOWERABLE_OPS, NAME_PREFIX, LoweringResult, needs_lowering
 from .core import lower_file, lower_model
 
-__all__ = ["LoweringResult", "lower_model", "lower_file", "needs_lowering", "HZ_DOMAIN", "NAME_PREFIX",
-           "LOWERABLE_OPS"]
+__all__ = ["LoweringResult", "lower_model", "lower_file", "needs_lowering", "NAME_PREFIX", "LOWERABLE_OPS"]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -10,11 +9,9 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from ...toolchains.ops import HORIZON_DOMAIN
 
-__all__ = ["LoweringResult", "needs_lowering", "HZ_DOMAIN", "NAME_PREFIX", "LOWERABLE_OPS"]
-
-#: The ONNX domain of Horizon's custom ops (docs/HORIZON.md section 1: logs print ``horizon v1``).
-HZ_DOMAIN = "horizon"
+__all__ = ["LoweringResult", "needs_lowering", "NAME_PREFIX", "LOWERABLE_OPS"]
 
 #: Prefix of every tensor, initializer and helper node name that lowering creates.
 NAME_PREFIX = "ga_lower/"
@@ -25,9 +22,6 @@ LOWERABLE_OPS = frozenset({"HzCalibration", "HzQuantize", "HzDequantize", "HzPre
 
 #: Passes of lowering + shape inference before nodes still waiting for a rank are reported as failures.
 _MAX_PASSES = 16
-
-#: Horizon fixed-point ops (docs/HORIZON.md section 3: no public bit-exact spec).
-_FIXED_POINT = re.compile(r"^Hz(S[A-Z]|Quantized|Lut|Requantize)")
 
 #: Domains that stock onnxruntime implements.
 _STANDARD_DOMAINS = ("", "ai.onnx", "ai.onnx.ml", "com.microsoft")
@@ -141,7 +135,7 @@ def needs_lowering(model: onnx.ModelProto) -> bool:
     bool
     """
     local = _local_functions(model)
-    return any(n.domain == HZ_DOMAIN and (n.domain, n.op_type) not in local for n in _walk_nodes(model.graph))
+    return any(n.domain == HORIZON_DOMAIN and (n.domain, n.op_type) not in local for n in _walk_nodes(model.graph))
 
 
 class _Shapes:

@@ -14,7 +14,8 @@ from onnx import TensorProto, external_data_helper, numpy_helper
 
 from ...fileio import atomic_write
 from ...errors import LoweringError, ModelLoadError
-from .common import (HZ_DOMAIN, LOWERABLE_OPS, LoweringResult, needs_lowering, _MAX_PASSES, _FIXED_POINT, _STANDARD_DOMAINS, _FLOAT_TYPES, _Defer, _Emitter, _Failure, _Shapes,
+from ...toolchains.ops import HORIZON_DOMAIN, is_fixed_point_op
+from .common import (LOWERABLE_OPS, LoweringResult, needs_lowering, _MAX_PASSES, _STANDARD_DOMAINS, _FLOAT_TYPES, _Defer, _Emitter, _Failure, _Shapes,
                      _ai_onnx_opset, _attrs, _inp, _local_functions, _subgraphs, _walk_nodes)
 from .ops import OpLowerings
 from .quant import QuantLowerings
@@ -106,7 +107,7 @@ class _Lowerer(QuantLowerings, OpLowerings):
                 elif a.type == onnx.AttributeProto.GRAPHS:
                     for j, sg in enumerate(a.graphs):
                         count += self._graph(sg, f"{path}/{here}:{a.name}[{j}]")
-            if n.domain != HZ_DOMAIN or (n.domain, n.op_type) in self.local:
+            if n.domain != HORIZON_DOMAIN or (n.domain, n.op_type) in self.local:
                 new.append(n)
                 continue
             key = (path, n.op_type, n.name, tuple(n.output))
@@ -138,7 +139,7 @@ class _Lowerer(QuantLowerings, OpLowerings):
     def _lower_one(self, e: _Emitter, n: onnx.NodeProto) -> str:
         handler = self.handlers.get(n.op_type)
         if handler is None:
-            if _FIXED_POINT.match(n.op_type):
+            if is_fixed_point_op(n.op_type):
                 f = _Failure("fixed-point op without a public bit-exact spec")
             else:
                 f = _Failure("no documented float semantics (not among the Hz ops with public float semantics)")
@@ -286,7 +287,7 @@ def lower_model(model: onnx.ModelProto, name: str = "") -> LoweringResult:
     if _ai_onnx_opset(m) is None:
         raise LoweringError(f"{label}: no ai.onnx opset import; the standard ops of the lowering need one")
     for f in m.functions:
-        if any(n.domain == HZ_DOMAIN for n in f.node):
+        if any(n.domain == HORIZON_DOMAIN for n in f.node):
             raise LoweringError(f"{label}: model-local function {f.domain}::{f.name} holds horizon nodes; "
                                 "lowering inside functions is not supported")
     low = _Lowerer(m, label)
@@ -295,14 +296,14 @@ def lower_model(model: onnx.ModelProto, name: str = "") -> LoweringResult:
     if err is not None:
         raise err
     notes = low.notes()
-    if not needs_lowering(m) and not any(d == HZ_DOMAIN for d, _ in low.local):
-        kept = [o for o in m.opset_import if o.domain != HZ_DOMAIN]
+    if not needs_lowering(m) and not any(d == HORIZON_DOMAIN for d, _ in low.local):
+        kept = [o for o in m.opset_import if o.domain != HORIZON_DOMAIN]
         if len(kept) != len(m.opset_import):
             del m.opset_import[:]
             m.opset_import.extend(kept)
-            notes.append(f"opset import '{HZ_DOMAIN}' removed (no horizon node left); ai.onnx opset {low.opset} kept")
+            notes.append(f"opset import '{HORIZON_DOMAIN}' removed (no horizon node left); ai.onnx opset {low.opset} kept")
     others = Counter(f"{n.domain}::{n.op_type}" for n in _walk_nodes(m.graph)
-                     if n.domain not in _STANDARD_DOMAINS and n.domain != HZ_DOMAIN)
+                     if n.domain not in _STANDARD_DOMAINS and n.domain != HORIZON_DOMAIN)
     for op, k in sorted(others.items()):
         notes.append(f"{op} x{k}: not a Horizon op, left as is")
     return LoweringResult(model=m, lowered=dict(sorted(low.lowered.items())), notes=notes)

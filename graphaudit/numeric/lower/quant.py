@@ -40,12 +40,25 @@ class QuantLowerings:
         if off and dq is None:
             e.op("Identity", [x], out=y)
             return "switch OFF -> Identity"
-        qtype = a.get("qtype")
-        if qtype is None:
-            bits = a.get("bits")
-            qtype = f"int{int(bits)}" if bits is not None else "int8"
-        qtype = str(qtype).lower()
+        qtype = _calibration_qtype(a)
         ft = self._float_type(x)
+        passed = self._float_calibration(e, x, y, qtype, ft, dq)
+        if passed:
+            return passed
+        signed, bits, qmin, qmax = _integer_range(qtype)
+        s, zp = _calibration_grid(a, qtype, signed, qmin, qmax)
+        axis = self._calibration_axis(x, a, len(s))
+        kind = f"{qtype} {'per-channel' if axis is not None else 'per-tensor'}"
+        if not off:
+            self._remark_pass_through(a)
+        if dq is not None:
+            return kind + self._rescale(e, x, y, s, _dequantize_scale(dq), zp, qmin, qmax, axis, ft, off)
+        return kind + self._fake_quant(e, x, y, s, zp, qmin, qmax, (signed, bits), axis, ft)
+
+    @staticmethod
+    def _float_calibration(e: _Emitter, x: str, y: str, qtype: str, ft: type, dq) -> str | None:
+        """The lowering of a float ``qtype`` (float32: Identity; float16: Cast there and back), or None for
+        integer qtypes."""
         if qtype in ("float32", "float16") and dq is not None:
             raise _Failure(f"dequantize_scale with qtype {qtype}: no known semantics")
         if qtype == "float32":
@@ -55,49 +68,21 @@ class QuantLowerings:
             h = e.op("Cast", [x], to=TensorProto.FLOAT16)
             e.op("Cast", [h], out=y, to=helper.np_dtype_to_tensor_dtype(np.dtype(ft)))
             return "float16 -> Cast to float16 and back"
-        m = re.fullmatch(r"(u?)int(\d+)", qtype)
-        if not m or not 2 <= int(m[2]) <= 32:
-            raise _Failure(f"qtype {qtype!r} has no documented fake-quant semantics")
-        signed, bits = not m[1], int(m[2])
-        qmin, qmax = (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1) if signed else (0, 2 ** bits - 1)
-        zps = _ints(a.get("zero_point"))
-        scales = _floats(a.get("scales"))
-        if not scales:
-            thresholds = _floats(a.get("thresholds"))
-            if not thresholds:
-                raise _Failure("neither scales nor thresholds")
-            if not signed or any(zps):
-                raise _Failure("no scales and asymmetric quantization: the scale is not derivable from thresholds")
-            scales = [t / qmax for t in thresholds]
-        s = np.asarray(scales, dtype=np.float64).astype(np.float32)
-        if not np.all(np.isfinite(s)) or np.any(s <= 0):
-            raise _Failure(f"non-positive or non-finite scale ({float(s.min())})")
-        c = len(s)
-        if not zps:
-            zps = [0]
-        if len(zps) not in (1, c):
-            raise _Failure(f"{len(zps)} zero points for {c} scales")
-        zp = np.broadcast_to(np.asarray(zps, dtype=np.int64), (c,)).copy()
-        if np.any(zp < qmin) or np.any(zp > qmax):
-            raise _Failure(f"zero point outside [{qmin}, {qmax}] of {qtype}")
-        axis = int(a.get("axis", 1)) if c > 1 else None
-        if axis is not None:
-            xs = self.shapes.shape(x)
-            if xs is not None:
-                if not -len(xs) <= axis < len(xs):
-                    raise _Failure(f"axis {axis} out of range for rank {len(xs)}")
-                d = xs[axis]
-                if d is not None and d != c:
-                    raise _Failure(f"{c} scales but dim {axis} of {x!r} is {d}")
-        kind = f"{qtype} {'per-channel' if axis is not None else 'per-tensor'}"
-        if not off:
-            self._remark_pass_through(a)
-        if dq is not None:
-            dqs = float(_floats(dq)[0]) if _floats(dq) else float("nan")
-            if len(_floats(dq)) != 1 or not np.isfinite(dqs) or dqs <= 0:
-                raise _Failure(f"dequantize_scale {dq!r} is not one positive finite float")
-            return kind + self._rescale(e, x, y, s, np.float32(dqs), zp, qmin, qmax, axis, ft, off)
-        return kind + self._fake_quant(e, x, y, s, zp, qmin, qmax, (signed, bits), axis, ft)
+        return None
+
+    def _calibration_axis(self, x: str, a: dict, c: int) -> int | None:
+        """The channel axis of ``c`` scales on input ``x`` (None for one scale), checked against its shape."""
+        if c <= 1:
+            return None
+        axis = int(a.get("axis", 1))
+        xs = self.shapes.shape(x)
+        if xs is not None:
+            if not -len(xs) <= axis < len(xs):
+                raise _Failure(f"axis {axis} out of range for rank {len(xs)}")
+            d = xs[axis]
+            if d is not None and d != c:
+                raise _Failure(f"{c} scales but dim {axis} of {x!r} is {d}")
+        return axis
 
     def _remark_pass_through(self, a: dict) -> None:
         """Note the nodes that Horizon's runtime would not fake-quantize although the lowering does.
@@ -264,3 +249,55 @@ class QuantLowerings:
         e.op("Mul", [t, s_b], out=y)
         return f"{'per-axis' if per_axis else 'per-tensor'} -> Cast/Sub/Mul formula"
 
+
+def _calibration_qtype(a: dict) -> str:
+    """An HzCalibration's ``qtype``, lower case; from the legacy ``bits`` when absent (default int8)."""
+    qtype = a.get("qtype")
+    if qtype is None:
+        bits = a.get("bits")
+        qtype = f"int{int(bits)}" if bits is not None else "int8"
+    return str(qtype).lower()
+
+
+def _integer_range(qtype: str) -> tuple[bool, int, int, int]:
+    """(signed, bits, qmin, qmax) of an integer qtype such as ``int8`` or ``uint16`` (2 to 32 bits)."""
+    m = re.fullmatch(r"(u?)int(\d+)", qtype)
+    if not m or not 2 <= int(m[2]) <= 32:
+        raise _Failure(f"qtype {qtype!r} has no documented fake-quant semantics")
+    signed, bits = not m[1], int(m[2])
+    qmin, qmax = (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1) if signed else (0, 2 ** bits - 1)
+    return signed, bits, qmin, qmax
+
+
+def _calibration_grid(a: dict, qtype: str, signed: bool, qmin: int, qmax: int) -> tuple[np.ndarray, np.ndarray]:
+    """(scales as float32, zero points as int64, one per scale) of an HzCalibration; scales from ``thresholds /
+    qmax`` when only thresholds are given (symmetric signed quantization only)."""
+    zps = _ints(a.get("zero_point"))
+    scales = _floats(a.get("scales"))
+    if not scales:
+        thresholds = _floats(a.get("thresholds"))
+        if not thresholds:
+            raise _Failure("neither scales nor thresholds")
+        if not signed or any(zps):
+            raise _Failure("no scales and asymmetric quantization: the scale is not derivable from thresholds")
+        scales = [t / qmax for t in thresholds]
+    s = np.asarray(scales, dtype=np.float64).astype(np.float32)
+    if not np.all(np.isfinite(s)) or np.any(s <= 0):
+        raise _Failure(f"non-positive or non-finite scale ({float(s.min())})")
+    c = len(s)
+    if not zps:
+        zps = [0]
+    if len(zps) not in (1, c):
+        raise _Failure(f"{len(zps)} zero points for {c} scales")
+    zp = np.broadcast_to(np.asarray(zps, dtype=np.int64), (c,)).copy()
+    if np.any(zp < qmin) or np.any(zp > qmax):
+        raise _Failure(f"zero point outside [{qmin}, {qmax}] of {qtype}")
+    return s, zp
+
+
+def _dequantize_scale(dq) -> np.float32:
+    """The ``dequantize_scale`` attribute as one positive finite float32."""
+    dqs = float(_floats(dq)[0]) if _floats(dq) else float("nan")
+    if len(_floats(dq)) != 1 or not np.isfinite(dqs) or dqs <= 0:
+        raise _Failure(f"dequantize_scale {dq!r} is not one positive finite float")
+    return np.float32(dqs)

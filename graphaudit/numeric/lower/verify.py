@@ -123,7 +123,7 @@ def verify_lowered(lowered: onnx.ModelProto, original: onnx.ModelProto, name: st
         onnxruntime refuses the model (its first line names the node and the reason), fails to run it, or the
         outputs disagree with Horizon's runtime (the output, its cosine and the bound).
     """
-    from ..backends import horizon_unavailable, make_session
+    from ..backends import HORIZON_RUNTIME, horizon_unavailable, make_session
 
     try:
         feeds = probe_feeds(lowered)
@@ -142,13 +142,13 @@ def verify_lowered(lowered: onnx.ModelProto, original: onnx.ModelProto, name: st
     report: dict = {"onnxruntime": "loads and runs", "outputs": len(out_names)}
     why = horizon_unavailable()
     if why is not None:
-        report["horizon"] = "not compared: Horizon's runtime is not importable here"
+        report[HORIZON_RUNTIME] = "not compared: Horizon's runtime is not importable here"
         return report
     try:
-        hz = make_session(original.SerializeToString(), "horizon")
+        hz = make_session(original.SerializeToString(), HORIZON_RUNTIME)
         ref = hz.run(out_names, feeds)
     except Exception as e:  # noqa: BLE001
-        report["horizon"] = f"not compared: Horizon's runtime cannot run the original ({_first(e)})"
+        report[HORIZON_RUNTIME] = f"not compared: Horizon's runtime cannot run the original ({_first(e)})"
         return report
     cosines = {}
     for n, a, b in zip(out_names, got, ref):
@@ -161,5 +161,5 @@ def verify_lowered(lowered: onnx.ModelProto, original: onnx.ModelProto, name: st
             raise LoweringError(f"{name}: the lowered model disagrees with Horizon's runtime at output {n!r}: cosine "
                                 f"{c:.6f} < {AGREEMENT_COSINE} and max |difference| {diff:.3g} > {tol:.3g} (shapes "
                                 f"{list(np.shape(a))} / {list(np.shape(b))})")
-    report["horizon"] = cosines
+    report[HORIZON_RUNTIME] = cosines
     return report
