@@ -237,7 +237,13 @@ class AuditReport:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "AuditReport":
-        """Rebuild a report from :meth:`to_dict` output; ValueError on another schema major version."""
+        """Rebuild a report from :meth:`to_dict` output (one object of ``report.json``; a ``report.json`` of several
+        pipelines is a list of them: call this on each). ValueError on a list, a non-object or another schema major
+        version."""
+        if isinstance(d, list):
+            raise ValueError(f"a list of {len(d)} reports (report.json of several pipelines): read each item")
+        if not isinstance(d, dict):
+            raise ValueError(f"a report is a JSON object, not {type(d).__name__}")
         if str(d.get("schema_version", "")).split(".")[0] != SCHEMA_VERSION.split(".")[0]:
             raise ValueError(f"unsupported report schema {d.get('schema_version')!r}")
         num, tc, run = d.get("numeric"), d.get("toolchain"), d.get("run")

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..findings import Finding
 from ..errors import DataError
-from ..data.arrays import npy_header
+from ..data.arrays import npy_header, npy_ref
 from ..data.hbcal import RAW_PIXEL_SUFFIXES
 from ..data.source import IMAGE_EXTS, NPY_EXTS, RAW_EXTS, open_data
 from ..data.spec import InputSpec, natural_key
@@ -334,18 +334,14 @@ def _value_layout(p: Path, dtype: str | None, shape: tuple | None) -> tuple[int,
     real-number array, truncated, an image...)."""
     try:
         size = p.stat().st_size
-        if p.suffix.lower() == ".npy":
-            with open(p, "rb") as fh:
-                version = np.lib.format.read_magic(fh)
-                reader = np.lib.format.read_array_header_1_0 if version == (1, 0) else \
-                    np.lib.format.read_array_header_2_0
-                hshape, _fortran, dt = reader(fh, max_header_size=10000)
-                offset = fh.tell()
+        if p.suffix.lower() == ".npy":  # numpy's own header reader, with the size checked (data.arrays)
+            ref = npy_ref(p)
+            offset, dt, hshape = ref.offset, ref.dtype, ref.shape
         elif p.suffix.lower() in NPY_EXTS or p.suffix.lower() in IMAGE_EXTS or dtype is None or not shape:
             return None
         else:
             offset, dt, hshape = 0, np.dtype(dtype), shape
-    except (OSError, ValueError, SyntaxError, TypeError):
+    except (OSError, ValueError, SyntaxError, TypeError, DataError):
         return None
     n = math.prod(hshape)
     if dt.hasobject or dt.kind not in "fiu" or n == 0 or size != offset + n * dt.itemsize:

@@ -74,7 +74,7 @@ def check_hzpreprocess(ctx: AuditContext) -> Iterator[Finding]:
 
 def hzcalibration_nodes(stage: StageGraph, view: StageView | None = None):
     """Decoded HzCalibration nodes of a stage (list of :class:`CalibrationInfo`)."""
-    view = view or StageView.build(stage)
+    view = view or StageView.of(stage)
     return [decode_hzcalibration(stage, n, view.is_param_root(n.inputs[0]))
             for n in stage.nodes.values() if n.op_type == "HzCalibration" and n.inputs and n.inputs[0]]
 
@@ -101,7 +101,7 @@ def check_hzcalibration_census(ctx: AuditContext) -> Iterator[Finding]:
 def check_calibration_skipped(ctx: AuditContext) -> Iterator[Finding]:
     """Rule S104 (graphaudit/rules/structure.yaml): yields its findings over ``ctx``."""
     for st in ctx.stages:
-        view = StageView.build(st)
+        view = StageView.of(st)
         act = [c for c in hzcalibration_nodes(st, view) if not c.is_weight and c.enabled and c.thresholds]
         # thresholds on graph inputs are fixed by the input type (Horizon logs 127 for *_128 image inputs)
         measured = [c for c in act if trace_back(st, c.tensor) not in st.inputs]
@@ -120,7 +120,7 @@ def qdq_nodes(stage: StageGraph, view: StageView | None = None) -> list[dict]:
     Per-channel means the scale input has more than one element (ONNX QuantizeLinear-13 spec:
     1-D scale with ``axis``).
     """
-    view = view or StageView.build(stage)
+    view = view or StageView.of(stage)
     out = []
     for n in stage.nodes.values():
         if n.op_type not in ("QuantizeLinear", "DequantizeLinear") or not n.inputs or not n.inputs[0]:
@@ -204,7 +204,7 @@ def check_unfused_batchnorm(ctx: AuditContext) -> Iterator[Finding]:
     for i, st in enumerate(ctx.stages):
         if st.role != "optimized":
             continue
-        view = StageView.build(st)
+        view = StageView.of(st)
         left = []
         for n in st.nodes.values():
             if n.op_type != "BatchNormalization" or not n.inputs or not n.inputs[0]:
@@ -251,7 +251,7 @@ def check_unaligned(ctx: AuditContext) -> Iterator[Finding]:
 def check_float_ops_left(ctx: AuditContext) -> Iterator[Finding]:
     """Rule S111 (graphaudit/rules/structure.yaml): yields its findings over ``ctx``."""
     for st in ctx.stages:
-        view = StageView.build(st)
+        view = StageView.of(st)
         quantize_nodes = [n for n in view.wrappers if view.wrappers[n] == "quantize"]
         if not quantize_nodes:
             continue

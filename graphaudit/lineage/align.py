@@ -313,7 +313,7 @@ def align(a: StageGraph, b: StageGraph, check_related: bool = True) -> Alignment
         Fewer than 5% of the compute nodes (and none beyond the graph inputs/outputs) could
         be matched one to one: the two files are not stages of one pipeline.
     """
-    va, vb = StageView.build(a), StageView.build(b)
+    va, vb = StageView.of(a), StageView.of(b)
     m = match_stages(va, vb)
     if check_related:
         smaller = min(_core_count(va), _core_count(vb))

@@ -47,6 +47,16 @@ class StageView:
     _core: list[NodeInfo] | None = field(default=None, repr=False)
 
     @classmethod
+    def of(cls, stage: StageGraph) -> "StageView":
+        """The view of ``stage``, built once and kept on the stage (stages are not changed after loading): the
+        alignments of both neighbouring transitions and the structure checks share it."""
+        view = stage.__dict__.get("_stage_view")
+        if view is None:
+            view = cls.build(stage)
+            stage.__dict__["_stage_view"] = view
+        return view
+
+    @classmethod
     def build(cls, stage: StageGraph) -> "StageView":
         """Compute the view in one pass over the nodes in file order (topological in valid ONNX)."""
         v = cls(stage)
