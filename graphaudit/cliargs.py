@@ -20,6 +20,17 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog.split()[0]} --help)\n")
 
 
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1 (a count of samples)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value}: need at least one sample")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argparse parser of the ``graphaudit`` command."""
     p = _Parser(prog="graphaudit", description="Explain accuracy loss across the stage models of a PTQ toolchain "
@@ -79,7 +90,7 @@ def _add_check_inputs(sub) -> None:
     ci.add_argument("--source", help="the pre-toolchain float model, added as stage 0")
     ci.add_argument("--raw-dtype", help="dtype of raw .bin/.rgb files")
     ci.add_argument("--raw-shape", help="shape of raw files, e.g. 1x3x224x224")
-    ci.add_argument("--max-samples", type=int, metavar="N", help="use only the first N samples")
+    ci.add_argument("--max-samples", type=positive_int, metavar="N", help="use only the first N samples")
     ci.add_argument("--json", metavar="FILE", help="write the findings and statistics as JSON")
     ci.add_argument("--fail-on", choices=[*SEVERITIES, "never"], default="error")
     _config_arg(ci)
@@ -141,7 +152,7 @@ def _numeric_args(p: argparse.ArgumentParser, required: bool) -> None:
                                                   ".bin files (with --raw-dtype/--raw-shape) or images")
     g.add_argument("--random", metavar="N", type=int, help="N random samples (seeded) instead of data")
     p.add_argument("--seed", type=int, default=0, help="seed for --random (default 0)")
-    p.add_argument("--max-samples", type=int, metavar="N", help="use only the first N samples of --data")
+    p.add_argument("--max-samples", type=positive_int, metavar="N", help="use only the first N samples of --data")
     p.add_argument("--raw-dtype", help="dtype of raw .bin/.rgb files, e.g. uint8 or float32")
     p.add_argument("--raw-shape", help="shape of raw files, e.g. 1x3x224x224")
     p.add_argument("--threshold", type=float, default=DEFAULT_COSINE_THRESHOLD,

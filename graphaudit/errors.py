@@ -57,7 +57,8 @@ class LoweringError(GraphAuditError):
 
 
 class StageRunError(GraphAuditError):
-    """A stage the numeric comparison cannot run: lowering its custom ops failed, or the runtime refuses the model.
+    """A stage the numeric comparison cannot run: lowering its custom ops failed, the runtime refuses the model, or
+    it fails on the data.
 
     ``path`` is the stage file; the message names it and the runtime's (or the lowering's) reason, which for a
     refused node names the node. The comparison reports it as a finding (N403) and goes on with the stages before it.

@@ -1,14 +1,39 @@
-"""Writing graphaudit's outputs safely: never over or inside the user's inputs, never half-written."""
+"""Files, safely: outputs never over or inside the user's inputs and never half-written; inputs only from
+regular files (a FIFO would block a read, a device never end)."""
 
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from pathlib import Path
 
 from .errors import GraphAuditError
 
-__all__ = ["atomic_write", "write_atomic", "check_output_path", "check_output_dir", "check_not_input", "resolve_path", "make_dir"]
+__all__ = ["require_regular_file", "atomic_write", "write_atomic", "check_output_path", "check_output_dir", "check_not_input", "resolve_path", "make_dir"]
+
+
+def require_regular_file(path: str | os.PathLike, what: str, error: type[Exception] = GraphAuditError) -> Path:
+    """``path`` when it is a regular file (or a symlink to one), before anything opens it.
+
+    Raises
+    ------
+    GraphAuditError (or ``error``)
+        Missing (``"no such file"``), a directory, or not a regular file (FIFO, socket, device), naming ``path`` and
+        ``what`` was expected there.
+    """
+    p = Path(path)
+    try:
+        mode = p.stat().st_mode
+    except FileNotFoundError:
+        raise error(f"{p}: no such file") from None
+    except (OSError, ValueError) as e:
+        raise error(f"{p}: cannot read ({getattr(e, 'strerror', None) or e})") from None
+    if stat.S_ISDIR(mode):
+        raise error(f"{p}: is a directory, expected {what}")
+    if not stat.S_ISREG(mode):
+        raise error(f"{p}: not a regular file (a FIFO, socket or device), expected {what}")
+    return p
 
 
 def atomic_write(path: Path, data: bytes | str) -> None:

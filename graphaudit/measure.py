@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 import os
 from collections import Counter
 from dataclasses import dataclass, field
@@ -68,7 +69,17 @@ class NumericOptions:
     runtime: str = "auto"
 
     def problem(self) -> tuple[str, object, str] | None:
-        """The first out-of-range field as ``(field name, value, reason)``, or None when all are valid."""
+        """The first field of a wrong type or out of range as ``(field name, value, reason)``, or None when all
+        are valid."""
+        for name, kind, what in (("threshold", numbers.Real, "a number"), ("seed", numbers.Integral, "an integer"),
+                                 ("random", (numbers.Integral, type(None)), "an integer or None"),
+                                 ("max_samples", (numbers.Integral, type(None)), "an integer or None"),
+                                 ("isolated", bool, "True or False")):
+            value = getattr(self, name)
+            if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+                return name, repr(value), f"must be {what}"
+        if self.runtime not in ("auto", "onnxruntime", "horizon"):
+            return "runtime", repr(self.runtime), "must be 'auto', 'onnxruntime' or 'horizon'"
         if not (-1.0 < self.threshold <= 1.0):  # also rejects NaN
             return "threshold", self.threshold, "a cosine similarity threshold must be in (-1, 1]"
         if self.random is not None and not 1 <= self.random <= MAX_RANDOM_SAMPLES:

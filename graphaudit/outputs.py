@@ -103,7 +103,8 @@ def write_reports(audits, out: str | os.PathLike = DEFAULT_OUT, *, plan: ReportP
     Raises
     ------
     GraphAuditError
-        A path that is an input or cannot be written.
+        A path that is one of the audits' inputs (:meth:`Audit.user_files`) or lies inside an input directory, or
+        cannot be written; checked before anything is written.
 
     Examples
     --------
@@ -118,7 +119,11 @@ def write_reports(audits, out: str | os.PathLike = DEFAULT_OUT, *, plan: ReportP
     from .render.model_explorer import write_model_explorer
 
     audits = audits if isinstance(audits, list) else [audits]
-    plan = plan or plan_reports(out)
+    if plan is None:
+        protect = [p for au in audits for p in au.user_files()]
+        plan = plan_reports(out, protect=protect)
+        if json is not None:
+            check_output_path(json, protect)
     reports = [au.report for au in audits]
     written: list[tuple[str, Path]] = []
     for what, path in (("JSON report", Path(json) if json is not None else None), ("JSON report", plan.json)):

@@ -14,6 +14,7 @@ from pathlib import Path
 from ._version import __version__
 from .checks import AuditContext, run_checks
 from .checks.structure import custom_ops
+from .config.refs import config_inputs
 from .classify import Change, Coverage, classify, coverage
 from .errors import DataError, GraphAuditError, StagesUnrelatedError
 from .findings import Finding
@@ -56,6 +57,8 @@ class Audit:
         Numeric comparison per compared transition (empty without data or random samples).
     inputs : InputData, optional
         Statistics of the user's data (with ``data``).
+    given : list of Path
+        The stage paths and source model as given to :func:`audit` (directories stay directories).
     """
 
     stages: list[StageGraph]
@@ -66,6 +69,17 @@ class Audit:
     config: object | None = None
     numeric: list[TransitionNumeric] = field(default_factory=list)
     inputs: InputData | None = None
+    given: list[Path] = field(default_factory=list)
+
+    def user_files(self) -> list[Path]:
+        """Every file and directory the user gave this audit (stage files and their directories, config and the
+        paths it names, data, log): what report files must never overwrite or land in."""
+        run = self.report.run
+        extra = [run.config, run.data, run.log] if run is not None else []
+        files = user_inputs(self.given + [Path(s.path) for s in self.stages if s.path], *extra)
+        if self.config is not None:
+            files += config_inputs(self.config)
+        return files
 
     def diff_source(self) -> DiffSource:
         """What the diff graphs of this audit draw: stages, alignments, changes, the report's numeric section and
@@ -156,15 +170,33 @@ def _as_config(config):
     return load_config_or_log(config)
 
 
-def audit(paths: list, *, source: str | os.PathLike | None = None, title: str = "", config=None,
+def _as_paths(paths) -> list:
+    """``paths`` as a list: one path-like alone is a list of one; a list holds path-likes or StageGraphs, not both.
+
+    Raises
+    ------
+    GraphAuditError
+        Anything else (a mixed list, numbers, None).
+    """
+    if isinstance(paths, (str, os.PathLike)):
+        return [paths]
+    if not isinstance(paths, (list, tuple)) or not paths:
+        raise GraphAuditError(f"paths: expected a stage directory, stage files or loaded stages, got {paths!r:.80}")
+    if not (all(isinstance(p, StageGraph) for p in paths) or all(isinstance(p, (str, os.PathLike)) for p in paths)):
+        kinds = sorted({type(p).__name__ for p in paths})
+        raise GraphAuditError(f"paths: give either paths or loaded StageGraphs, not a mix of {', '.join(kinds)}")
+    return list(paths)
+
+
+def audit(paths, *, source: str | os.PathLike | None = None, title: str = "", config=None,
           data: str | os.PathLike | None = None, log: str | os.PathLike | None = None, find_log: bool = False,
           numeric: NumericOptions | None = None) -> Audit:
     """Run the main job (``graphaudit explain``) on one pipeline.
 
     Parameters
     ----------
-    paths : list of path-like, or list of StageGraph
-        A stage directory or stage files in pipeline order, or stages already loaded (:func:`load_pipeline`).
+    paths : path-like, list of path-like, or list of StageGraph
+        A stage directory, stage files in pipeline order, or stages already loaded (:func:`load_pipeline`).
     source : path-like, optional
         The user's pre-toolchain float model (stage 0).
     title : str
@@ -197,10 +229,14 @@ def audit(paths: list, *, source: str | os.PathLike | None = None, title: str = 
     >>> au.report.transitions[0].counts["fused"] > 0
     True
     """
-    loaded = bool(paths) and all(isinstance(p, StageGraph) for p in paths)
+    paths = _as_paths(paths)
+    loaded = bool(paths) and isinstance(paths[0], StageGraph)
     stages = list(paths) if loaded else load_pipeline(paths, source)
     cfg = _as_config(config)
-    opts = numeric or NumericOptions()
+    opts = numeric if numeric is not None else NumericOptions()
+    if not isinstance(opts, NumericOptions):
+        raise GraphAuditError(f"numeric: expected NumericOptions, got {type(opts).__name__}")
+    opts.validate()
     lineage, changes, covs = _structure(stages)
     tlog, log_path = _read_log([] if loaded else list(paths), stages, log, find_log)
     idx = data_stage_of(stages)
@@ -223,7 +259,8 @@ def audit(paths: list, *, source: str | os.PathLike | None = None, title: str = 
                                 run.runtime if run else "onnxruntime", cfg)
     report = _assemble(stages, changes, covs, findings, title, run, tlog)
     report.run = _run_info(stages, cfg, data, opts, log_path if tlog is not None else None, run, skipped)
-    return Audit(stages, lineage, changes, covs, report, cfg, run.results if run else [], inputs)
+    given = [] if loaded else [Path(p) for p in paths] + ([Path(source)] if source else [])
+    return Audit(stages, lineage, changes, covs, report, cfg, run.results if run else [], inputs, given)
 
 
 def _skipped(error: DataError | None, findings: list[Finding], data) -> str | None:

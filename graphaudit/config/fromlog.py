@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 from ..errors import ConfigError, GraphAuditError
+from ..fileio import require_regular_file
 from .parse import MAX_CONFIG_BYTES, ConversionConfig, load_config, parse_config_text
 
 __all__ = ["load_logged_config", "load_config_or_log"]
@@ -31,6 +32,7 @@ def load_logged_config(path: str | os.PathLike, toolchain: str | None = None) ->
     """
     from ..toolchains.hblog import parse_log
 
+    require_regular_file(path, "a toolchain log", ConfigError)
     if _echo_bytes(Path(path)) > MAX_CONFIG_BYTES:
         raise ConfigError(f"{path}: the log's config echo is larger than {MAX_CONFIG_BYTES >> 10} kB; "
                           "not a conversion config")

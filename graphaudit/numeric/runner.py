@@ -78,7 +78,10 @@ class StageRunner:
         Raises
         ------
         GraphAuditError
-            onnxruntime rejects the inputs (shape, dtype).
+            No data for one of the stage's inputs.
+        StageRunError
+            The runtime fails on the data (shapes, dtypes, a kernel error): the comparison reports the stage as not
+            run (N403) and goes on with the stages before it.
         """
         try:
             values = self.session.run(None, {k: feeds[k] for k in self.input_names})
@@ -86,7 +89,8 @@ class StageRunner:
             raise GraphAuditError(f"{self.stage.path}: no data for input {e.args[0]!r}") from e
         except Exception as e:  # noqa: BLE001
             who = "Horizon's runtime" if self.runtime == HORIZON_RUNTIME else "onnxruntime"
-            raise GraphAuditError(f"{self.stage.path}: {who} failed on the data ({_first_line(e)})") from e
+            raise StageRunError(f"{self.stage.path}: {who} failed on the data ({_first_line(e)})",
+                                str(self.stage.path)) from e
         return dict(zip(self.output_names, values))
 
 

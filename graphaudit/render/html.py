@@ -182,7 +182,7 @@ def html_from_json(source: str | os.PathLike | dict | list, out: str | os.PathLi
     panels : list of list of GraphPanel, optional
         Per report, diff graphs drawn earlier (:func:`diff_graph_panels`).
     protect : list of Path, optional
-        Paths never to overwrite.
+        Paths never to overwrite (the JSON ``source`` is always one).
 
     Returns
     -------
@@ -200,11 +200,14 @@ def html_from_json(source: str | os.PathLike | dict | list, out: str | os.PathLi
     >>> html_from_json("graphaudit_report/report.json", "page.html")  # doctest: +SKIP
     PosixPath('page.html')
     """
-    data = source if isinstance(source, (dict, list)) else _read_json(Path(source))
+    given = not isinstance(source, (dict, list))
+    protect = list(protect or []) + ([Path(source)] if given else [])
+    check_output_path(out, protect)
+    data = _read_json(Path(source)) if given else source
     items = data if isinstance(data, list) else [data]
     try:
         reports = [AuditReport.from_dict(d) for d in items]
-    except (KeyError, TypeError, ValueError) as e:
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:
         where = source if not isinstance(source, (dict, list)) else "the report"
         raise GraphAuditError(f"{where}: not a graphaudit JSON report ({type(e).__name__}: {e})") from e
     return write_html(reports, out, panels, protect)
@@ -212,6 +215,8 @@ def html_from_json(source: str | os.PathLike | dict | list, out: str | os.PathLi
 
 def _read_json(path: Path) -> Any:
     try:
+        if not path.is_file():
+            raise GraphAuditError(f"{path}: not a regular file" if path.exists() else f"{path}: no such file")
         return json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError as e:
         raise GraphAuditError(f"{path}: no such file") from e
@@ -219,3 +224,5 @@ def _read_json(path: Path) -> Any:
         raise GraphAuditError(f"{path}: cannot read ({e})") from e
     except json.JSONDecodeError as e:
         raise GraphAuditError(f"{path}: not JSON ({e.msg}, line {e.lineno})") from e
+    except (ValueError, RecursionError) as e:  # numbers too long to convert, nesting too deep
+        raise GraphAuditError(f"{path}: not a JSON report graphaudit can read ({type(e).__name__}: {e})") from e

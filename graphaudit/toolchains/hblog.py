@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import GraphAuditError
+from ..fileio import require_regular_file
 from .hbtable import NodeRow, OutputRow, TableReader, cell_float, column_titles, is_rule, is_table_header
 
 __all__ = ["NodeRow", "OutputRow", "ToolchainLog", "ToolchainFiles", "parse_log", "parse_quant_info",
@@ -72,6 +73,7 @@ class ToolchainLog:
 
 
 def _open_text(path: Path):
+    require_regular_file(path, "a toolchain log or quant_info file")
     try:
         fh = open(path, "rb")
     except FileNotFoundError as e:
