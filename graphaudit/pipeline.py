@@ -29,6 +29,7 @@ from .stage import StageGraph
 from .toolchain_log import load_toolchain_file, pick_toolchain_file, toolchain_section
 from .toolchains import discover_stages
 from .toolchains.hblog import ToolchainLog
+from .verdict import build_verdict
 
 __all__ = ["Audit", "audit", "load_pipeline", "NumericOptions", "contract_errors", "user_inputs",
            "MIN_RELATED_COVERAGE"]
@@ -259,6 +260,7 @@ def audit(paths, *, source: str | os.PathLike | None = None, title: str = "", co
                                 run.runtime if run else "onnxruntime", cfg)
     report = _assemble(stages, changes, covs, findings, title, run, tlog)
     report.run = _run_info(stages, cfg, data, opts, log_path if tlog is not None else None, run, skipped)
+    report.verdict = build_verdict(report)
     given = [] if loaded else [Path(p) for p in paths] + ([Path(source)] if source else [])
     return Audit(stages, lineage, changes, covs, report, cfg, run.results if run else [], inputs, given)
 

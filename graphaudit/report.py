@@ -18,11 +18,11 @@ from .stage import StageGraph
 from .toolchains.section import ToolchainSection
 from .toolchains.ops import HORIZON_DOMAIN
 
-__all__ = ["SCHEMA_VERSION", "AuditReport", "StageSummary", "Transition", "ChangeRecord", "RunInfo",
+__all__ = ["SCHEMA_VERSION", "VERDICT_CAUSES", "VerdictLine", "AuditReport", "StageSummary", "Transition", "ChangeRecord", "RunInfo",
            "summarize_stage", "make_transition"]
 
 #: Version of the JSON layout written by :meth:`AuditReport.to_dict` (documented in README.md).
-SCHEMA_VERSION = "1.5"
+SCHEMA_VERSION = "1.6"
 
 
 @dataclass
@@ -192,6 +192,63 @@ def make_transition(a: StageGraph, b: StageGraph, changes: list[Change], cov: Co
         changes=[ChangeRecord.of(c, a, b) for c in sorted(changes, key=lambda c: order[c.kind])])
 
 
+#: Causes a verdict line names, in the order of their weight when two lines measure the same impact.
+VERDICT_CAUSES = ("harness", "config", "rewrite", "toolchain", "quantization", "equal", "not-seen")
+
+
+@dataclass
+class VerdictLine:
+    """One sentence of the report's verdict: what a transition (or the user's data) does to the numbers, the
+    evidence, and the one thing to do (the report's ``verdict`` list, schema 1.6; most important first).
+
+    Attributes
+    ----------
+    cause : str
+        One of :data:`VERDICT_CAUSES`: ``harness`` (the data break a stage's input contract), ``config`` (the
+        conversion config is wrong), ``rewrite`` (a float rewrite changes the numbers), ``toolchain`` (another
+        toolchain fault, such as skipped calibration), ``quantization`` (loss from quantizing), ``not-seen``
+        (something graphaudit could not measure), ``equal`` (the stages compute the same values).
+    scope : str
+        ``"a -> b"`` for a transition, a stage name, or ``""`` for the whole pipeline.
+    text : str
+        The verdict in plain language.
+    evidence : str
+        The figures behind it.
+    action : str
+        The one thing to do next.
+    stage : str
+        The stage whose nodes ``nodes`` names (``""``: none).
+    nodes : list of str
+        ONNX node names the line is about, most important first (graph links).
+    codes : list of str
+        Finding codes behind the line.
+    sqnr_db : float or None
+        Output SQNR (dB) of what the line measures, where measured: the lower, the more the cause costs (ranks the
+        lines of one cause); ``-inf`` for a contract error whose cost was not measured; None otherwise.
+    """
+
+    cause: str
+    scope: str
+    text: str
+    evidence: str = ""
+    action: str = ""
+    stage: str = ""
+    nodes: list[str] = field(default_factory=list)
+    codes: list[str] = field(default_factory=list)
+    sqnr_db: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"cause", "scope", "text", "evidence", "action", "stage", "nodes", "codes", "sqnr_db"}``."""
+        return {"cause": self.cause, "scope": self.scope, "text": self.text, "evidence": self.evidence,
+                "action": self.action, "stage": self.stage, "nodes": list(self.nodes), "codes": list(self.codes),
+                "sqnr_db": self.sqnr_db}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "VerdictLine":
+        """Inverse of :meth:`to_dict`."""
+        return cls(**d)
+
+
 @dataclass
 class AuditReport:
     """Everything `graphaudit explain` found, as data.
@@ -222,12 +279,14 @@ class AuditReport:
     toolchain: ToolchainSection | None = None
     #: 1.3: what the run was given and how it measured; None when not recorded (a bare audit).
     run: RunInfo | None = None
+    #: 1.6: the verdict, most important line first (:func:`graphaudit.verdict.build_verdict`).
+    verdict: list[VerdictLine] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict: ``{"schema_version", "tool", "title", "stages", "transitions", "findings", "numeric",
-        "toolchain", "run"}`` (README "JSON report")."""
+        """JSON-ready dict: ``{"schema_version", "tool", "title", "verdict", "stages", "transitions", "findings",
+        "numeric", "toolchain", "run"}`` (README "JSON report")."""
         return {"schema_version": SCHEMA_VERSION, "tool": {"name": "graphaudit", "version": self.tool_version},
-                "title": self.title,
+                "title": self.title, "verdict": [v.to_dict() for v in self.verdict],
                 "stages": [vars(s) for s in self.stages],
                 "transitions": [t.to_dict() for t in self.transitions],
                 "findings": [f.to_dict() for f in self.findings],
@@ -253,4 +312,5 @@ class AuditReport:
                    title=d.get("title", ""), tool_version=d.get("tool", {}).get("version", ""),
                    numeric=[TransitionSummary.from_dict(n) for n in num] if num is not None else None,
                    toolchain=ToolchainSection.from_dict(tc) if tc is not None else None,
-                   run=RunInfo.from_dict(run) if run is not None else None)
+                   run=RunInfo.from_dict(run) if run is not None else None,
+                   verdict=[VerdictLine.from_dict(v) for v in d.get("verdict", [])])

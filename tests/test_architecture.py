@@ -25,7 +25,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("config", ("config",)),
     ("numeric", ("numeric",)),
     ("checks", ("checks",)),
-    ("report", ("report",)),
+    ("report", ("report", "verdict")),
     ("render", ("render",)),
     ("pipeline", ("pipeline", "measure", "inputcheck", "toolchain_log", "lint", "outputs", "samples")),
     ("cli", ("cli", "cliargs", "__main__", "")),

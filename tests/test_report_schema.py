@@ -1,5 +1,6 @@
 """The typed report: ``AuditReport.from_dict(r.to_dict()) == r`` on real pipeline reports, and the JSON layout written
-is the one README documents and the one written before the report was typed (tests/data/report_layout_1.5.json)."""
+is the one README documents and, without the fields schema 1.6 added, the one written before the report was typed
+(tests/data/report_layout_1.5.json)."""
 
 from __future__ import annotations
 
@@ -26,8 +27,8 @@ import horizon_check as hc  # noqa: E402
 #: typed: the bundled Horizon sample with its config, --random 2 and a toolchain log, and without any of them.
 GOLDEN = Path(__file__).resolve().parent / "data" / "report_layout_1.5.json"
 
-# Keys in the order README's "JSON report (schema 1.5)" section lists them, written out by hand.
-TOP = ["schema_version", "tool", "title", "stages", "transitions", "findings", "numeric", "toolchain", "run"]
+# Keys in the order README's "JSON report (schema 1.6)" section lists them, written out by hand.
+TOP = ["schema_version", "tool", "title", "verdict", "stages", "transitions", "findings", "numeric", "toolchain", "run"]
 TOOL = ["name", "version"]
 STAGE = ["name", "role", "path", "ir_version", "opsets", "producer", "nodes", "op_histogram", "custom_ops", "inputs",
          "outputs"]
@@ -41,7 +42,8 @@ NUMERIC = ["a", "b", "threshold", "sqnr_threshold", "tensors_compared", "min_cos
            "first_divergence", "outputs", "worst_regions", "regions", "regions_measured", "regions_skipped", "tensors"]
 METRICS = ["cosine", "sqnr_db", "rel_l2", "max_abs", "lsb_max", "lsb_mean", "samples", "elements", "nonfinite",
            "first_sample_cosine"]
-TENSOR = ["a_tensor", "b_tensor", "kind", "order", "change", *METRICS]
+VERDICT = ["cause", "scope", "text", "evidence", "action", "stage", "nodes", "codes", "sqnr_db"]
+TENSOR = ["a_tensor", "b_tensor", "a_node", "b_node", "kind", "order", "change", *METRICS]
 REGION = ["kind", "pattern", "a_nodes", "b_nodes", "outputs", *METRICS]
 RUN = ["config", "config_family", "data", "random", "log", "numeric_skipped", "numeric_not_run", "runtime", "runtimes"]
 TOOLCHAIN = ["source", "tool", "toolchain_version", "horizon_nn_version", "hbdk_version", "config_line", "stage",
@@ -127,8 +129,9 @@ def test_round_trip(horizon_reports):
 
 def test_layout_is_readme_schema(horizon_reports):
     full, bare = (r.to_dict() for r in horizon_reports)
-    assert full["schema_version"] == SCHEMA_VERSION == "1.5"
+    assert full["schema_version"] == SCHEMA_VERSION == "1.6"
     assert list(full) == list(bare) == TOP and list(full["tool"]) == TOOL
+    assert full["verdict"] and bare["verdict"] and all(list(v) == VERDICT for v in full["verdict"] + bare["verdict"])
     st = full["stages"][0]
     assert list(st) == STAGE and list(st["inputs"][0]) == list(st["outputs"][0]) == IO
     for tr in full["transitions"]:
@@ -149,9 +152,22 @@ def test_layout_is_readme_schema(horizon_reports):
     assert bare["numeric"] is None and bare["toolchain"] is None
 
 
+#: Keys added after the untyped writer (schema 1.6): without them the layout is the golden 1.5 one (minor versions only
+#: add fields).
+ADDED_SINCE_1_5 = {"verdict", "a_node", "b_node"}
+
+
+def _without(x, keys: set[str]):
+    if isinstance(x, dict):
+        return {k: _without(v, keys) for k, v in x.items() if k not in keys}
+    if isinstance(x, list):
+        return [_without(v, keys) for v in x]
+    return x
+
+
 def test_layout_is_what_the_untyped_writer_wrote(horizon_reports):
     golden = json.loads(GOLDEN.read_text())
-    full, bare = (_json(r.to_dict()) for r in horizon_reports)
+    full, bare = (_without(_json(r.to_dict()), ADDED_SINCE_1_5) for r in horizon_reports)
     # compared as text: key order matters
     assert json.dumps(layout(full)) == json.dumps(golden["measured_with_config_and_log"])
     assert json.dumps(layout(bare)) == json.dumps(golden["structure_only"])

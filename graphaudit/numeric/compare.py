@@ -57,6 +57,8 @@ class TensorError:
     is_output: bool = False
     top1: list[int] = field(default_factory=lambda: [0, 0])
     codec: "FixedPointCodec | None" = None  # b holds integers of a fixed-point stage: how to read them as reals
+    a_node: str = ""  # the node of a that computes a_tensor ("" for a graph input)
+    b_node: str = ""  # the compute node of b behind b_tensor (past fake quantization; "" for a graph input)
 
 
 @dataclass
@@ -147,9 +149,18 @@ def _pairs(al: Alignment, changes: list[Change]) -> list[TensorError]:
                     change = f"kept {b.nodes[root_prod].op_type} reading " + ", ".join(upstream)
             out.append(TensorError(t, bt, al.tensor_map[bt].kind, order, change,
                                    scale=_quant_scale(b, vb, bt) if codec is None else (codec.scale, codec.axis),
-                                   is_output=a.tensors[t].is_graph_output, codec=codec))
+                                   is_output=a.tensors[t].is_graph_output, codec=codec,
+                                   a_node=_node_name(a, a.tensors[t].producer),
+                                   b_node=_node_name(b, root_prod or prod)))
     out.sort(key=lambda te: te.order)
     return out
+
+
+def _node_name(st: StageGraph, node_id: str | None) -> str:
+    """The ONNX name of a node (what the toolchain's config and log use), its id when it has none."""
+    if not node_id or node_id not in st.nodes:
+        return ""
+    return st.nodes[node_id].name or node_id
 
 
 def _label(names: list[str] | None, k: int) -> str:
@@ -389,6 +400,7 @@ def _first_divergence(res: TransitionNumeric) -> TensorError | None:
 
 def _tensor_summary(te: TensorError) -> TensorSummary:
     return TensorSummary(a_tensor=te.a_tensor, b_tensor=te.b_tensor, kind=te.kind, order=te.order, change=te.change,
+                         a_node=te.a_node, b_node=te.b_node,
                          top1_agreement=[te.top1[0], te.top1[1]] if te.top1[1] else None, **te.stats.to_dict())
 
 

@@ -76,6 +76,9 @@ class TensorSummary(ErrorFigures):
         The change that produced b's tensor (``"kind: pattern"``), ``""`` for a kept node.
     top1_agreement : list of int or None
         ``[agreeing rows, rows]`` of argmax for classifier outputs ``[N, classes]``; None (not written) otherwise.
+    a_node, b_node : str
+        1.6: the ONNX names of the nodes computing the tensors (b's: the compute node behind its fake quantization,
+        the name the toolchain's config and log use); ``""`` for a graph input.
     """
 
     a_tensor: str
@@ -84,11 +87,14 @@ class TensorSummary(ErrorFigures):
     order: int
     change: str = ""
     top1_agreement: list[int] | None = None
+    a_node: str = ""
+    b_node: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        """``{"a_tensor", "b_tensor", "kind", "order", "change", METRICS[, "top1_agreement"]}``."""
-        d = {"a_tensor": self.a_tensor, "b_tensor": self.b_tensor, "kind": self.kind, "order": self.order,
-             "change": self.change, **self.figures_dict()}
+        """``{"a_tensor", "b_tensor", "a_node", "b_node", "kind", "order", "change", METRICS[,
+        "top1_agreement"]}``."""
+        d = {"a_tensor": self.a_tensor, "b_tensor": self.b_tensor, "a_node": self.a_node, "b_node": self.b_node,
+             "kind": self.kind, "order": self.order, "change": self.change, **self.figures_dict()}
         if self.top1_agreement is not None:
             d["top1_agreement"] = self.top1_agreement
         return d

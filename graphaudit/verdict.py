@@ -1,0 +1,316 @@
+"""The verdict: what each transition does to the numbers and what to do, in sentences for a user who knows their model.
+
+Built from the report alone (:class:`graphaudit.report.AuditReport`: findings, numeric summaries, run info), so the
+verdict of a ``report.json`` can be rebuilt without the models. One line per cause, most important first:
+
+1. ``harness`` — the data break a stage's input contract (input findings P201-P209, with their measured cost);
+2. ``config`` — the conversion config is wrong (error findings C3xx, P210);
+3. ``rewrite`` — stages documented as numerically equal (docs/HORIZON.md section 1) are not, on this data;
+4. ``toolchain`` — another toolchain fault found in the structure (error findings such as S104 skipped calibration);
+5. ``quantization`` — what quantizing costs at the outputs, and whether the loss sits in a few named nodes;
+6. ``equal`` — stages that compute the same values on this data: a drop between them comes from the harness;
+7. ``not-seen`` — what graphaudit could not measure (a stage not run, no data, the compiled model and the device).
+
+Within a cause, lines with a lower output SQNR come first.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+from .findings import Finding
+from .numeric.summary import RegionSummary, TensorSummary, TransitionSummary
+from .report import VERDICT_CAUSES, AuditReport, VerdictLine
+from .toolchains.ops import HORIZON_DOMAIN
+
+__all__ = ["build_verdict", "OUTLIER_DB", "EQUAL_OUTPUT_SQNR_DB"]
+
+#: A change whose isolated SQNR lies this many dB below the median of its peers is where the loss concentrates
+#: (6 dB = half the signal-to-noise amplitude ratio).
+OUTLIER_DB = 6.0
+
+#: Outputs at or above this SQNR (dB) count as the same values for transitions not documented as equal: the
+#: threshold ``compare`` uses for documented-equal float stages (:data:`graphaudit.numeric.compare.FLOAT_EQUAL_SQNR_DB`).
+EQUAL_OUTPUT_SQNR_DB = 60.0
+
+#: Input findings that say the harness feeds a stage what its contract does not take.
+HARNESS_CODES = ("P201", "P202", "P203", "P204", "P205", "P206", "P207", "P208", "P209")
+
+_MAX_NAMED = 3
+
+
+def build_verdict(report: AuditReport) -> list[VerdictLine]:
+    """The verdict of a report, most important line first.
+
+    Parameters
+    ----------
+    report : AuditReport
+        Findings, numeric summaries and run info of one pipeline (``report.verdict`` is ignored).
+
+    Returns
+    -------
+    list of VerdictLine
+        Never empty: a report with nothing measured says so (``not-seen``).
+    """
+    random = report.run.random if report.run is not None else None
+    lines = _harness_lines(report.findings) + _config_lines(report.findings)
+    for i, t in enumerate(report.numeric or []):
+        lines.append(_transition_line(i, t, report, random))
+    lines += _toolchain_lines(report.findings, lines)
+    lines += _not_seen_lines(report)
+    rank = {c: i for i, c in enumerate(VERDICT_CAUSES)}
+    return sorted(lines, key=lambda v: (rank[v.cause], _sort_db(v.sqnr_db)))
+
+
+def _sort_db(x: float | None) -> float:
+    return math.inf if x is None or not isinstance(x, (int, float)) or math.isnan(x) else x
+
+
+def _num(x) -> float | None:
+    """A figure of the report as a float (``"inf"``/``"nan"`` strings included), None when absent."""
+    if x is None:
+        return None
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return None
+
+
+def _db(x) -> str:
+    v = _num(x)
+    return "n/a" if v is None else ("inf" if math.isinf(v) else f"{v:.1f}")
+
+
+def _cos(x) -> str:
+    v = _num(x)
+    return "n/a" if v is None else f"{v:.6f}"
+
+
+def _first_sentence(text: str) -> str:
+    head = text.split("; ")[0].split(". ")[0].strip()
+    return head[:-1] if head.endswith(".") else head
+
+
+# --- harness and config -------------------------------------------------------------------------------------------
+
+def _effect(f: Finding) -> tuple[float | None, str]:
+    """(lowest output SQNR, sentence) of the measured cost of an input finding (``evidence["effect"]``)."""
+    eff = f.evidence.get("effect") if isinstance(f.evidence, dict) else None
+    outs = eff.get("outputs") if isinstance(eff, dict) else None
+    if not outs:
+        return None, ""
+    worst = min(outs.items(), key=lambda kv: _sort_db(_num(kv[1].get("sqnr_db"))))
+    db = _num(worst[1].get("sqnr_db"))
+    return db, (f"fed as the stage expects, its output {worst[0]} changes to SQNR {_db(db)} dB "
+                f"(cosine {_cos(worst[1].get('cosine'))}) on {eff.get('samples', '?')} samples")
+
+
+def _harness_lines(findings: list[Finding]) -> list[VerdictLine]:
+    out = []
+    for f in findings:
+        if f.code not in HARNESS_CODES or f.severity == "info":
+            continue
+        db, effect = _effect(f)
+        where = f.location.get("node") or f.location.get("tensor") or ""
+        what = "may not match" if f.severity == "warning" else "break"
+        out.append(VerdictLine(
+            cause="harness", scope=f.stage,
+            text=f"Your data {what} the input contract of the {f.stage} stage: {_first_sentence(f.message)}.",
+            evidence=effect or f.title, action=f.fix, stage=f.stage, nodes=[where] if where else [],
+            codes=[f.code], sqnr_db=db if db is not None else (None if f.severity == "warning" else -math.inf)))
+    return out
+
+
+def _config_lines(findings: list[Finding]) -> list[VerdictLine]:
+    errs = [f for f in findings if f.severity == "error" and (f.code.startswith("C3") or f.code == "P210")]
+    out = []
+    for f in errs[:_MAX_NAMED]:
+        where = f.location.get("node") or f.location.get("tensor") or ""
+        out.append(VerdictLine(cause="config", scope=f.stage, text=f"The conversion config: {_first_sentence(f.message)}.",
+                               evidence=f.title, action=f.fix, stage=f.stage, nodes=[where] if where else [],
+                               codes=[f.code]))
+    if len(errs) > _MAX_NAMED:
+        out[-1].evidence += f" ({len(errs) - _MAX_NAMED} more config errors among the findings)"
+    return out
+
+
+def _toolchain_lines(findings: list[Finding], lines: list[VerdictLine]) -> list[VerdictLine]:
+    covered = {c for v in lines for c in v.codes} | {"N401", "N402", "N403", "P210"}
+    out, seen = [], set()
+    for f in findings:
+        if f.severity != "error" or f.code[0] not in "SN" or f.code in covered or f.code in seen:
+            continue
+        seen.add(f.code)
+        where = f.location.get("node") or ""
+        out.append(VerdictLine(cause="toolchain", scope=f.stage, text=f"{_first_sentence(f.message)}.",
+                               evidence=f.title, action=f.fix, stage=f.stage, nodes=[where] if where else [],
+                               codes=[f.code]))
+    return out
+
+
+# --- transitions ----------------------------------------------------------------------------------------------------
+
+def _outputs(t: TransitionSummary) -> tuple[float | None, float | None, str]:
+    """(lowest output cosine, lowest output SQNR dB, "cosine ..., SQNR ... dB[, top-1 agrees on n/m]")."""
+    cos = [c for c in (_num(o.cosine) for o in t.outputs) if c is not None]
+    dbs = [d for d in (_num(o.sqnr_db) for o in t.outputs) if d is not None]
+    c, d = (min(cos) if cos else None), (min(dbs) if dbs else None)
+    top = [o.top1_agreement for o in t.outputs if o.top1_agreement]
+    text = f"outputs: cosine {_cos(c)}, SQNR {_db(d)} dB"
+    if top:
+        text += f", top-1 agrees on {sum(x[0] for x in top)}/{sum(x[1] for x in top)} samples"
+    return c, d, text
+
+
+def _samples_phrase(t: TransitionSummary, random: int | None) -> str:
+    n = max((o.samples for o in t.outputs), default=0)
+    if random:
+        return f"{n} random samples"
+    return f"your data ({n} samples)" if n else "your data"
+
+
+def _caution(random: int | None) -> str:
+    return ("; random samples show where the numbers part, not how accurate the model is: run your own data"
+            if random else "")
+
+
+def _transition_line(i: int, t: TransitionSummary, report: AuditReport, random: int | None) -> VerdictLine:
+    scope = f"{t.a} -> {t.b}"
+    c, d, figures = _outputs(t)
+    on = _samples_phrase(t, random)
+    documented_equal = t.sqnr_threshold is not None
+    if t.first_divergence is None and (documented_equal or d is None or d >= EQUAL_OUTPUT_SQNR_DB):
+        text = f"{t.a} and {t.b} compute the same values on {on}"
+        action = ""
+        if documented_equal:
+            text += ", so an accuracy drop you measured between them comes from how your evaluation feeds them."
+            action = ("Feed each stage its own input contract: `graphaudit check-inputs STAGES --data DIR` shows what "
+                      "each stage takes (layout, colour order, normalization, the -128 offset of *_128 inputs).")
+        else:
+            text += "."
+        return VerdictLine(cause="equal", scope=scope, text=text, evidence=figures + _caution(random), action=action,
+                           sqnr_db=d)
+    if documented_equal:
+        return _rewrite_line(i, t, scope, figures + _caution(random), d)
+    return _quantization_line(t, report, scope, figures, d, on, random)
+
+
+def _node_of(t: TransitionSummary, ts: TensorSummary) -> str:
+    return ts.b_node or ts.b_tensor
+
+
+def _rewrite_line(i: int, t: TransitionSummary, scope: str, figures: str, d: float | None) -> VerdictLine:
+    fd = t.first_divergence
+    node = _node_of(t, fd) if fd is not None else ""
+    what = fd.change if fd is not None and fd.change else "a node the toolchain kept"
+    text = (f"The toolchain's rewrite of {t.a} into {t.b} changes the numbers: they first part at node {node} "
+            f"({what}: cosine {_cos(fd.cosine)}, SQNR {_db(fd.sqnr_db)} dB)." if fd is not None else
+            f"The toolchain's rewrite of {t.a} into {t.b} changes the numbers.")
+    worst = _worst_changes(t)
+    if worst and worst[0].b_nodes and _num(worst[0].sqnr_db) is not None and _num(worst[0].sqnr_db) < EQUAL_OUTPUT_SQNR_DB:
+        r = worst[0]
+        text += f" Measured alone, the worst change is {r.kind} {r.pattern} at {r.b_nodes[0]} (SQNR {_db(r.sqnr_db)} dB)."
+    action = (f"Look at the rewrite around {node}: `graphaudit render STAGES --pair {i} --focus {node}`; a fusion or "
+              "replacement that changes values is a toolchain fault to report with this stage pair.")
+    nodes = [node] if node else []
+    return VerdictLine(cause="rewrite", scope=scope, text=text, evidence=figures, action=action, stage=t.b,
+                       nodes=nodes, codes=["N401"], sqnr_db=d)
+
+
+def _worst_changes(t: TransitionSummary) -> list[RegionSummary]:
+    """Measured changes (not kept nodes), lowest isolated SQNR first."""
+    regions = [r for r in (t.regions or t.worst_regions) if r.kind != "kept" and _num(r.sqnr_db) is not None]
+    return sorted(regions, key=lambda r: _sort_db(_num(r.sqnr_db)))
+
+
+def _region_name(t: TransitionSummary, r: RegionSummary) -> str:
+    """The compute node a change is about: the node of the reference stage whose output it quantizes (the name
+    the toolchain's ``node_info`` and ``nodes_to_exclude`` take), else its own node in the test stage."""
+    by_a = {ts.a_tensor: ts for ts in t.tensors}
+    for a_t, _b_t in r.outputs:
+        ts = by_a.get(a_t)
+        if ts is not None and ts.a_node:
+            return ts.a_node
+    return r.b_nodes[0] if r.b_nodes else (r.a_nodes[0] if r.a_nodes else "?")
+
+
+def _outliers(t: TransitionSummary) -> tuple[list[tuple[str, RegionSummary]], float | None, int]:
+    """Changes whose isolated SQNR is :data:`OUTLIER_DB` below the median of the changes of the same pattern:
+    ([(node name, region)], that median, peers)."""
+    regions = _worst_changes(t)
+    if len(regions) < 3:
+        return [], None, len(regions)
+    by_pattern: dict[str, list[RegionSummary]] = {}
+    for r in regions:
+        by_pattern.setdefault(f"{r.kind} {r.pattern}", []).append(r)
+    out, medians = [], []
+    for peers in by_pattern.values():
+        if len(peers) < 3:
+            continue
+        med = statistics.median(_sort_db(_num(r.sqnr_db)) for r in peers)
+        medians.append((med, len(peers)))
+        out += [(r, med) for r in peers if _sort_db(_num(r.sqnr_db)) <= med - OUTLIER_DB]
+    out.sort(key=lambda x: _sort_db(_num(x[0].sqnr_db)))
+    med, n = max(medians, key=lambda x: x[1]) if medians else (None, len(regions))
+    return [(_region_name(t, r), r) for r, _m in out[:_MAX_NAMED]], med, n
+
+
+def _is_horizon(report: AuditReport, stage: str) -> bool:
+    return any(s.name == stage and any(op.startswith(f"{HORIZON_DOMAIN}::") for op in s.custom_ops)
+               for s in report.stages)
+
+
+def _quantization_line(t: TransitionSummary, report: AuditReport, scope: str, figures: str, d: float | None,
+                       on: str, random: int | None) -> VerdictLine:
+    named, median, peers = _outliers(t)
+    text = f"Quantizing {t.a} into {t.b} brings the outputs to SQNR {_db(d)} dB on {on}"
+    if named:
+        names = [n for n, _r in named]
+        alone = ", ".join(f"{n} {_db(r.sqnr_db)} dB" for n, r in named)
+        text += (f"; the loss concentrates in {', '.join(names)} (SQNR measured alone: {alone}; median of the "
+                 f"{peers} changes measured: {_db(median)} dB).")
+        if _is_horizon(report, t.b):
+            action = ("Keep them in int16 and re-run hb_mapper: in the config's model_parameters, node_info: \""
+                      + ";".join(f"{n}:int16" for n in names) + "\" (names of the optimized_float model).")
+        else:
+            action = ("Leave them in float and re-quantize: quantize_static(..., nodes_to_exclude=["
+                      + ", ".join(repr(n) for n in names) + "]).")
+    else:
+        worst = _worst_changes(t)
+        text += "; the loss is spread over the model rather than in a few nodes"
+        text += (f" (worst change alone: {_region_name(t, worst[0])} at SQNR {_db(worst[0].sqnr_db)} dB)."
+                 if worst else ".")
+        named = [(_region_name(t, worst[0]), worst[0])] if worst else []
+        action = ("Improve calibration rather than single nodes: more and more representative samples, another "
+                  "calibration_type, or per-channel weights.")
+    return VerdictLine(cause="quantization", scope=scope, text=text, evidence=figures + _caution(random),
+                       action=action, stage=t.a, nodes=[n for n, _r in named], codes=["N402"], sqnr_db=d)
+
+
+# --- what was not measured ----------------------------------------------------------------------------------------
+
+def _not_seen_lines(report: AuditReport) -> list[VerdictLine]:
+    run = report.run
+    out = []
+    if run is not None and run.numeric_skipped:
+        out.append(VerdictLine(cause="not-seen", scope="", text=f"The stages were not compared: {run.numeric_skipped}.",
+                               action="Fix the input findings above, then run again."))
+    elif not report.numeric and not (run is not None and run.numeric_not_run):
+        out.append(VerdictLine(
+            cause="not-seen", scope="", text="No data were run: this report is about structure only.",
+            action="Give --data DIR (samples the first stage takes), or --config with its cal_data_dir, to see where "
+                   "the numbers part."))
+    for reason in (run.numeric_not_run if run is not None else []):
+        stage = reason.split(":")[0].strip()
+        out.append(VerdictLine(
+            cause="not-seen", scope=stage, text=f"graphaudit did not run {reason}.", stage=stage,
+            action=("Install the toolchain's runtime and use --runtime horizon to run the fixed-point stage."
+                    if "fixed" in reason.lower() or "horizon" in reason.lower() else "See finding N403.")))
+    last = report.stages[-1] if report.stages else None
+    if last is not None and _is_horizon(report, last.name):
+        out.append(VerdictLine(
+            cause="not-seen", scope="", text="The compiled model (.bin/.hbm) and the device are not measured here.",
+            action=f"Run the same samples on the board and compare its outputs with the {last.name} stage's "
+                   "(hb_verifier / hb_model_verifier checks onnx against the compiled model)."))
+    return out
