@@ -7,7 +7,8 @@ from typing import Iterator
 
 from ..findings import Finding
 from ..lineage.view import StageView
-from ..toolchains.ops import WEIGHTED_OPS, trace_back
+from ..numeric.lower import LOWERABLE_OPS
+from ..toolchains.ops import HORIZON_DOMAIN, WEIGHTED_OPS, is_fixed_point_op, trace_back
 from ..numeric.kernels import ort_has_kernel
 from ..stage import StageGraph
 from ..toolchains.horizon import decode_hzcalibration, decode_hzpreprocess
@@ -31,21 +32,45 @@ def custom_ops(stage: StageGraph) -> Counter:
 
 
 def check_custom_ops(ctx: AuditContext) -> Iterator[Finding]:
-    """Rule S101 (graphaudit/rules/structure.yaml): yields its findings over ``ctx``."""
-    seen: dict[tuple[str, str], str] = {}
+    """Rule S101 (graphaudit/rules/structure.yaml): one finding for the pipeline, listing each custom op without a
+    stock onnxruntime kernel with its count and the stages that hold it.
+
+    Severity: ``info`` when graphaudit handles every such op itself (Horizon ops with public semantics are lowered
+    to standard ONNX, :data:`graphaudit.numeric.lower.LOWERABLE_OPS`; Horizon's fixed-point ops run in Horizon's
+    runtime, ``--runtime horizon``), the rule's ``warning`` when some op is neither.
+    """
+    stages_of: dict[tuple[str, str], list[str]] = {}
+    count: dict[tuple[str, str], int] = {}
     for st in ctx.stages:
-        ops = custom_ops(st)
-        if not ops:
-            continue
-        for key in ops:
-            seen.setdefault(key, st.name)
-        listing = ", ".join(f"{d or 'ai.onnx'}::{op} x{c} (since {seen[(d, op)]})" for (d, op), c in sorted(ops.items()))
-        domains = sorted({d for d, _ in ops})
-        yield make_finding(
-            "S101", f"{sum(ops.values())} node(s) in domain(s) {', '.join(d or 'ai.onnx' for d in domains)} have no "
-            f"kernel in stock onnxruntime: {listing}", stage=st.name,
-            evidence={"ops": [{"domain": d, "op_type": op, "count": c, "introduced_in": seen[(d, op)]}
-                              for (d, op), c in sorted(ops.items())]})
+        for key, c in custom_ops(st).items():
+            stages_of.setdefault(key, []).append(st.name)
+            count[key] = max(count.get(key, 0), c)
+    if not stages_of:
+        return
+    unhandled = sorted(k for k in stages_of if not (k[0] == HORIZON_DOMAIN and (
+        k[1] in LOWERABLE_OPS or is_fixed_point_op(k[1]))))
+    fixed = sorted(k for k in stages_of if k[0] == HORIZON_DOMAIN and is_fixed_point_op(k[1]))
+
+    def span(names: list[str]) -> str:
+        return names[0] if len(names) == 1 else f"{names[0]}..{names[-1]}"
+
+    listing = ", ".join(f"{d or 'ai.onnx'}::{op} x{count[(d, op)]} ({span(stages_of[(d, op)])})"
+                        for (d, op) in sorted(stages_of))
+    how = []
+    if len(fixed) < len(stages_of) - len(unhandled):
+        how.append("graphaudit lowers the Horizon ops with public semantics to standard ONNX for its numbers "
+                   "(`graphaudit lower` writes such a model)")
+    if fixed:
+        how.append("the fixed-point ops run only in Horizon's runtime (--runtime horizon)")
+    if unhandled:
+        how.append(f"nothing here runs {', '.join(f'{d}::{op}' for d, op in unhandled)}")
+    yield make_finding(
+        "S101", f"{len(stages_of)} custom op type(s) have no kernel in stock onnxruntime: {listing}; "
+        + "; ".join(how), stage=next(st.name for st in ctx.stages if any(st.name in v for v in stages_of.values())),
+        severity=None if unhandled else "info",
+        evidence={"ops": [{"domain": d, "op_type": op, "count": count[(d, op)], "stages": stages_of[(d, op)],
+                           "introduced_in": stages_of[(d, op)][0]} for (d, op) in sorted(stages_of)],
+                  "unhandled": [f"{d}::{op}" for d, op in unhandled]})
 
 
 def check_hzpreprocess(ctx: AuditContext) -> Iterator[Finding]:

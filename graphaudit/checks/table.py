@@ -7,6 +7,8 @@ numeric results, a config). :func:`run_checks` runs the table.
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from typing import Callable, Iterable
 
 from ..catalogue import load_catalogue
@@ -141,8 +143,51 @@ def run_checks(ctx: AuditContext, codes: Iterable[str] | None = None) -> list[Fi
     findings: list[Finding] = []
     for code in selected:
         findings.extend(RULES[code](ctx))
+    findings = merge_repeated(findings, [st.name for st in ctx.stages])
     findings.sort(key=report_order)
     return findings
+
+
+def merge_repeated(findings: list[Finding], stage_names: list[str]) -> list[Finding]:
+    """One finding per cause: findings that say the same thing (code, severity, message, location, evidence) about
+    several stages become one, kept at the first stage, with ``evidence["stages"]`` listing every stage and the
+    message naming them. Findings about a transition or the config are kept as they are.
+
+    Parameters
+    ----------
+    findings : list of Finding
+    stage_names : list of str
+        Stage names in pipeline order.
+
+    Returns
+    -------
+    list of Finding
+        In the order of their first occurrence.
+    """
+    names = set(stage_names)
+    groups: dict[str, list[Finding]] = {}
+    order: list[str | int] = []
+    for i, f in enumerate(findings):
+        if f.stage not in names:
+            order.append(i)
+            continue
+        key = json.dumps([f.code, f.severity, f.message, f.location, f.evidence], sort_keys=True, default=str)
+        if key not in groups:
+            order.append(key)
+        groups.setdefault(key, []).append(f)
+    out = []
+    for k in order:
+        if isinstance(k, int):
+            out.append(findings[k])
+            continue
+        same = groups[k]
+        if len(same) == 1:
+            out.append(same[0])
+            continue
+        stages = [f.stage for f in same]
+        out.append(replace(same[0], message=f"{same[0].message} (the same in stages {', '.join(stages)})",
+                           evidence={**same[0].evidence, "stages": stages}))
+    return out
 
 
 def markdown_table() -> str:
