@@ -8,7 +8,7 @@ from typing import Iterator
 
 import numpy as np
 
-from .checks import run_checks
+from .checks import RULES, run_checks
 from .checks.base import AuditContext
 from .errors import DataError
 from .findings import Finding
@@ -22,7 +22,7 @@ from .toolchains.contracts import convert_sample, pipeline_normalization, stage_
 __all__ = ["check_inputs", "input_data", "InputData", "form_effects", "fed_samples", "INPUT_CODES"]
 
 #: Rule codes of the input-contract checks.
-INPUT_CODES = ("P201", "P202", "P203", "P204", "P205", "P206", "P207", "P208", "P209", "P210")
+INPUT_CODES = tuple(code for code in RULES if code.startswith("P"))
 
 
 def check_inputs(stages: list[StageGraph], data: str | os.PathLike, data_stage: int = 0,

@@ -11,7 +11,8 @@ verdict of a ``report.json`` can be rebuilt without the models. One line per cau
 6. ``equal`` — stages that compute the same values on this data: a drop between them comes from the harness;
 7. ``not-seen`` — what graphaudit could not measure (a stage not run, no data, the compiled model and the device).
 
-Within a cause, lines with a lower output SQNR come first.
+Harness warnings (a suspicion such as a channel order that looks swapped, with no measured cost) rank after the
+quantization lines. Within a cause, lines with a lower output SQNR come first.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ OUTLIER_DB = 6.0
 EQUAL_OUTPUT_SQNR_DB = 60.0
 
 #: Input findings that say the harness feeds a stage what its contract does not take.
-HARNESS_CODES = ("P201", "P202", "P203", "P204", "P205", "P206", "P207", "P208", "P209")
+HARNESS_CODES = ("P201", "P202", "P203", "P204", "P205", "P206", "P207", "P208", "P209", "P211")
 
 _MAX_NAMED = 3
 
@@ -59,8 +60,13 @@ def build_verdict(report: AuditReport) -> list[VerdictLine]:
         lines.append(_transition_line(i, t, report, random))
     lines += _toolchain_lines(report.findings, lines)
     lines += _not_seen_lines(report)
-    rank = {c: i for i, c in enumerate(VERDICT_CAUSES)}
-    return sorted(lines, key=lambda v: (rank[v.cause], _sort_db(v.sqnr_db)))
+    rank = {c: float(i) for i, c in enumerate(VERDICT_CAUSES)}
+
+    def tier(v: VerdictLine) -> float:  # a suspicion about the data (a warning) ranks after measured losses
+        return rank["quantization"] + 0.5 if v.cause == "harness" and v.text.startswith("Your data may") else \
+            rank[v.cause]
+
+    return sorted(lines, key=lambda v: (tier(v), _sort_db(v.sqnr_db)))
 
 
 def _sort_db(x: float | None) -> float:
@@ -107,17 +113,22 @@ def _effect(f: Finding) -> tuple[float | None, str]:
 
 
 def _harness_lines(findings: list[Finding]) -> list[VerdictLine]:
-    out = []
+    """One line per input the data break (its most serious input finding; findings are most serious first)."""
+    out, seen = [], set()
     for f in findings:
         if f.code not in HARNESS_CODES or f.severity == "info":
             continue
+        tensor = f.location.get("tensor") or ""
+        if (f.stage, tensor) in seen:
+            continue
+        seen.add((f.stage, tensor))
         db, effect = _effect(f)
-        where = f.location.get("node") or f.location.get("tensor") or ""
+        nodes = list(dict.fromkeys(x for x in (tensor, f.location.get("node")) if x))
         what = "may not match" if f.severity == "warning" else "break"
         out.append(VerdictLine(
             cause="harness", scope=f.stage,
             text=f"Your data {what} the input contract of the {f.stage} stage: {_first_sentence(f.message)}.",
-            evidence=effect or f.title, action=f.fix, stage=f.stage, nodes=[where] if where else [],
+            evidence=effect or f.title, action=f.fix, stage=f.stage, nodes=nodes,
             codes=[f.code], sqnr_db=db if db is not None else (None if f.severity == "warning" else -math.inf)))
     return out
 
@@ -253,7 +264,10 @@ def _outliers(t: TransitionSummary) -> tuple[list[tuple[str, RegionSummary]], fl
         out += [(r, med) for r in peers if _sort_db(_num(r.sqnr_db)) <= med - OUTLIER_DB]
     out.sort(key=lambda x: _sort_db(_num(x[0].sqnr_db)))
     med, n = max(medians, key=lambda x: x[1]) if medians else (None, len(regions))
-    return [(_region_name(t, r), r) for r, _m in out[:_MAX_NAMED]], med, n
+    named: dict[str, RegionSummary] = {}
+    for r, _m in out:
+        named.setdefault(_region_name(t, r), r)
+    return list(named.items())[:_MAX_NAMED], med, n
 
 
 def _is_horizon(report: AuditReport, stage: str) -> bool:

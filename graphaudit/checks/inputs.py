@@ -320,3 +320,67 @@ def check_unit_range_preprocess(ctx: AuditContext) -> Iterator[Finding]:
                 stage=stage.name, location={"tensor": name, **({"node": ic.node} if ic.node else {})},
                 evidence={"mean": mean, "std": std, "suggested_mean": [255 * m for m in mean],
                           "suggested_scale": [1 / (255 * s) if s else None for s in std]})
+
+
+#: Integer range of a quantized dtype, as onnx.TensorProto names it (ONNX QuantizeLinear: saturate to it).
+_QRANGE = {"UINT8": (0, 255), "INT8": (-128, 127), "UINT16": (0, 65535), "INT16": (-32768, 32767)}
+
+#: How far the data may reach beyond the calibrated input range, as a share of its width: beyond
+#: :data:`OUTSIDE_WARNING` a warning, beyond :data:`OUTSIDE_ERROR` an error (half the range again clips a large part
+#: of the data: values normalized twice with mean 0.5 / std 0.5 reach 1.0 beyond [-1, 1]).
+OUTSIDE_WARNING = 0.1
+OUTSIDE_ERROR = 0.5
+
+
+def input_quantizer_ranges(stage) -> dict[str, tuple[float, float, str]]:
+    """Graph input -> ``(low, high, node name)``: the real-valued range the stage's quantizer of that input
+    represents, from a per-tensor ``QuantizeLinear`` reading the input directly (ONNX QuantizeLinear:
+    ``y = saturate(round(x / scale) + zero_point)``, so ``x`` in ``[(qmin - zp) scale, (qmax - zp) scale]`` is kept and
+    the rest clips), or an ``HzCalibration`` with one threshold ``t`` on it (int8: ``[-128 t/127, t]``,
+    docs/HORIZON.md section 3). Inputs without such a quantizer are left out."""
+    import numpy as np
+
+    out: dict[str, tuple[float, float, str]] = {}
+    for n in stage.top_nodes():
+        x = n.inputs[0] if n.inputs else ""
+        if x not in stage.inputs or x in out:
+            continue
+        if n.op_type == "QuantizeLinear" and n.domain in ("", "ai.onnx") and len(n.inputs) >= 2:
+            s = stage.tensors[n.inputs[1]].value() if n.inputs[1] in stage.tensors else None
+            zt = stage.tensors.get(n.inputs[2]) if len(n.inputs) > 2 and n.inputs[2] else None
+            z = zt.value() if zt is not None else np.zeros(1, np.uint8)
+            dtype = zt.dtype if zt is not None else "UINT8"
+            if s is None or z is None or s.size != 1 or z.size != 1 or dtype not in _QRANGE:
+                continue
+            qmin, qmax = _QRANGE[dtype]
+            scale, zp = float(s.ravel()[0]), float(z.ravel()[0])
+            out[x] = ((qmin - zp) * scale, (qmax - zp) * scale, n.name or n.id)
+        elif n.op_type == "HzCalibration":
+            t = n.attributes.get("thresholds")
+            if isinstance(t, list) and len(t) == 1 and float(t[0]) > 0:
+                out[x] = (-128 * float(t[0]) / 127, float(t[0]), n.name or n.id)
+    return out
+
+
+def check_calibrated_range(ctx: AuditContext) -> Iterator[Finding]:
+    """Rule P211 (graphaudit/rules/inputs.yaml): the data reach far outside the input range a quantized stage was
+    calibrated for (its input quantizer clips them)."""
+    if not ctx.input_stats:
+        return
+    fed = ctx.stages[ctx.data_stage]
+    for st in ctx.stages[ctx.data_stage + 1:]:
+        for x, (lo, hi, node) in input_quantizer_ranges(st).items():
+            stats = ctx.input_stats.get(x)
+            if stats is None or x not in fed.inputs or hi <= lo or not stats.samples:
+                continue
+            beyond = max(lo - stats.minimum, stats.maximum - hi, 0.0) / (hi - lo)
+            if beyond <= OUTSIDE_WARNING:
+                continue
+            yield make_finding(
+                "P211", f"data for input {x!r} span [{stats.minimum:.4g}, {stats.maximum:.4g}] (mean per channel "
+                f"{_ch(stats.channel_mean)}) while {st.name} was calibrated for [{lo:.4g}, {hi:.4g}] at {node!r}: "
+                f"{beyond:.0%} of that range beyond it, clipped by the quantizer; the data are not prepared as "
+                "the calibration data were (normalized twice, another scale or offset?)", stage=st.name,
+                location={"tensor": x, "node": node}, severity="error" if beyond > OUTSIDE_ERROR else "warning",
+                evidence={"min": stats.minimum, "max": stats.maximum, "calibrated": [lo, hi], "beyond": beyond,
+                          "data_stage": fed.name})
