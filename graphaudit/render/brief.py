@@ -112,7 +112,7 @@ def _changes(report: AuditReport, console: Console) -> None:
         return
     console.print(Text("Changes per transition (-v lists them)", style="bold"))
     t = Table(box=None, pad_edge=False, show_header=False)
-    t.add_column(no_wrap=True)
+    t.add_column(no_wrap=True, min_width=max(len(f"{tr.a} -> {tr.b}") for tr in report.transitions))
     t.add_column(no_wrap=True, overflow="ellipsis")
     for tr in report.transitions:
         counts = Text()
@@ -121,7 +121,7 @@ def _changes(report: AuditReport, console: Console) -> None:
                 counts.append(", " if counts else "")
                 counts.append(f"{n} {kind}", style=KIND_STYLE.get(kind, ""))
         cov = tr.coverage
-        counts.append(f"; aligned {cov['a_ratio']:.0%} of {tr.a}, {cov['b_ratio']:.0%} of {tr.b}", style="dim")
+        counts.append(f"; nodes aligned {cov['a_ratio']:.0%} / {cov['b_ratio']:.0%}", style="dim")
         t.add_row(escape(f"{tr.a} -> {tr.b}"), counts)
     console.print(t)
 
@@ -133,11 +133,13 @@ def _numeric(report: AuditReport, console: Console) -> None:
                           no_wrap=True, overflow="ellipsis")
         return
     n = max((o.samples for tr in report.numeric for o in tr.outputs), default=0)
-    console.print(Text(f"Numeric comparison: outputs on {n} sample{'s' if n != 1 else ''}, each stage against the one "
-                       "before (-v: tensors, worst changes)", style="bold"))
+    console.print(Text(f"Numeric comparison on {n} sample{'s' if n != 1 else ''}: outputs against the stage before "
+                       "(-v: tensors)", style="bold"))
     t = Table(box=None, pad_edge=False)
-    for col in ("transition", "cosine", "SQNR dB", "top-1", "first divergence"):
-        t.add_column(col, no_wrap=True, overflow="ellipsis")
+    t.add_column("transition", no_wrap=True, min_width=max(len(f"{tr.a} -> {tr.b}") for tr in report.numeric))
+    for col in ("cosine", "SQNR dB", "top-1"):
+        t.add_column(col, no_wrap=True, min_width=len(col))
+    t.add_column("first divergence", no_wrap=True, overflow="ellipsis")
     for tr in report.numeric:
         worst = min(tr.outputs, key=lambda o: _key(o.cosine), default=None)
         top1 = (f"{worst.top1_agreement[0]}/{worst.top1_agreement[1]}"
@@ -149,8 +151,7 @@ def _numeric(report: AuditReport, console: Console) -> None:
             div = Text(f"none ({crit})", style="green")
         else:
             node = fd.b_node or fd.b_tensor
-            div = Text(f"{node} in {tr.b}: cosine {fmt(fd.cosine, '.6f')}, SQNR {fmt(fd.sqnr_db, '.1f')} dB",
-                       style="red")
+            div = Text(f"{node} (cosine {fmt(fd.cosine, '.6f')}, SQNR {fmt(fd.sqnr_db, '.1f')} dB)", style="red")
         many = f" (worst of {len(tr.outputs)})" if len(tr.outputs) > 1 else ""
         t.add_row(escape(f"{tr.a} -> {tr.b}"), fmt(worst.cosine if worst else None, ".6f") + many,
                   fmt(worst.sqnr_db if worst else None, ".1f"), top1, div)
