@@ -30,6 +30,7 @@ from .measure import NumericOptions
 from .pipeline import audit, contract_errors, load_pipeline, user_inputs
 from .render import (render_diff, render_explain, render_findings, render_input_stats, render_numeric, render_rules,
                      write_json)
+from .render.progress import progress_factory
 from .samples import bundled_config, bundled_data, bundled_pipelines
 
 __all__ = ["main", "build_parser"]  # build_parser lives in cliargs
@@ -75,28 +76,6 @@ def _input_shapes(items: list[str]) -> dict[str, tuple]:
             raise GraphAuditError(f"--input-shape {item!r}: expected NAME=DIMS, e.g. x=1x3x224x224")
         out[name] = _raw_shape(dims, f"--input-shape {name}")
     return out
-
-
-def _progress_factory():
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    if not Console(stderr=True).is_terminal:
-        return None
-
-    def make(total: int):
-        prog = Progress(TextColumn("samples"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                        console=Console(stderr=True), transient=True)
-        task = prog.add_task("run", total=total)
-        prog.start()
-
-        def tick(i: int) -> None:
-            prog.update(task, completed=i + 1)
-            if i + 1 >= total:
-                prog.stop()
-
-        return tick
-
-    return make
 
 
 def _lower(args: argparse.Namespace, console: Console) -> int:
@@ -317,7 +296,7 @@ def _numeric_options(args: argparse.Namespace) -> NumericOptions:
         random=getattr(args, "random", None), seed=getattr(args, "seed", 0), max_samples=getattr(args, "max_samples", None),
         raw_dtype=getattr(args, "raw_dtype", None), raw_shape=_raw_shape(getattr(args, "raw_shape", None)),
         input_shapes=_input_shapes(getattr(args, "input_shape", [])),
-        progress=_progress_factory() if numeric else None, runtime=getattr(args, "runtime", "auto"), **kw)
+        progress=progress_factory() if numeric else None, runtime=getattr(args, "runtime", "auto"), **kw)
     bad = opts.problem()
     if bad is not None:
         raise GraphAuditError(f"--{bad[0].replace('_', '-')} {bad[1]}: {bad[2]}")

@@ -129,7 +129,7 @@ def test_rules_listing():
 
 
 def test_explain_without_arguments_runs_bundled_samples(samples):
-    p = run("explain")
+    p = run("explain", "-v")  # -v: the change lists
     assert p.returncode == 0, p.stderr[-2000:]
     for title in ("Horizon-format stages", "onnxruntime PTQ pipeline"):
         assert title in p.stdout

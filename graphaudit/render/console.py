@@ -10,17 +10,16 @@ from rich.table import Table
 from rich.text import Text
 
 from ..catalogue import Rule
-from ..report import AuditReport, RunInfo, Transition
+from ..report import AuditReport, Transition
 from ..toolchains.ops import HORIZON_DOMAIN
+from .brief import render_brief, render_brief_findings, render_opening, run_line
+from .styles import KIND_STYLE as _KIND_STYLE
+from .styles import SEV_STYLE as _SEV_STYLE
+from .styles import fmt as _fmt
 from .text import printable
 
 __all__ = ["render_explain", "render_diff", "render_rules", "render_numeric", "render_findings", "render_input_stats",
            "render_toolchain"]
-
-_SEV_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
-_KIND_STYLE = {"fused": "magenta", "replaced": "blue", "modified": "yellow", "inserted": "green",
-               "removed": "red", "unmatched": "bold red", "kept": "dim"}
-
 
 def _stage_table(report: AuditReport) -> Table:
     t = Table(title="Stages", title_justify="left", show_lines=False)
@@ -116,41 +115,24 @@ def safe_report(report: AuditReport) -> AuditReport:
 
 
 def render_explain(report: AuditReport, console: Console, verbose: bool = False) -> None:
-    """Print the explanation: stage table, per-transition changes, findings ranked by severity."""
+    """Print the explanation: the verdict first, then one screen (stage table, change counts, output agreement,
+    one line per finding) or, ``verbose``, the full lists (changes, tensors, worst changes, findings with fixes)."""
     report = safe_report(report)
     if report.title:
         console.rule(f"[bold]{escape(report.title)}")
+    render_opening(report, console, verbose)
+    if not verbose:
+        render_brief(report, console)
+        _toolchain(report, console, False, top=5)
+        render_brief_findings(report, console)
+        return
     console.print(_stage_table(report))
-    _run_line(report, console)
+    run_line(report, console)
     for tr in report.transitions:
         _transition(console, tr, verbose)
     _numeric(report, console)  # report already made safe above
     _toolchain(report, console, verbose)
     _findings(report, console, verbose)
-
-
-def _run_line(report: AuditReport, console: Console) -> None:
-    """What the run was given: config (linted), data or random samples, toolchain log."""
-    run = report.run or RunInfo()
-    parts = []
-    if run.config:
-        n = sum(1 for f in report.findings if f.code.startswith("C"))
-        parts.append(f"config {run.config} ({run.config_family}) linted against the stages: "
-                     f"{n or 'no'} finding{'s' if n != 1 else ''}")
-    if run.numeric_skipped:
-        parts.append(f"data {run.data} (numeric comparison skipped, see below)")
-    elif run.data:
-        parts.append(f"data {run.data}")
-    elif run.random:
-        parts.append(f"{run.random} random samples")
-    else:
-        parts.append("numeric comparison not run (give --data or --random)")
-    if run.log:
-        parts.append(f"toolchain log {run.log}")
-    labels = sorted(set((run.runtimes or {}).values()))
-    if labels:
-        parts.append("measured by " + ", ".join(labels) + f" ({', '.join(run.runtimes or {})})")
-    console.print(Text("Run: " + "; ".join(parts), style="dim"))
 
 
 def render_diff(report: AuditReport, console: Console, verbose: bool = False) -> None:
@@ -179,14 +161,6 @@ def render_rules(rules: dict[str, Rule], console: Console, explain: str | None =
     for r in rules.values():
         t.add_row(r.code, r.name, Text(r.severity, _SEV_STYLE[r.severity]), r.summary)
     console.print(t)
-
-
-def _fmt(x, spec: str) -> str:
-    if x is None:
-        return "-"
-    if isinstance(x, str):
-        return x
-    return format(x, spec)
 
 
 def render_numeric(report: AuditReport, console: Console) -> None:
