@@ -181,11 +181,6 @@ def _samples_phrase(t: TransitionSummary, random: int | None) -> str:
     return f"your data ({n} samples)" if n else "your data"
 
 
-def _caution(random: int | None) -> str:
-    return ("; random samples show where the numbers part, not how accurate the model is: run your own data"
-            if random else "")
-
-
 def _transition_line(i: int, t: TransitionSummary, report: AuditReport, random: int | None) -> VerdictLine:
     scope = f"{t.a} -> {t.b}"
     c, d, figures = _outputs(t)
@@ -200,10 +195,10 @@ def _transition_line(i: int, t: TransitionSummary, report: AuditReport, random: 
                       "each stage takes (layout, colour order, normalization, the -128 offset of *_128 inputs).")
         else:
             text += "."
-        return VerdictLine(cause="equal", scope=scope, text=text, evidence=figures + _caution(random), action=action,
+        return VerdictLine(cause="equal", scope=scope, text=text, evidence=figures, action=action,
                            sqnr_db=d)
     if documented_equal:
-        return _rewrite_line(i, t, scope, figures + _caution(random), d)
+        return _rewrite_line(i, t, scope, figures, d)
     return _quantization_line(t, report, scope, figures, d, on, random)
 
 
@@ -298,7 +293,7 @@ def _quantization_line(t: TransitionSummary, report: AuditReport, scope: str, fi
         named = [(_region_name(t, worst[0]), worst[0])] if worst else []
         action = ("Improve calibration rather than single nodes: more and more representative samples, another "
                   "calibration_type, or per-channel weights.")
-    return VerdictLine(cause="quantization", scope=scope, text=text, evidence=figures + _caution(random),
+    return VerdictLine(cause="quantization", scope=scope, text=text, evidence=figures,
                        action=action, stage=t.a, nodes=[n for n, _r in named], codes=["N402"], sqnr_db=d)
 
 
@@ -307,6 +302,11 @@ def _quantization_line(t: TransitionSummary, report: AuditReport, scope: str, fi
 def _not_seen_lines(report: AuditReport) -> list[VerdictLine]:
     run = report.run
     out = []
+    if run is not None and run.random and report.numeric:
+        out.append(VerdictLine(
+            cause="not-seen", scope="", text=f"These numbers come from {run.random} random samples: they show where "
+            "the stages part, not how accurate the model is on real inputs.",
+            action="Give --data DIR (samples the first stage takes), or --config with its cal_data_dir."))
     if run is not None and run.numeric_skipped:
         out.append(VerdictLine(cause="not-seen", scope="", text=f"The stages were not compared: {run.numeric_skipped}.",
                                action="Fix the input findings above, then run again."))
