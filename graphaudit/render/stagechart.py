@@ -127,6 +127,8 @@ def stage_chart(report: AuditReport, reference: list[StageAgreement] | None = No
     pad = max(5.0, 0.15 * (hi - lo))
     layout = go.Layout(
         template="none", height=240, margin={"l": 60, "r": 24, "t": 30, "b": 36},
+        annotations=[{"x": lab, "y": 0.5, "xref": "x", "yref": "paper", "text": "not measured", "showarrow": False,
+                      "font": {"color": "#667085", "size": 11}} for lab, y in zip(labels, ys) if y is None],
         hovermode="closest", font={"family": "system-ui, sans-serif", "size": 12}, showlegend=True,
         legend={"orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom"},
         xaxis={"type": "category", "categoryorder": "array", "categoryarray": labels, "title": {"text": ""},
