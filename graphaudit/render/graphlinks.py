@@ -51,7 +51,8 @@ def add_measured_tensors(index: dict[str, str], numeric: TransitionSummary | Non
 
 def start_element(g: "DiffGraph", index: dict[str, str], numeric: TransitionSummary | None) -> tuple[str, str]:
     """(SVG element id, why) the graph opens on: the first divergence of the transition (its ``b_node``), else the
-    change that loses most on its own (``worst_regions[0]``), else ``("", "")`` (no numbers: nothing special)."""
+    change that loses most on its own (``worst_regions[0]``, when it loses anything), else ``("", "")`` (nothing
+    special: the page opens on the graph's inputs)."""
     if numeric is not None and numeric.first_divergence is not None:
         fd = numeric.first_divergence
         for name in (fd.b_node, fd.b_tensor):
@@ -61,6 +62,8 @@ def start_element(g: "DiffGraph", index: dict[str, str], numeric: TransitionSumm
     if key and key in g.graph:
         return g.element_id(key), "first divergence"
     for r in (numeric.worst_regions if numeric is not None else [])[:1]:
+        if r.sqnr_db in ("inf", None):  # the worst change alone loses nothing: nothing special to open on
+            break
         for name in [*r.b_nodes, *(b for _a, b in r.outputs)]:
             if name in index:
                 sq = r.sqnr_db if isinstance(r.sqnr_db, str) or r.sqnr_db is None else f"{r.sqnr_db:.1f}"

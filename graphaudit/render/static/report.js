@@ -178,7 +178,8 @@
     if (!status) return;
     var t = (titleOf(panel, elId) || {}).textContent || "";
     status.textContent = "";
-    status.appendChild(document.createTextNode((t.trim().split("\n")[0] || elId) + ": "));
+    var what = (t.trim().split("\n")[0] || elId).replace(/^(n|a[0-9]*|in|out|chain):/, "");
+    status.appendChild(document.createTextNode(what + ": "));
     if (!found.length) status.appendChild(document.createTextNode("no finding or chart point names this node."));
     found.forEach(function (f, k) {
       var b = document.createElement("button");
