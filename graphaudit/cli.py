@@ -113,7 +113,7 @@ def _render(args: argparse.Namespace, console: Console) -> int:
         console.print(Text(f"warning: no error shading: {au.report.run.numeric_skipped}", style="yellow"))
     src = au.diff_source()
     g = build_diff_graph(src, pair=args.pair, focus=args.focus, radius=args.radius, expand=args.expand,
-                         max_nodes=args.max_nodes)
+                         max_nodes=args.max_nodes, rankdir=args.rankdir)
     try:
         g.write(out)
     except GraphvizMissingError as e:
@@ -261,7 +261,7 @@ def _explain(args: argparse.Namespace, console: Console) -> int:
         else:
             render_diff(rep, console, args.verbose)
     if plan is not None:
-        for what, path in write_reports(audits, plan=plan, json=args.json):
+        for what, path in write_reports(audits, plan=plan, json=args.json, rankdir=args.rankdir):
             console.print(Text(f"{what}: {path}"))
     elif args.json is not None:
         write_json(reports[0] if len(reports) == 1 else reports, args.json, protect=protect)

@@ -116,6 +116,7 @@ def _add_render(sub) -> None:
     rd.add_argument("--expand", action="store_true", help="draw Q/DQ, HzCalibration and other wrappers as nodes")
     rd.add_argument("--max-nodes", type=int, default=300, metavar="N",
                     help="above N nodes, collapse kept chains and focus on the findings (default 300)")
+    _rankdir_arg(rd)
     _numeric_args(rd, required=False)
 
 
@@ -166,12 +167,18 @@ def _numeric_args(p: argparse.ArgumentParser, required: bool) -> None:
                    help="concrete shape for an input with symbolic dims, e.g. x=1x3x48x192 (repeatable)")
 
 
+def _rankdir_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--rankdir", choices=["TB", "LR"], default="TB",
+                   help="diff graph layout: TB top to bottom (default), LR left to right")
+
+
 def _report_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", metavar="DIR", default=DEFAULT_OUT,
                    help=f"directory for report.html and report.json (default: {DEFAULT_OUT})")
     p.add_argument("--html", metavar="FILE", help="write the HTML report here instead of DIR/report.html")
     p.add_argument("--no-report", action="store_true",
                    help="terminal only: no report files (except --json/--html/--model-explorer given explicitly)")
+    _rankdir_arg(p)
     p.add_argument("--model-explorer", metavar="DIR", nargs="?", const="",
                    help="also write graphs, node mappings and overlays for Google's Model Explorer "
                         "(default DIR: OUT/model_explorer)")

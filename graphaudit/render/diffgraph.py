@@ -49,7 +49,7 @@ from .diffstyle import FIRST_DIVERGENCE_COLOR, KIND_COLORS, SQNR_BANDS, legend_l
 from .graphview import collapse_chains, neighbourhood
 
 __all__ = ["build_diff_graph", "DiffGraph", "DiffSource", "GraphvizMissingError", "GraphvizFailedError", "KIND_COLORS", "SQNR_BANDS", "INSTALL_HINT",
-           "DEFAULT_MAX_NODES", "MIN_CHAIN", "SEEDS_PER_PATTERN", "WORST_REGIONS",
+           "DEFAULT_MAX_NODES", "RANKDIRS", "MIN_CHAIN", "SEEDS_PER_PATTERN", "WORST_REGIONS",
            "picture_format"]
 
 #: How to get the ``dot`` program.
@@ -58,6 +58,9 @@ INSTALL_HINT = ("install Graphviz (Debian/Ubuntu: sudo apt-get install graphviz;
 
 #: Drawn nodes above which the view focuses on the findings automatically.
 DEFAULT_MAX_NODES = 300
+
+#: Layout directions of the diff graph (Graphviz ``rankdir``): top to bottom (default), left to right.
+RANKDIRS = ("TB", "LR")
 
 #: Shortest chain of kept nodes that is collapsed into one node.
 MIN_CHAIN = 3
@@ -184,21 +187,31 @@ class DiffGraph:
         Nodes before focus and collapse.
     graph : networkx.DiGraph
         The drawn items (see :func:`graphaudit.render.diffmodel.build_items`).
+    id_prefix : str
+        Prefix of the SVG ids (:meth:`element_id`).
+    rankdir : str
+        Layout direction, ``"TB"`` or ``"LR"``.
     """
 
     def __init__(self, items: nx.DiGraph, focused: bool, collapsed: int, total: int, id_prefix: str,
-                 focus_keys: set[str], expand: bool, note: str = ""):
+                 focus_keys: set[str], expand: bool, note: str = "", rankdir: str = "TB"):
         self.graph = items
+        self.rankdir = rankdir
         self.focused = focused
         self.collapsed = collapsed
         self.total_nodes = total
         self.node_count = items.number_of_nodes()
         self.kind_counts: dict[str, int] = dict(Counter(d["kind"] for _k, d in items.nodes(data=True)))
         self._prefix = id_prefix
+        self.id_prefix = id_prefix
         self._focus_keys = focus_keys
         self._expand = expand
         self._note = note
         self._dot: graphviz.Digraph | None = None
+
+    def element_id(self, key: str) -> str:
+        """The SVG ``id`` of a drawn item (its key in :attr:`graph`), as the page holding the SVG sees it."""
+        return _short(printable(f"{self._prefix}{key}"))
 
     def _digraph(self) -> graphviz.Digraph:
         if self._dot is not None:
@@ -211,7 +224,7 @@ class DiffGraph:
         label = f"{title}: {summary + ' changes' if summary else 'no changes'} (drawn on {g.graph.get('stage')})" + (
             f"\n{self._note}" if self._note else "")
         dot = graphviz.Digraph(name="diff", graph_attr={
-            "rankdir": "TB", "label": label, "labelloc": "t", "fontname": "Helvetica", "fontsize": "12",
+            "rankdir": self.rankdir, "label": label, "labelloc": "t", "fontname": "Helvetica", "fontsize": "12",
             "nodesep": "0.25", "ranksep": "0.35", "tooltip": title}, node_attr={
             "fontname": "Helvetica", "fontsize": "10", "shape": "box", "style": "rounded,filled",
             "margin": "0.05,0.03"},
@@ -228,7 +241,7 @@ class DiffGraph:
             kind = d["kind"]
             fill, stroke = KIND_COLORS.get(kind, KIND_COLORS["kept"])
             cls = ["ga-node", f"ga-{kind}"]
-            esc_id = _short(printable(f"{p}{key}")).replace("\\", "\\\\")  # escString: backslashes literal
+            esc_id = self.element_id(key).replace("\\", "\\\\")  # escString: backslashes literal
             attrs = {"fillcolor": fill, "color": stroke, "id": esc_id, "tooltip": _dot_text(node_tooltip(key, d))}
             if kind == "io":
                 attrs.update(shape="ellipse", style="filled")
@@ -341,9 +354,21 @@ def _restrict(items: nx.DiGraph, keep: set[str]) -> nx.DiGraph:
     return sub
 
 
+def _focus_keys(items: nx.DiGraph, focus: str) -> list[str]:
+    """The drawn items ``--focus`` names; GraphAuditError (with close names) when none."""
+    keys = _resolve(items, focus)
+    if not keys:
+        import difflib
+
+        close = difflib.get_close_matches(focus, sorted(_names(items)), n=3, cutoff=0.6)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise GraphAuditError(f"--focus {focus}: no node or tensor of that name in {items.graph['title']}{hint}")
+    return keys
+
+
 def build_diff_graph(src: DiffSource, pair: int | None = 0, focus: str | None = None, radius: int = 2,
                      expand: bool = False, max_nodes: int = DEFAULT_MAX_NODES,
-                     id_prefix: str | None = None) -> DiffGraph:
+                     id_prefix: str | None = None, rankdir: str = "TB") -> DiffGraph:
     """Build the annotated diff graph of one stage pair, or the combined lineage view.
 
     Parameters
@@ -366,6 +391,8 @@ def build_diff_graph(src: DiffSource, pair: int | None = 0, focus: str | None = 
         :data:`SEEDS_PER_PATTERN` instances of each change pattern), at most ``max_nodes`` nodes.
     id_prefix : str, optional
         Prefix of the SVG ids (default ``"ga<pair>-"`` or ``"ga-lineage-"``).
+    rankdir : str
+        ``"TB"`` (top to bottom, the default) or ``"LR"`` (left to right): Graphviz's ``rankdir``.
 
     Returns
     -------
@@ -374,8 +401,11 @@ def build_diff_graph(src: DiffSource, pair: int | None = 0, focus: str | None = 
     Raises
     ------
     GraphAuditError
-        ``pair`` out of range, ``radius`` or ``max_nodes`` negative, ``focus`` names nothing in the view.
+        ``pair`` out of range, ``radius`` or ``max_nodes`` negative, ``focus`` names nothing in the view, ``rankdir``
+        not one of :data:`RANKDIRS`.
     """
+    if rankdir not in RANKDIRS:
+        raise GraphAuditError(f"--rankdir {rankdir}: use one of {', '.join(RANKDIRS)}")
     n_pairs = len(src.stages) - 1
     if pair is not None and not 0 <= pair < n_pairs:
         raise GraphAuditError(f"--pair {pair}: the pipeline has {n_pairs} stage pair(s) (0..{n_pairs - 1})")
@@ -385,17 +415,10 @@ def build_diff_graph(src: DiffSource, pair: int | None = 0, focus: str | None = 
     total = items.number_of_nodes()
     prefix = id_prefix if id_prefix is not None else ("ga-lineage-" if pair is None else f"ga{pair}-")
     if focus is not None:
-        keys = _resolve(items, focus)
-        if not keys:
-            import difflib
-
-            close = difflib.get_close_matches(focus, sorted(_names(items)), n=3, cutoff=0.6)
-            hint = f"; did you mean {', '.join(close)}?" if close else ""
-            raise GraphAuditError(f"--focus {focus}: no node or tensor of that name in {items.graph['title']}{hint}")
+        keys = _focus_keys(items, focus)
         keep = neighbourhood(items, keys, radius, limit=max_nodes)
-        sub = _restrict(items, keep)
-        return DiffGraph(sub, False, 0, total, prefix, set(keys), expand,
-                         f"focus {focus}, radius {radius}: {len(keep)} of {total} nodes")
+        return DiffGraph(_restrict(items, keep), False, 0, total, prefix, set(keys), expand,
+                         f"focus {focus}, radius {radius}: {len(keep)} of {total} nodes", rankdir)
     collapsed, focused, note = 0, False, ""
     seeds: list[str] = []
     if total > max_nodes:
@@ -419,4 +442,4 @@ def build_diff_graph(src: DiffSource, pair: int | None = 0, focus: str | None = 
                 + (f"\n{patterns}" if patterns else ""))
     if collapsed:
         note += ("; " if note else "") + f"{collapsed} kept nodes collapsed into chains"
-    return DiffGraph(items, focused, collapsed, total, prefix, set(), expand, note)
+    return DiffGraph(items, focused, collapsed, total, prefix, set(), expand, note, rankdir)

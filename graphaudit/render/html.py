@@ -19,6 +19,8 @@ from ..fileio import check_output_path, write_atomic
 from ..report import AuditReport
 from .chart import SQNR_CAP_DB, chart_json, error_chart, plotly_js
 from .diffmodel import DiffSource
+from .graphlinks import Linker, add_measured_tensors, graph_index, start_element
+from .stagechart import stage_chart
 
 __all__ = ["GraphPanel", "diff_graph_panels", "render_html", "write_html", "html_from_json", "GRAPHVIZ_HINT"]
 
@@ -44,6 +46,13 @@ class GraphPanel:
         Drawn nodes per change kind.
     message : str
         Why the graph is missing (Graphviz not installed), or a note on what was left out.
+    a, b : str
+        The stage names of the pair.
+    index : dict
+        Node, origin and tensor names to SVG element ids (:func:`graphaudit.render.graphlinks.graph_index`).
+    start, start_why : str
+        The element the view opens centred on (the first divergence, else the worst change measured alone; ``""``:
+        the top of the graph) and what it is.
     """
 
     title: str
@@ -51,12 +60,17 @@ class GraphPanel:
     node_count: int = 0
     kind_counts: dict[str, int] = field(default_factory=dict)
     message: str = ""
+    a: str = ""
+    b: str = ""
+    index: dict[str, str] = field(default_factory=dict)
+    start: str = ""
+    start_why: str = ""
 
 
 _PROLOG = re.compile(r"^\s*(<\?xml[^>]*\?>\s*)?(<!DOCTYPE[^>]*>\s*)?(<!--.*?-->\s*)*", re.S)
 
 
-def diff_graph_panels(src: DiffSource, max_nodes: int = 300) -> list[GraphPanel]:
+def diff_graph_panels(src: DiffSource, max_nodes: int = 300, rankdir: str = "TB") -> list[GraphPanel]:
     """Draw the diff graph of every stage pair of a pipeline (``graphaudit.render.diffgraph``).
 
     Parameters
@@ -65,6 +79,8 @@ def diff_graph_panels(src: DiffSource, max_nodes: int = 300) -> list[GraphPanel]
         Stages, alignments, changes, and the report's numeric section and findings.
     max_nodes : int
         Largest number of nodes drawn per pair (the diff graph keeps the changed regions first).
+    rankdir : str
+        ``"TB"`` (top to bottom) or ``"LR"`` (left to right).
 
     Returns
     -------
@@ -75,9 +91,15 @@ def diff_graph_panels(src: DiffSource, max_nodes: int = 300) -> list[GraphPanel]
     from .diffgraph import GraphvizFailedError, GraphvizMissingError, build_diff_graph
 
     panels = []
+    numeric = {(n.a, n.b): n for n in src.numeric or [] if n is not None}
     for i, (a, b) in enumerate(zip(src.stages, src.stages[1:])):
-        g = build_diff_graph(src, pair=i, focus=None, radius=2, expand=False, max_nodes=max_nodes)
-        panel = GraphPanel(f"{a.name} -> {b.name}", node_count=g.node_count, kind_counts=dict(g.kind_counts))
+        g = build_diff_graph(src, pair=i, focus=None, radius=2, expand=False, max_nodes=max_nodes,
+                             rankdir=rankdir)
+        measured = numeric.get((a.name, b.name))
+        index = add_measured_tensors(graph_index(g), measured)
+        start, why = start_element(g, index, measured)
+        panel = GraphPanel(f"{a.name} -> {b.name}", node_count=g.node_count, kind_counts=dict(g.kind_counts),
+                           a=a.name, b=b.name, index=index, start=start, start_why=why)
         try:
             panel.svg = _PROLOG.sub("", g.svg(), count=1)
         except GraphvizMissingError:
@@ -129,24 +151,30 @@ def render_html(reports: list[AuditReport], panels: list[list[GraphPanel]] | Non
     panels = panels if panels is not None else [[] for _ in reports]
     if len(panels) != len(reports):
         raise ValueError("render_html: one list of graph panels per report")
-    sections = []
-    for i, (rep, pans) in enumerate(zip(reports, panels)):
-        sev = {s: sum(f.severity == s for f in rep.findings) for s in ("error", "warning", "info")}
-        bad = sorted({f.code for f in rep.findings if f.code.startswith("P") and f.severity == "error"})
-        sections.append({"id": f"p{i}", "report": rep, "numeric": [_numeric_view(n) for n in rep.numeric or []],
-                         "severity": sev, "contract_errors": bad,
-                         "panels": [{"panel": p, "svg": Markup(p.svg)} for p in pans]})
-    charts = any(n["chart"] for s in sections for n in s["numeric"])
+    sections = [_section(f"p{i}", rep, pans) for i, (rep, pans) in enumerate(zip(reports, panels))]
+    charts = any(n["chart"] for s in sections for n in s["numeric"]) or any(s["stage_chart"] for s in sections)
     return _env().get_template("report.html.j2").render(
         sections=sections, version=reports[0].tool_version if reports else "", sqnr_cap=f"{SQNR_CAP_DB:g}",
         css=Markup(_static("report.css")), js=Markup(_static("report.js")),
         plotly=Markup(plotly_js()) if charts else "")
 
 
-def _numeric_view(n) -> dict[str, Any]:
+def _section(sid: str, rep: AuditReport, pans: list[GraphPanel]) -> dict[str, Any]:
+    """What the template shows of one pipeline."""
+    sev = {s: sum(f.severity == s for f in rep.findings) for s in ("error", "warning", "info")}
+    bad = sorted({f.code for f in rep.findings if f.code.startswith("P") and f.severity == "error"})
+    link = Linker(sid, pans)
+    spec = stage_chart(rep)
+    return {"id": sid, "report": rep, "numeric": [_numeric_view(n, link) for n in rep.numeric or []],
+            "severity": sev, "contract_errors": bad, "link": link,
+            "stage_chart": Markup(chart_json(spec)) if spec else None,
+            "panels": [{"panel": p, "svg": Markup(p.svg), "index": Markup(chart_json(p.index))} for p in pans]}
+
+
+def _numeric_view(n, link: Linker) -> dict[str, Any]:
     """What the template shows of a numeric transition: the summary, its chart's spec (JSON) and point counts."""
     spec = error_chart(n)
-    return {"data": n, "chart": Markup(chart_json(spec)) if spec else None,
+    return {"data": n, "chart": Markup(chart_json(spec)) if spec else None, "panel": link.panel_of(f"{n.a} -> {n.b}"),
             "accumulated": len(spec["data"][0]["x"]) if spec else 0,
             "isolated": len(spec["data"][1]["x"]) if spec else 0}
 
