@@ -43,8 +43,8 @@ NUMERIC = ["a", "b", "threshold", "sqnr_threshold", "tensors_compared", "min_cos
 METRICS = ["cosine", "sqnr_db", "rel_l2", "max_abs", "lsb_max", "lsb_mean", "samples", "elements", "nonfinite",
            "first_sample_cosine"]
 VERDICT = ["cause", "scope", "text", "evidence", "action", "stage", "nodes", "codes", "sqnr_db"]
-TENSOR = ["a_tensor", "b_tensor", "a_node", "b_node", "kind", "order", "change", *METRICS]
-REGION = ["kind", "pattern", "a_nodes", "b_nodes", "outputs", *METRICS]
+TENSOR = ["a_tensor", "b_tensor", "a_node", "b_node", "source_node", "kind", "order", "change", *METRICS]
+REGION = ["kind", "pattern", "a_nodes", "b_nodes", "source_nodes", "outputs", *METRICS]
 RUN = ["config", "config_family", "data", "random", "log", "numeric_skipped", "numeric_not_run", "runtime", "runtimes",
        "data_from_config", "samples_used"]
 #: The run section when nothing was measured: no runtime keys.
@@ -157,7 +157,7 @@ def test_layout_is_readme_schema(horizon_reports):
 
 #: Keys added after the untyped writer (schema 1.6): without them the layout is the golden 1.5 one (minor versions only
 #: add fields).
-ADDED_SINCE_1_5 = {"verdict", "a_node", "b_node", "data_from_config", "samples_used"}
+ADDED_SINCE_1_5 = {"verdict", "a_node", "b_node", "source_node", "source_nodes", "data_from_config", "samples_used"}
 
 
 def _without(x, keys: set[str]):
