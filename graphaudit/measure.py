@@ -6,9 +6,11 @@ import numbers
 import os
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable
 
 from .classify import Change
+from .config.refs import config_path
 from .errors import GraphAuditError, StageRunError
 from .lineage import Lineage
 from .numeric.backends import HORIZON_RUNTIME, horizon_unavailable, resolve_runtime, runtime_label
@@ -21,10 +23,14 @@ from .toolchains.contracts import stage_contracts
 from .toolchains.ops import is_fixed_point
 
 __all__ = ["NumericOptions", "NumericRun", "run_numeric", "data_stage_of", "unrunnable_stages", "NUMERIC_CODES",
-           "MAX_RANDOM_SAMPLES"]
+           "MAX_RANDOM_SAMPLES", "CONFIG_DATA_SAMPLES", "config_data"]
 
 #: Largest random sample count (each sample runs every stage).
 MAX_RANDOM_SAMPLES = 100_000
+
+#: Samples taken from the config's ``cal_data_dir`` when the run is given a config and neither data nor random
+#: samples (the first ones, in hb_mapper's file order; ``max_samples`` overrides it).
+CONFIG_DATA_SAMPLES = 16
 
 #: Rule codes that need numeric results.
 NUMERIC_CODES = ("N401", "N402", "N403")
@@ -111,6 +117,8 @@ class NumericRun:
         Number of leading stages that were run.
     not_run : list of str
         Why each stage not run was left out (refused or unrunnable in this runtime).
+    samples : int
+        Samples run through the stages (the data's count, capped by ``max_samples``).
     """
 
     results: list[TransitionNumeric]
@@ -118,6 +126,7 @@ class NumericRun:
     runtime: str
     compared: int
     not_run: list[str]
+    samples: int = 0
 
     def runtimes(self, stages: list[StageGraph]) -> dict[str, str]:
         """Stage name -> the runtime's label, for the stages that were run."""
@@ -128,6 +137,32 @@ def data_stage_of(stages: list[StageGraph]) -> int:
     """Index of the stage whose input contract user data follow: the toolchain's first stage
     (stage 1 when stage 0 is the user's ``--source`` model), else stage 0."""
     return 1 if stages[0].role == "source" and len(stages) > 1 else 0
+
+
+def config_data(config) -> tuple[Path | None, str | None]:
+    """The calibration folder a conversion config names, to run when no data are given: ``(folder, None)``;
+    ``(folder or None, why it cannot be used)``; ``(None, None)`` when there is no config or it names no folder.
+
+    ``calibration_parameters.cal_data_dir`` resolves against the config file's directory, as hb_mapper resolves it
+    (docs/INPUT_CONTRACTS.md section 3). Configs of several inputs (one folder per input, ';'-separated) are not
+    read: their folders would have to be paired sample by sample (give ``--data`` a ``calibration_data/<input>/``
+    directory instead).
+    """
+    if config is None:
+        return None, None
+    named = [ci.cal_data_dir for ci in getattr(config, "inputs", []) if ci.cal_data_dir]
+    if not named:
+        return None, None
+    if len(config.inputs) > 1:
+        return None, (f"the config's cal_data_dir names {len(named)} folders for {len(config.inputs)} inputs; "
+                      "graphaudit reads the folder of a one-input config only (give --data a "
+                      "calibration_data/<input>/ directory)")
+    d = config_path(config, named[0])
+    if d is None:
+        return None, None
+    if not d.is_dir():
+        return d, f"the config's cal_data_dir {d}: {'not a directory' if d.exists() else 'no such directory'}"
+    return d, None
 
 
 def unrunnable_stages(stages: list, runtime: str = "onnxruntime") -> list[tuple[int, str]]:
@@ -234,4 +269,4 @@ def run_numeric(stages: list[StageGraph], lineage: Lineage, changes: list[list[C
     results, failed, cut = _compare_runnable(stages, cut, lambda k: compare_stages(
         stages[:k], lineage.alignments[:k - 1], changes[:k - 1], src, copts))
     return NumericRun(results=results, refused=failed, runtime=runtime, compared=cut,
-                      not_run=[why for _i, why in failed + unrunnable])
+                      not_run=[why for _i, why in failed + unrunnable], samples=total)

@@ -8,7 +8,7 @@ report is assembled once at the end. ``graphaudit explain``, ``diff``, ``compare
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ._version import __version__
@@ -21,7 +21,7 @@ from .findings import Finding
 from .inputcheck import InputData, form_effects, input_data
 from .lineage import Lineage, align, align_chain
 from .load import load_stage
-from .measure import NumericOptions, NumericRun, data_stage_of, run_numeric
+from .measure import CONFIG_DATA_SAMPLES, NumericOptions, NumericRun, config_data, data_stage_of, run_numeric
 from .numeric.compare import TransitionNumeric, transition_summary
 from .render.diffmodel import DiffSource
 from .report import AuditReport, RunInfo, make_transition, summarize_stage
@@ -206,6 +206,10 @@ def audit(paths, *, source: str | os.PathLike | None = None, title: str = "", co
         The conversion YAML: linted against the stages (C3xx), and it declares layout and colour order.
     data : path-like, optional
         Samples in the first stage's input contract: checked against it (P2xx) and run through every stage.
+        Without data and without ``numeric.random``, a config's ``cal_data_dir`` is used instead (its first
+        :data:`~graphaudit.measure.CONFIG_DATA_SAMPLES` samples unless ``numeric.max_samples`` says otherwise;
+        ``report.run.data_from_config`` is True); a folder that cannot be read is said in
+        ``report.run.numeric_skipped``, and the audit goes on.
     log : path-like, optional
         A toolchain log or ``*_quant_info.json``; ``find_log`` looks for one beside the stages instead.
     numeric : NumericOptions, optional
@@ -241,36 +245,74 @@ def audit(paths, *, source: str | os.PathLike | None = None, title: str = "", co
     lineage, changes, covs = _structure(stages)
     tlog, log_path = _read_log([] if loaded else list(paths), stages, log, find_log)
     idx = data_stage_of(stages)
-    inputs = (input_data(stages, data, idx, opts.raw_dtype, opts.raw_shape, opts.max_samples, cfg)
-              if data is not None else None)
-    run, numeric_error = None, None
-    if data is not None or opts.random is not None:
-        try:
-            run = run_numeric(stages, lineage, changes, data, opts, idx, cfg)
-        except DataError as e:  # data that cannot be fed: fine when the input findings say why (checked below)
-            numeric_error = e
+    given_data = _DataPlan.of(data, opts, cfg)
+    data, opts = given_data.data, given_data.opts
+    inputs, run, numeric_error = _measure(stages, lineage, changes, given_data, idx, cfg)
     ctx = AuditContext(stages=stages, lineage=lineage, changes=changes, coverage=covs,
                        numeric=run.results if run else None, input_stats=inputs.stats if inputs else None,
                        data_stage=idx, data_from_pixel_files=bool(inputs and inputs.from_pixel_files),
                        stage_failures=run.refused if run else [], **_config_fields(cfg, stages, lineage))
     findings = run_checks(ctx)
-    skipped = _skipped(numeric_error, findings, data)
-    if data is not None:  # what each recognised data mistake costs at the data stage's outputs
+    skipped = given_data.note or _skipped(numeric_error, findings, data, given_data.from_config)
+    if inputs is not None:  # what each recognised data mistake costs at the data stage's outputs
         findings = form_effects(findings, stages, data, idx, opts.raw_dtype, opts.raw_shape,
                                 run.runtime if run else "onnxruntime", cfg)
     report = _assemble(stages, changes, covs, findings, title, run, tlog)
-    report.run = _run_info(stages, cfg, data, opts, log_path if tlog is not None else None, run, skipped)
+    report.run = _run_info(stages, cfg, given_data, log_path if tlog is not None else None, run, skipped)
     report.verdict = build_verdict(report)
     given = [] if loaded else [Path(p) for p in paths] + ([Path(source)] if source else [])
     return Audit(stages, lineage, changes, covs, report, cfg, run.results if run else [], inputs, given)
 
 
-def _skipped(error: DataError | None, findings: list[Finding], data) -> str | None:
-    """Why the numeric comparison was skipped (data the input findings explain), or None; re-raises ``error``
-    when no input finding explains it."""
+@dataclass(frozen=True)
+class _DataPlan:
+    """The data a run feeds: what was given, or the config's ``cal_data_dir`` (at most
+    :data:`~graphaudit.measure.CONFIG_DATA_SAMPLES` samples) when a config comes without data or random samples."""
+
+    data: Path | str | os.PathLike | None
+    opts: NumericOptions
+    from_config: bool = False
+    note: str | None = None  # why the config's folder cannot be run (the report's run.numeric_skipped)
+    shown: str | None = None  # run.data: the data given, or the config's folder (also when unusable)
+
+    @classmethod
+    def of(cls, data, opts: NumericOptions, cfg) -> "_DataPlan":
+        if data is not None or opts.random is not None or cfg is None:
+            return cls(data, opts, shown=str(data) if data is not None else None)
+        folder, note = config_data(cfg)
+        if folder is None and note is None:
+            return cls(None, opts)
+        capped = replace(opts, max_samples=opts.max_samples or CONFIG_DATA_SAMPLES)
+        return cls(None if note else folder, capped, True, note, str(folder) if folder is not None else None)
+
+
+def _measure(stages, lineage: Lineage, changes, plan: _DataPlan, idx: int, cfg):
+    """The data step: input statistics and the numeric run, as ``(inputs, run, DataError or None)``. Data that
+    cannot be fed are returned as the error (the input findings may say why); the config's own calibration folder
+    never stops the audit (its problem becomes the error), data given do when they cannot be read."""
+    data, opts = plan.data, plan.opts
+    inputs, run = None, None
+    try:
+        if data is not None:
+            inputs = input_data(stages, data, idx, opts.raw_dtype, opts.raw_shape, opts.max_samples, cfg)
+        if data is not None or opts.random is not None:
+            run = run_numeric(stages, lineage, changes, data, opts, idx, cfg)
+    except DataError as e:  # data that cannot be fed: fine when the input findings say why (checked later)
+        if inputs is None and not plan.from_config:
+            raise
+        return inputs, None, e
+    return inputs, run, None
+
+
+def _skipped(error: DataError | None, findings: list[Finding], data, from_config: bool = False) -> str | None:
+    """Why the numeric comparison was skipped (data the input findings explain, or the config's calibration folder
+    that cannot be read), or None; re-raises ``error`` when no input finding explains data given by the user."""
     if error is None:
         return None
     why = sorted({f.code for f in contract_errors(findings)})
+    if from_config:
+        return (f"the config's cal_data_dir could not be run: {error}"
+                + (f" (the input findings {', '.join(why)} say why)" if why else ""))
     if data is None or not why:
         raise error
     return f"{error} (the input findings {', '.join(why)} say why)"
@@ -286,14 +328,15 @@ def _assemble(stages, changes, covs, findings, title, run: NumericRun | None, tl
         toolchain=toolchain_section(tlog, stages, numeric) if tlog is not None else None)
 
 
-def _run_info(stages, cfg, data, opts: NumericOptions, log_path, run: NumericRun | None, skipped) -> RunInfo:
+def _run_info(stages, cfg, plan: _DataPlan, log_path, run: NumericRun | None, skipped) -> RunInfo:
     """The report's ``run`` section: what the run was given and which runtime ran what."""
     return RunInfo(config=str(cfg.path) if cfg is not None else None,
                    config_family=cfg.family if cfg is not None else None,
-                   data=str(data) if data is not None else None, random=opts.random,
+                   data=plan.shown, random=plan.opts.random,
                    log=str(log_path) if log_path is not None else None, numeric_skipped=skipped,
                    numeric_not_run=run.not_run if run else [], runtime=run.runtime if run else None,
-                   runtimes=run.runtimes(stages) if run else None)
+                   runtimes=run.runtimes(stages) if run else None, data_from_config=plan.from_config,
+                   samples_used=run.samples if run else None)
 
 
 def user_inputs(paths: list[str | os.PathLike], *extra: str | os.PathLike | None) -> list[Path]:

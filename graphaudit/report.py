@@ -145,6 +145,11 @@ class RunInfo:
         1.5: ``"onnxruntime"`` or ``"horizon"``; None (not written) when nothing was measured.
     runtimes : dict or None
         1.5: per measured stage, the runtime and its version; None (not written) when nothing was measured.
+    data_from_config : bool
+        1.6: ``data`` is the config's ``cal_data_dir``, run because neither data nor random samples were given
+        (at most :data:`graphaudit.measure.CONFIG_DATA_SAMPLES` samples unless ``--max-samples`` says otherwise).
+    samples_used : int or None
+        1.6: samples run through the stages; None when nothing was measured.
     """
 
     config: str | None = None
@@ -156,9 +161,12 @@ class RunInfo:
     numeric_not_run: list[str] = field(default_factory=list)
     runtime: str | None = None
     runtimes: dict[str, str] | None = None
+    data_from_config: bool = False
+    samples_used: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """The report's ``run`` section; ``runtime`` and ``runtimes`` only when stages were measured."""
+        """The report's ``run`` section; ``runtime`` and ``runtimes`` only when stages were measured; the 1.6 fields
+        ``data_from_config`` and ``samples_used`` last, always."""
         d = asdict(self)
         if self.runtime is None and self.runtimes is None:
             del d["runtime"], d["runtimes"]

@@ -13,9 +13,12 @@ from model_explorer import graph_builder, node_data_builder
 
 from graphaudit.pipeline import audit
 from graphaudit.measure import NumericOptions
-from graphaudit.render.model_explorer import CHANGE_CODES, write_model_explorer
+from graphaudit.render.model_explorer import CHANGE_LABELS, KIND_COLORS, write_model_explorer
 
 STRICT = dacite.Config(strict=True)  # unknown keys are errors too
+#: Change overlays hold labels: node_data_builder types ``value`` as a number (its web app takes any value, see
+#: graphaudit/render/model_explorer.py), so their keys are checked strictly and their values below.
+STRICT_KEYS = dacite.Config(strict=True, check_types=False)
 
 
 @pytest.fixture(scope="module")
@@ -64,11 +67,21 @@ def test_overlays_load_as_model_explorer_node_data(exported):
     assert len(overlays) == 3 + 3 * 2 + 3  # changes, cosine+SQNR accumulated per pair, SQNR isolated per pair
     for p in overlays:
         raw = json.loads(p.read_text())
+        labels = p.name.startswith("changes_")
         model = node_data_builder.ModelNodeData(graphsData={
-            gid: dacite.from_dict(node_data_builder.GraphNodeData, gd, config=STRICT) for gid, gd in raw.items()})
+            gid: dacite.from_dict(node_data_builder.GraphNodeData, gd, config=STRICT_KEYS if labels else STRICT)
+            for gid, gd in raw.items()})
         assert _within(raw, json.loads(model.to_json_string()))  # their writer keeps every field and value of ours
         for gid, gd in model.graphsData.items():
             assert gid in graphs and gd.results and set(gd.results) <= graphs[gid]
+            values = [r.value for r in gd.results.values()]
+            if labels:  # a change kind is a label and a colour, never a number the stats panel would sum
+                assert all(isinstance(v, str) and v in CHANGE_LABELS for v in values)
+                assert all(r.bgColor == KIND_COLORS[r.value] for r in gd.results.values())
+                assert gd.hideInAggregatedStatsTable and gd.showExpandedSummaryOnGroupNode
+            else:  # measured quantities are numbers
+                assert all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+                assert not gd.hideInAggregatedStatsTable and gd.gradient
 
     # change kinds of original -> optimized, against the ONNX files: each BatchNormalization of the original
     # is fused into its Conv; the optimized stage has one fused Conv per BatchNormalization
@@ -77,10 +90,10 @@ def test_overlays_load_as_model_explorer_node_data(exported):
     n_hardswish = sum(n.op_type == "HardSwish" for n in orig.graph.node)
     ch = json.loads((d / "changes_0_original__1_optimized.json").read_text())
     opt_values = Counter(r["value"] for r in ch["optimized"]["results"].values())
-    assert n_bn == 27 and opt_values[CHANGE_CODES["fused"]] == n_bn
-    assert opt_values[CHANGE_CODES["replaced"]] == n_hardswish == 28
+    assert n_bn == 27 and opt_values["fused"] == n_bn
+    assert opt_values["replaced"] == n_hardswish == 28
     orig_values = Counter(r["value"] for r in ch["original"]["results"].values())
-    assert orig_values[CHANGE_CODES["fused"]] == 2 * n_bn  # Conv and BatchNormalization on the a side
+    assert orig_values["fused"] == 2 * n_bn  # Conv and BatchNormalization on the a side
 
     # error overlay: the lowest cosine on the calibrated graph is the report's lowest cosine of that transition
     num = next(n for n in au.report.numeric if n.b == "calibrated")
@@ -111,8 +124,10 @@ def _model_explorer_bundle() -> str:
 def test_node_mapping_uses_model_explorer_sync_navigation_fields(exported):
     hz, au, d, _files = exported
     bundle = _model_explorer_bundle()
-    # the web app's sync-navigation loader reads exactly these fields from an uploaded mapping file
-    for field in ("mappingEntries", "leftNodeIds", "rightNodeIds", "showDiffHighlights"):
+    # the web app's sync-navigation loader reads exactly these fields from an uploaded mapping file, and the node
+    # data fields the change overlays set
+    for field in ("mappingEntries", "leftNodeIds", "rightNodeIds", "showDiffHighlights", "hideInAggregatedStatsTable",
+                  "showExpandedSummaryOnGroupNode"):
         assert field in bundle
     graphs = {g.id: {n.id for n in g.nodes} for p in sorted(d.glob("[0-9]_*.json")) for g in _graph(p).graphs}
     m = json.loads((d / "mapping_0_original__1_optimized.json").read_text())

@@ -43,9 +43,12 @@ NUMERIC = ["a", "b", "threshold", "sqnr_threshold", "tensors_compared", "min_cos
 METRICS = ["cosine", "sqnr_db", "rel_l2", "max_abs", "lsb_max", "lsb_mean", "samples", "elements", "nonfinite",
            "first_sample_cosine"]
 VERDICT = ["cause", "scope", "text", "evidence", "action", "stage", "nodes", "codes", "sqnr_db"]
-TENSOR = ["a_tensor", "b_tensor", "a_node", "b_node", "kind", "order", "change", *METRICS]
-REGION = ["kind", "pattern", "a_nodes", "b_nodes", "outputs", *METRICS]
-RUN = ["config", "config_family", "data", "random", "log", "numeric_skipped", "numeric_not_run", "runtime", "runtimes"]
+TENSOR = ["a_tensor", "b_tensor", "a_node", "b_node", "source_node", "kind", "order", "change", *METRICS]
+REGION = ["kind", "pattern", "a_nodes", "b_nodes", "source_nodes", "outputs", *METRICS]
+RUN = ["config", "config_family", "data", "random", "log", "numeric_skipped", "numeric_not_run", "runtime", "runtimes",
+       "data_from_config", "samples_used"]
+#: The run section when nothing was measured: no runtime keys.
+RUN_UNMEASURED = [k for k in RUN if k not in ("runtime", "runtimes")]
 TOOLCHAIN = ["source", "tool", "toolchain_version", "horizon_nn_version", "hbdk_version", "config_line", "stage",
              "compared", "nodes_total", "nodes_mapped", "nodes", "outputs", "warnings"]
 TC_NODE = ["node", "truncated", "line", "node_id", "on", "subgraph", "type", "cosine", "threshold", "dtype", "extra",
@@ -145,7 +148,7 @@ def test_layout_is_readme_schema(horizon_reports):
         assert all(list(r) == REGION for r in n["regions"] + n["worst_regions"])
     assert any("top1_agreement" in o for n in full["numeric"] for o in n["outputs"])
     assert list(full["run"]) == RUN
-    assert list(bare["run"]) == RUN[:-2]  # nothing measured: no runtime keys
+    assert list(bare["run"]) == RUN_UNMEASURED  # nothing measured: no runtime keys
     tc = full["toolchain"]
     assert list(tc) == TOOLCHAIN
     assert all(list(x) == TC_NODE for x in tc["nodes"]) and all(list(x) == TC_OUTPUT for x in tc["outputs"])
@@ -154,7 +157,7 @@ def test_layout_is_readme_schema(horizon_reports):
 
 #: Keys added after the untyped writer (schema 1.6): without them the layout is the golden 1.5 one (minor versions only
 #: add fields).
-ADDED_SINCE_1_5 = {"verdict", "a_node", "b_node"}
+ADDED_SINCE_1_5 = {"verdict", "a_node", "b_node", "source_node", "source_nodes", "data_from_config", "samples_used"}
 
 
 def _without(x, keys: set[str]):

@@ -10,7 +10,7 @@ import numpy as np
 
 from ..classify import Change
 from ..errors import GraphAuditError
-from ..lineage import Alignment
+from ..lineage import Alignment, Lineage
 from ..stage import StageGraph
 from ..toolchains.ops import DEQUANTIZE_OPS
 from ..toolchains.roles import NUMERICALLY_EQUAL_TRANSITIONS
@@ -59,6 +59,7 @@ class TensorError:
     codec: "FixedPointCodec | None" = None  # b holds integers of a fixed-point stage: how to read them as reals
     a_node: str = ""  # the node of a that computes a_tensor ("" for a graph input)
     b_node: str = ""  # the compute node of b behind b_tensor (past fake quantization; "" for a graph input)
+    source_node: str = ""  # the node of stages[0] computing a_tensor's value, through the lineage ("" if none)
 
 
 @dataclass
@@ -68,6 +69,7 @@ class RegionError:
     change: Change
     outputs: list[tuple[str, str]]  # (a tensor, b tensor)
     stats: ErrorStats = field(default_factory=ErrorStats)
+    source_nodes: list[str] = field(default_factory=list)  # nodes of stages[0] computing the outputs' a values
 
 
 @dataclass
@@ -154,6 +156,20 @@ def _pairs(al: Alignment, changes: list[Change]) -> list[TensorError]:
                                    b_node=_node_name(b, root_prod or prod)))
     out.sort(key=lambda te: te.order)
     return out
+
+
+def _source_namer(stages: list[StageGraph], alignments: list[Alignment]):
+    """``name(i, tensor)``: the ONNX name of the node of ``stages[0]`` (the user's source model, or the toolchain's
+    first stage) computing the value of ``tensor`` of ``stages[i]``, followed back through the chain of alignments
+    (:meth:`graphaudit.lineage.Lineage.origin`); ``""`` when the value has no counterpart in stage 0 or is a graph
+    input there."""
+    lineage, first = Lineage(stages, alignments), stages[0]
+
+    def name(i: int, tensor: str) -> str:
+        k, t0, _kind = lineage.origin(i, tensor)[-1]
+        return _node_name(first, first.tensors[t0].producer) if k == 0 and t0 in first.tensors else ""
+
+    return name
 
 
 def _node_name(st: StageGraph, node_id: str | None) -> str:
@@ -276,9 +292,11 @@ def _plan(stages: list[StageGraph], alignments: list[Alignment], changes: list[l
     """The plan step: tensor pairs per transition, isolated regions (at most :data:`MAX_ISOLATED_REGIONS`, the
     rest and those without a closed boundary counted as skipped) and the tensors each stage must capture."""
     pairs = [_pairs(al, ch) for al, ch in zip(alignments, changes)]
+    source = _source_namer(stages, alignments)
     capture: list[set[str]] = [set() for _ in stages]
     for i, ps in enumerate(pairs):
         for te in ps:
+            te.source_node = source(i, te.a_tensor)
             capture[i].add(te.codec.a_value if te.codec else te.a_tensor)
             capture[i + 1].add(te.b_tensor)
     regions, skipped = [], []
@@ -362,9 +380,12 @@ class _Comparison:
     def __init__(self, stages: list[StageGraph], alignments: list[Alignment], plan: _Plan, opts: CompareOptions):
         self.stages = stages
         self.runners = [StageRunner(s, plan.capture[i], runtime=opts.runtime) for i, s in enumerate(stages)]
+        source = _source_namer(stages, alignments)
         self.results = [TransitionNumeric(al.a.name, al.b.name, opts.threshold, ps,
-                                          [RegionError(c, outs) for c, _i, outs in ri], skipped_regions=sk)
-                        for al, ps, ri, sk in zip(alignments, plan.pairs, plan.regions, plan.skipped)]
+                                          [RegionError(c, outs, source_nodes=list(dict.fromkeys(
+                                              n for n in (source(i, a) for a, _b in outs) if n)))
+                                           for c, _i, outs in ri], skipped_regions=sk)
+                        for i, (al, ps, ri, sk) in enumerate(zip(alignments, plan.pairs, plan.regions, plan.skipped))]
         self.feeder = _Feeder(stages, opts.data_stage, opts.data_domain, opts.config, opts.sample_names)
         self.regions = RegionRunner(self.runners, plan.regions, opts.runtime)
 
@@ -400,13 +421,13 @@ def _first_divergence(res: TransitionNumeric) -> TensorError | None:
 
 def _tensor_summary(te: TensorError) -> TensorSummary:
     return TensorSummary(a_tensor=te.a_tensor, b_tensor=te.b_tensor, kind=te.kind, order=te.order, change=te.change,
-                         a_node=te.a_node, b_node=te.b_node,
+                         a_node=te.a_node, b_node=te.b_node, source_node=te.source_node,
                          top1_agreement=[te.top1[0], te.top1[1]] if te.top1[1] else None, **te.stats.to_dict())
 
 
 def _region_summary(r: RegionError) -> RegionSummary:
     return RegionSummary(kind=r.change.kind, pattern=r.change.pattern, a_nodes=r.change.a_nodes,
-                         b_nodes=r.change.b_nodes, outputs=[list(o) for o in r.outputs], **r.stats.to_dict())
+                         b_nodes=r.change.b_nodes, source_nodes=r.source_nodes, outputs=[list(o) for o in r.outputs], **r.stats.to_dict())
 
 
 def transition_summary(res: TransitionNumeric, worst: int = 10) -> TransitionSummary:

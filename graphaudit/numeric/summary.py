@@ -79,6 +79,10 @@ class TensorSummary(ErrorFigures):
     a_node, b_node : str
         1.6: the ONNX names of the nodes computing the tensors (b's: the compute node behind its fake quantization,
         the name the toolchain's config and log use); ``""`` for a graph input.
+    source_node : str
+        1.6: the ONNX name of the node of the pipeline's first stage (the user's source model with ``--source``)
+        computing ``a_tensor``'s value, found through the chain of alignments; ``""`` when the value has no
+        counterpart there (an inserted node's) or is a graph input there.
     """
 
     a_tensor: str
@@ -89,12 +93,13 @@ class TensorSummary(ErrorFigures):
     top1_agreement: list[int] | None = None
     a_node: str = ""
     b_node: str = ""
+    source_node: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        """``{"a_tensor", "b_tensor", "a_node", "b_node", "kind", "order", "change", METRICS[,
+        """``{"a_tensor", "b_tensor", "a_node", "b_node", "source_node", "kind", "order", "change", METRICS[,
         "top1_agreement"]}``."""
         d = {"a_tensor": self.a_tensor, "b_tensor": self.b_tensor, "a_node": self.a_node, "b_node": self.b_node,
-             "kind": self.kind, "order": self.order, "change": self.change, **self.figures_dict()}
+             "source_node": self.source_node, "kind": self.kind, "order": self.order, "change": self.change, **self.figures_dict()}
         if self.top1_agreement is not None:
             d["top1_agreement"] = self.top1_agreement
         return d
@@ -118,6 +123,9 @@ class RegionSummary(ErrorFigures):
         Its node ids in both stages.
     outputs : list of list of str
         ``[a tensor, b tensor]`` per output of the change.
+    source_nodes : list of str
+        1.6: the ONNX names of the nodes of the pipeline's first stage computing the values of the change's outputs
+        (their a tensors followed back through the lineage, as :attr:`TensorSummary.source_node`); empty when none.
     """
 
     kind: str
@@ -125,11 +133,12 @@ class RegionSummary(ErrorFigures):
     a_nodes: list[str] = field(default_factory=list)
     b_nodes: list[str] = field(default_factory=list)
     outputs: list[list[str]] = field(default_factory=list)
+    source_nodes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        """``{"kind", "pattern", "a_nodes", "b_nodes", "outputs", METRICS}``."""
+        """``{"kind", "pattern", "a_nodes", "b_nodes", "source_nodes", "outputs", METRICS}``."""
         return {"kind": self.kind, "pattern": self.pattern, "a_nodes": self.a_nodes, "b_nodes": self.b_nodes,
-                "outputs": self.outputs, **self.figures_dict()}
+                "source_nodes": self.source_nodes, "outputs": self.outputs, **self.figures_dict()}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "RegionSummary":

@@ -1,4 +1,16 @@
-"""Model Explorer export: stage graphs, node mappings between stages, and change/error overlays as JSON files."""
+"""Model Explorer export: stage graphs, node mappings between stages, and change/error overlays as JSON files.
+
+Overlays are Model Explorer "node data" files (``{graph id: {"name", "results": {node id: {"value", "bgColor"}},
+...}}``, ``model_explorer.node_data_builder.ModelNodeData``). Only measured quantities are numbers there (cosine,
+SQNR, isolated SQNR): the side panel's aggregated stats (min, max, sum, avg) are computed over numeric values. A
+change kind is a label: its ``value`` is the kind's name and its ``bgColor`` the kind's colour, which the web app
+shows as the node's text and colour, and counts per label on collapsed layers. Sources:
+``NodeDataProviderResultData.value: any`` in ``src/ui/src/components/visualizer/common/types.ts`` of
+https://github.com/google-ai-edge/model-explorer; ``showExpandedSummaryOnGroupNode`` and
+``showLabelCountColumnsInChildrenStatsTable`` ("only works with non-numerical (e.g. string) node data values") in
+``model_explorer/node_data_builder.py`` of the ``ai-edge-model-explorer`` package; its web app (0.1.34,
+``populateResultsTable``) adds a value to the stats only when ``typeof value == "number"``.
+"""
 
 from __future__ import annotations
 
@@ -13,14 +25,15 @@ from ..fileio import write_atomic
 from ..stage import StageGraph
 from .diffgraph import KIND_COLORS as _DIFF_COLORS
 
-__all__ = ["CHANGE_CODES", "KIND_COLORS", "SQNR_CAP_DB", "stage_graph", "node_mapping", "change_overlays",
+__all__ = ["CHANGE_LABELS", "KIND_COLORS", "SQNR_CAP_DB", "stage_graph", "node_mapping", "change_overlays",
            "error_overlays", "write_model_explorer"]
 
-#: Numeric value of each change kind in the change-kind overlay (Model Explorer node data values are numbers).
-CHANGE_CODES = {"kept": 0, "modified": 1, "inserted": 2, "removed": 3, "fused": 4, "replaced": 5, "unmatched": 6}
+#: Change kinds in the change overlay, least to most telling: a node in several changes is labelled with the last
+#: of its kinds in this order. The labels are the kinds' names (strings, not codes a stats panel would sum).
+CHANGE_LABELS = ("kept", "modified", "inserted", "removed", "fused", "replaced", "unmatched")
 
 #: Background colour of each change kind: the fill colours of the diff graph (and so of the HTML report).
-KIND_COLORS = {k: _DIFF_COLORS[k][0] for k in CHANGE_CODES}
+KIND_COLORS = {k: _DIFF_COLORS[k][0] for k in CHANGE_LABELS}
 
 #: SQNR overlay values above this (and identical tensors, SQNR = inf) are written as this value, in dB
 #: (JSON has no infinity).
@@ -151,23 +164,28 @@ def _graph_data(name: str, results: dict[str, dict[str, Any]], gradient: bool = 
 def change_overlays(a: StageGraph, b: StageGraph, transition: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Change kind of every node of both stages of a transition, as Model Explorer node data.
 
-    Values are :data:`CHANGE_CODES`; each result carries the kind's colour (:data:`KIND_COLORS`).
+    Each result is a label, not a number: ``{"value": kind, "bgColor": its colour}`` (:data:`CHANGE_LABELS`,
+    :data:`KIND_COLORS`); the overlay is kept out of the aggregated stats table (``hideInAggregatedStatsTable``) and
+    collapsed layers list their nodes' kinds with counts (``showExpandedSummaryOnGroupNode``,
+    ``showLabelCountColumnsInChildrenStatsTable``).
 
     Returns
     -------
     dict
         ``{a.name: GraphNodeData, b.name: GraphNodeData}`` in the JSON layout of
-        ``model_explorer.node_data_builder.ModelNodeData`` (graph id -> ``{"name", "results"}``).
+        ``model_explorer.node_data_builder.ModelNodeData`` (graph id -> ``{"name", "results", ...}``).
     """
-    legend = ", ".join(f"{v} {k}" for k, v in CHANGE_CODES.items())
+    rank = {k: i for i, k in enumerate(CHANGE_LABELS)}
     side: dict[str, dict[str, dict[str, Any]]] = {a.name: {}, b.name: {}}
     for c in transition["changes"]:
         for st, ids in ((a, c["a_nodes"]), (b, c["b_nodes"])):
             for nid in ids:
                 prev = side[st.name].get(nid)
-                if prev is None or prev["value"] < CHANGE_CODES[c["kind"]]:
-                    side[st.name][nid] = {"value": CHANGE_CODES[c["kind"]], "bgColor": KIND_COLORS[c["kind"]]}
-    return {st.name: _graph_data(f"change {a.name} -> {b.name} ({legend})", side[st.name]) for st in (a, b)}
+                if prev is None or rank[prev["value"]] < rank[c["kind"]]:
+                    side[st.name][nid] = {"value": c["kind"], "bgColor": KIND_COLORS[c["kind"]]}
+    return {st.name: {**_graph_data(f"change {a.name} -> {b.name}", side[st.name]),
+                      "hideInAggregatedStatsTable": True, "showExpandedSummaryOnGroupNode": True,
+                      "showLabelCountColumnsInChildrenStatsTable": True} for st in (a, b)}
 
 
 def _metric(v: Any, cap: float | None = None) -> float | None:
@@ -282,7 +300,8 @@ def write_model_explorer(au, directory: str | os.PathLike, protect: list[Path] |
                      f"'sync navigation' (mode: upload mapping).")
     readme = ("Model Explorer files written by graphaudit (pip install ai-edge-model-explorer).\n"
               "Stage graphs load with Model Explorer's built-in JSON adapter; node ids are graphaudit node ids.\n"
-              f"Change overlay values: {', '.join(f'{v} {k}' for k, v in CHANGE_CODES.items())}.\n"
+              "Change overlays label each node with its change kind (text and colour, not a number); the cosine and "
+              "SQNR overlays hold numbers.\n"
               f"SQNR overlays are in dB, capped at {SQNR_CAP_DB:g} (identical tensors).\n\n" + "\n".join(howto) + "\n")
     written.append(_write(d / "README.txt", readme, protect))
     return written
