@@ -95,7 +95,12 @@ def _cos(x) -> str:
 
 def _first_sentence(text: str) -> str:
     head = text.split("; ")[0].split(". ")[0].strip()
-    return head[:-1] if head.endswith(".") else head
+    return head.rstrip(".?!") + ("?" if head.endswith("?") else "")
+
+
+def _sentence(text: str) -> str:
+    """``text`` ending in one full stop (or its own question mark)."""
+    return text if text.endswith(("?", ".", "!")) else text + "."
 
 
 # --- harness and config -------------------------------------------------------------------------------------------
@@ -127,7 +132,8 @@ def _harness_lines(findings: list[Finding]) -> list[VerdictLine]:
         what = "may not match" if f.severity == "warning" else "break"
         out.append(VerdictLine(
             cause="harness", scope=f.stage,
-            text=f"Your data {what} the input contract of the {f.stage} stage: {_first_sentence(f.message)}.",
+            text=_sentence(f"Your data {what} the input contract of the {f.stage} stage: "
+                           f"{_first_sentence(f.message)}"),
             evidence=effect or f.title, action=f.fix, stage=f.stage, nodes=nodes,
             codes=[f.code], sqnr_db=db if db is not None else (None if f.severity == "warning" else -math.inf)))
     return out
@@ -138,7 +144,8 @@ def _config_lines(findings: list[Finding]) -> list[VerdictLine]:
     out = []
     for f in errs[:_MAX_NAMED]:
         where = f.location.get("node") or f.location.get("tensor") or ""
-        out.append(VerdictLine(cause="config", scope=f.stage, text=f"The conversion config: {_first_sentence(f.message)}.",
+        text = _sentence(f"The conversion config: {_first_sentence(f.message)}")
+        out.append(VerdictLine(cause="config", scope=f.stage, text=text,
                                evidence=f.title, action=f.fix, stage=f.stage, nodes=[where] if where else [],
                                codes=[f.code]))
     if len(errs) > _MAX_NAMED:
@@ -154,7 +161,7 @@ def _toolchain_lines(findings: list[Finding], lines: list[VerdictLine]) -> list[
             continue
         seen.add(f.code)
         where = f.location.get("node") or ""
-        out.append(VerdictLine(cause="toolchain", scope=f.stage, text=f"{_first_sentence(f.message)}.",
+        out.append(VerdictLine(cause="toolchain", scope=f.stage, text=_sentence(_first_sentence(f.message)),
                                evidence=f.title, action=f.fix, stage=f.stage, nodes=[where] if where else [],
                                codes=[f.code]))
     return out

@@ -75,11 +75,14 @@ def run_line(report: AuditReport, console: Console) -> None:
     if run.numeric_skipped:
         parts.append(f"data {run.data} (numeric comparison skipped, see below)")
     elif run.data:
-        parts.append(f"data {run.data}")
+        used = f", {run.samples_used} samples" if run.samples_used else ""
+        src = " (the config's cal_data_dir" + used + ")" if run.data_from_config else (
+            f" ({run.samples_used} samples)" if used else "")
+        parts.append(f"data {run.data}{src}")
     elif run.random:
         parts.append(f"{run.random} random samples")
     else:
-        parts.append("numeric comparison not run (give --data or --random)")
+        parts.append("numeric comparison not run (give --data, --config with a cal_data_dir, or --random)")
     if run.log:
         parts.append(f"toolchain log {run.log}")
     labels = sorted(set((run.runtimes or {}).values()))
