@@ -18,6 +18,7 @@ quantization lines. Within a cause, lines with a lower output SQNR come first.
 from __future__ import annotations
 
 import math
+import re
 import statistics
 
 from .findings import Finding
@@ -25,7 +26,7 @@ from .numeric.summary import RegionSummary, TensorSummary, TransitionSummary
 from .report import VERDICT_CAUSES, AuditReport, VerdictLine
 from .toolchains.ops import HORIZON_DOMAIN
 
-__all__ = ["build_verdict", "OUTLIER_DB", "EQUAL_OUTPUT_SQNR_DB"]
+__all__ = ["build_verdict", "OUTLIER_DB", "EQUAL_OUTPUT_SQNR_DB", "SMALL_LOSS_DB"]
 
 #: A change whose isolated SQNR lies this many dB below the median of its peers is where the loss concentrates
 #: (6 dB = half the signal-to-noise amplitude ratio).
@@ -39,6 +40,10 @@ EQUAL_OUTPUT_SQNR_DB = 60.0
 HARNESS_CODES = ("P201", "P202", "P203", "P204", "P205", "P206", "P207", "P208", "P209", "P211")
 
 _MAX_NAMED = 3
+
+#: Output SQNR (dB) at or above which, with every top-1 kept, a quantization transition costs little (a 40 dB SQNR is
+#: an error amplitude of 1% of the signal).
+SMALL_LOSS_DB = 40.0
 
 
 def build_verdict(report: AuditReport) -> list[VerdictLine]:
@@ -118,24 +123,27 @@ def _effect(f: Finding) -> tuple[float | None, str]:
 
 
 def _harness_lines(findings: list[Finding]) -> list[VerdictLine]:
-    """One line per input the data break (its most serious input finding; findings are most serious first)."""
-    out, seen = [], set()
+    """One line per input the data break. Its sentence is the finding that names the mistake (layout, form,
+    normalization) rather than P211, which only sees that the data leave the calibrated range; it counts as an
+    error when any finding on that input is one."""
+    groups: dict[str, list[Finding]] = {}
     for f in findings:
-        if f.code not in HARNESS_CODES or f.severity == "info":
-            continue
-        tensor = f.location.get("tensor") or ""
-        if (f.stage, tensor) in seen:
-            continue
-        seen.add((f.stage, tensor))
+        if f.code in HARNESS_CODES and f.severity != "info":
+            groups.setdefault(f.location.get("tensor") or f.stage, []).append(f)
+    out = []
+    for tensor, group in groups.items():
+        f = next((g for g in group if g.code != "P211"), group[0])
+        error = any(g.severity == "error" for g in group)
         db, effect = _effect(f)
-        nodes = list(dict.fromkeys(x for x in (tensor, f.location.get("node")) if x))
-        what = "may not match" if f.severity == "warning" else "break"
+        nodes = list(dict.fromkeys(x for x in (f.location.get("tensor"), f.location.get("node")) if x))
+        what = "break" if error else "may not match"
         out.append(VerdictLine(
             cause="harness", scope=f.stage,
             text=_sentence(f"Your data {what} the input contract of the {f.stage} stage: "
                            f"{_first_sentence(f.message)}"),
             evidence=effect or f.title, action=f.fix, stage=f.stage, nodes=nodes,
-            codes=[f.code], sqnr_db=db if db is not None else (None if f.severity == "warning" else -math.inf)))
+            codes=list(dict.fromkeys(g.code for g in group)),
+            sqnr_db=db if db is not None else (-math.inf if error else None)))
     return out
 
 
@@ -237,39 +245,46 @@ def _worst_changes(t: TransitionSummary) -> list[RegionSummary]:
     return sorted(regions, key=lambda r: _sort_db(_num(r.sqnr_db)))
 
 
-def _region_name(t: TransitionSummary, r: RegionSummary) -> str:
-    """The compute node a change is about: the node of the reference stage whose output it quantizes (the name
-    the toolchain's ``node_info`` and ``nodes_to_exclude`` take), else its own node in the test stage."""
+def _region_name(t: TransitionSummary, r: RegionSummary) -> tuple[str, bool]:
+    """(name, is a node of the reference stage) of the compute node a change is about: the node of the reference
+    stage whose output it quantizes (the name the toolchain's ``node_info`` and ``nodes_to_exclude`` take); for a
+    change on a graph input ``"input <name>"``; else its own node in the test stage."""
     by_a = {ts.a_tensor: ts for ts in t.tensors}
     for a_t, _b_t in r.outputs:
         ts = by_a.get(a_t)
         if ts is not None and ts.a_node:
-            return ts.a_node
-    return r.b_nodes[0] if r.b_nodes else (r.a_nodes[0] if r.a_nodes else "?")
+            return ts.a_node, True
+        if ts is not None and not ts.a_node:
+            return f"input {a_t}", False
+    if r.outputs and not r.a_nodes:  # inserted on a tensor the comparison does not hold (a graph input, a weight)
+        return f"tensor {r.outputs[0][0]}", False
+    return (r.b_nodes[0] if r.b_nodes else (r.a_nodes[0] if r.a_nodes else "?")), False
 
 
-def _outliers(t: TransitionSummary) -> tuple[list[tuple[str, RegionSummary]], float | None, int]:
-    """Changes whose isolated SQNR is :data:`OUTLIER_DB` below the median of the changes of the same pattern:
-    ([(node name, region)], that median, peers)."""
-    regions = _worst_changes(t)
-    if len(regions) < 3:
-        return [], None, len(regions)
+#: graphaudit's id of an unnamed node (``"<op_type>:<first output>"`` or ``"<op_type>#<index>"``,
+#: :class:`graphaudit.stage.NodeInfo`): no toolchain setting can name it.
+_UNNAMED_ID = re.compile(r"^[A-Z][A-Za-z0-9]*[:#]")
+
+
+def _outliers(t: TransitionSummary) -> list[tuple[str, bool, RegionSummary, float, int]]:
+    """Changes whose isolated SQNR is :data:`OUTLIER_DB` below the median of the changes of the same kind and
+    pattern (at least 3 of them): ``[(node name, is a reference-stage node, region, peers' median dB, peers)]``,
+    worst first, one per node."""
     by_pattern: dict[str, list[RegionSummary]] = {}
-    for r in regions:
+    for r in _worst_changes(t):
         by_pattern.setdefault(f"{r.kind} {r.pattern}", []).append(r)
-    out, medians = [], []
+    out = []
     for peers in by_pattern.values():
         if len(peers) < 3:
             continue
         med = statistics.median(_sort_db(_num(r.sqnr_db)) for r in peers)
-        medians.append((med, len(peers)))
-        out += [(r, med) for r in peers if _sort_db(_num(r.sqnr_db)) <= med - OUTLIER_DB]
+        out += [(r, med, len(peers)) for r in peers if _sort_db(_num(r.sqnr_db)) <= med - OUTLIER_DB]
     out.sort(key=lambda x: _sort_db(_num(x[0].sqnr_db)))
-    med, n = max(medians, key=lambda x: x[1]) if medians else (None, len(regions))
-    named: dict[str, RegionSummary] = {}
-    for r, _m in out:
-        named.setdefault(_region_name(t, r), r)
-    return list(named.items())[:_MAX_NAMED], med, n
+    named: dict[str, tuple] = {}
+    for r, med, n in out:
+        name, in_a = _region_name(t, r)
+        named.setdefault(name, (name, in_a, r, med, n))
+    return list(named.values())[:_MAX_NAMED]
 
 
 def _is_horizon(report: AuditReport, stage: str) -> bool:
@@ -277,31 +292,63 @@ def _is_horizon(report: AuditReport, stage: str) -> bool:
                for s in report.stages)
 
 
+def _small_loss(t: TransitionSummary, d: float | None) -> bool:
+    """Outputs within :data:`SMALL_LOSS_DB` and every classifier row's top-1 kept: quantization costs little."""
+    top = [o.top1_agreement for o in t.outputs if o.top1_agreement]
+    return d is not None and d >= SMALL_LOSS_DB and all(x[0] == x[1] for x in top)
+
+
+def _precision_action(report: AuditReport, t: TransitionSummary, names: list[str]) -> str:
+    """The toolchain setting that keeps ``names`` (reference-stage nodes) in higher precision."""
+    settable = [n for n in names if not _UNNAMED_ID.match(n)]
+    unnamed = [n for n in names if _UNNAMED_ID.match(n)]
+    if _is_horizon(report, t.b):
+        tool = "hb_compile" if report.run is not None and report.run.config_family == "3.x" else "hb_mapper"
+        action = (f"Keep them in int16 and re-run {tool}: in the config's model_parameters, node_info: \""
+                  + ";".join(f"{n}:int16" for n in settable) + "\" (names of the optimized_float model).")
+    else:
+        action = ("Leave them in float and re-quantize: quantize_static(..., nodes_to_exclude=["
+                  + ", ".join(repr(n) for n in settable) + "]).")
+    if unnamed:
+        action = ((action + " ") if settable else "") + (
+                  f"{', '.join(unnamed)} have no name in the model (graphaudit's ids shown): name them in the "
+                  "float model before quantizing to exclude them.")
+    return action
+
+
 def _quantization_line(t: TransitionSummary, report: AuditReport, scope: str, figures: str, d: float | None,
                        on: str, random: int | None) -> VerdictLine:
-    named, median, peers = _outliers(t)
+    named = _outliers(t)
     text = f"Quantizing {t.a} into {t.b} brings the outputs to SQNR {_db(d)} dB on {on}"
+    small = _small_loss(t, d)
+    if small:
+        text += " — little at the outputs: quantization alone is unlikely to explain an accuracy drop"
     if named:
-        names = [n for n, _r in named]
-        alone = ", ".join(f"{n} {_db(r.sqnr_db)} dB" for n, r in named)
-        text += (f"; the loss concentrates in {', '.join(names)} (SQNR measured alone: {alone}; median of the "
-                 f"{peers} changes measured: {_db(median)} dB).")
-        if _is_horizon(report, t.b):
-            action = ("Keep them in int16 and re-run hb_mapper: in the config's model_parameters, node_info: \""
-                      + ";".join(f"{n}:int16" for n in names) + "\" (names of the optimized_float model).")
-        else:
-            action = ("Leave them in float and re-quantize: quantize_static(..., nodes_to_exclude=["
-                      + ", ".join(repr(n) for n in names) + "]).")
+        groups = list(dict.fromkeys((med, k) for *_x, med, k in named))
+        alone = "; ".join(", ".join(f"{n} {_db(r.sqnr_db)} dB" for n, _a, r, m, k in named if (m, k) == g)
+                          + f" against a median of {_db(g[0])} dB over the {g[1]} changes of the same kind"
+                          for g in groups)
+        text += (f"; {'the largest single contributors are' if small else 'the loss concentrates in'} "
+                 f"{', '.join(n for n, *_ in named)} (SQNR measured alone: {alone}).")
+        names = [n for n, in_a, *_ in named if in_a]
+        action = _precision_action(report, t, names) if names else (
+            "The loss sits at the graph inputs' quantization: check that the data match the calibration data.")
     else:
         worst = _worst_changes(t)
         text += "; the loss is spread over the model rather than in a few nodes"
-        text += (f" (worst change alone: {_region_name(t, worst[0])} at SQNR {_db(worst[0].sqnr_db)} dB)."
+        text += (f" (worst change alone: {_region_name(t, worst[0])[0]} at SQNR {_db(worst[0].sqnr_db)} dB)."
                  if worst else ".")
-        named = [(_region_name(t, worst[0]), worst[0])] if worst else []
+        named = [(*_region_name(t, worst[0]), worst[0], None, 0)] if worst else []
         action = ("Improve calibration rather than single nodes: more and more representative samples, another "
                   "calibration_type, or per-channel weights.")
+    if small:
+        action = "Nothing to do here for accuracy; if you still measure a drop, look at the harness and the device."
+    if any(f.severity == "error" and f.code in HARNESS_CODES for f in report.findings):
+        action = ("First fix the data (the harness line above): these figures are measured on data that break a "
+                  "stage's input contract, so they do not say what quantization costs on correct data.")
     return VerdictLine(cause="quantization", scope=scope, text=text, evidence=figures,
-                       action=action, stage=t.a, nodes=[n for n, _r in named], codes=["N402"], sqnr_db=d)
+                       action=action, stage=t.a, nodes=[n if in_a else n.split(" ", 1)[-1] for n, in_a, *_ in named],
+                       codes=["N402"], sqnr_db=d)
 
 
 # --- what was not measured ----------------------------------------------------------------------------------------

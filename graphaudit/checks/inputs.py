@@ -106,7 +106,16 @@ def check_layout(ctx: AuditContext) -> Iterator[Finding]:
                 f"{st.shape[3 if st.layout == 'NHWC' else 1]}) but {stage.name} takes {ic.layout} "
                 f"{list(ic.shape or ())}", stage=stage.name, location={"tensor": ic.name},
                 evidence={"data_layout": st.layout, "data_shape": list(st.shape), "input_layout": ic.layout,
-                          "input_shape": list(ic.shape or ())})
+                          "input_shape": list(ic.shape or ())}, fix=_layout_fix(st.layout, ic.layout))
+
+
+def _layout_fix(have: str, want: str) -> str | None:
+    """The transpose from the data's layout to the stage's (rank 4), or None for the rule's generic fix."""
+    if len(have) != 4 or sorted(have) != sorted(want):
+        return None
+    perm = tuple(have.index(c) for c in want)
+    return (f"Transpose the data from {have} to {want}: np.transpose(x, {perm}), or set input_layout_train / "
+            "input_layout_rt to match how the data are produced.")
 
 
 def check_dtype(ctx: AuditContext) -> Iterator[Finding]:
