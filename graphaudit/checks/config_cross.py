@@ -27,7 +27,7 @@ from ..config.refs import config_path
 from .base import AuditContext
 from .config_common import (effective_normalization, effective_shape, finding, fmt, is_image, model_input,
                             nontrivial, static_shape)
-from .config_schema import n_inputs
+from .config_schema import each_input, n_inputs
 
 __all__ = ["input_names", "input_layout", "input_shape", "node_names", "preprocess_mismatch", "cal_data_dtype",
            "cal_data_normalized", "cal_dirs", "cal_dir_candidates", "MAX_DTYPE_FILES", "MAX_VALUE_FILES",
@@ -58,11 +58,7 @@ def input_names(ctx: AuditContext) -> Iterator[Finding]:
 
 def input_layout(ctx: AuditContext) -> Iterator[Finding]:
     """C321: input_layout_train contradicting the model input (channels of the image type sit at the other position)."""
-    cfg, model = ctx.config, ctx.config_model
-    if cfg is None:
-        return
-    n = n_inputs(cfg, model)
-    for inp in cfg.inputs:
+    for cfg, model, n, inp in each_input(ctx):
         mi = model_input(model, inp, n)
         if mi is None or mi[1] is None or len(mi[1]) != 4 or not is_image(inp) or inp.layout_train not in ("NCHW", "NHWC"):
             continue
@@ -79,11 +75,7 @@ def input_layout(ctx: AuditContext) -> Iterator[Finding]:
 
 def input_shape(ctx: AuditContext) -> Iterator[Finding]:
     """C322: input_shape differing from the model input's static dims (symbolic dims are not compared)."""
-    cfg, model = ctx.config, ctx.config_model
-    if cfg is None:
-        return
-    n = n_inputs(cfg, model)
-    for inp in cfg.inputs:
+    for cfg, model, n, inp in each_input(ctx):
         mi = model_input(model, inp, n)
         if inp.shape is None or mi is None or mi[1] is None:
             continue

@@ -41,6 +41,17 @@ def n_inputs(cfg: ConversionConfig, model: StageGraph | None = None) -> int:
     return len(cfg.inputs)
 
 
+def each_input(ctx: AuditContext) -> Iterator[tuple[ConversionConfig, StageGraph | None, int, object]]:
+    """``(config, config model, number of inputs, input)`` for each input of the context's config (nothing without
+    a config): the loop most C3xx rules run."""
+    cfg, model = ctx.config, ctx.config_model
+    if cfg is None:
+        return
+    n = n_inputs(cfg, model)
+    for inp in cfg.inputs:
+        yield cfg, model, n, inp
+
+
 def _all_known(family: str) -> dict[str, str]:
     return {k: sec for sec, keys in S.KNOWN_KEYS[family].items() for k in keys}
 
@@ -240,11 +251,7 @@ def per_input_counts(ctx: AuditContext) -> Iterator[Finding]:
 
 def channel_counts(ctx: AuditContext) -> Iterator[Finding]:
     """C306: mean/scale/std with a per-channel count other than 1 or C (C from input_shape or the model)."""
-    cfg, model = ctx.config, ctx.config_model
-    if cfg is None:
-        return
-    n = n_inputs(cfg, model)
-    for inp in cfg.inputs:
+    for cfg, model, n, inp in each_input(ctx):
         c = channel_count(inp, effective_shape(inp, model, n))
         if c is None:
             continue
@@ -344,11 +351,7 @@ def type_pairs(ctx: AuditContext) -> Iterator[Finding]:
 
 def type_shape(ctx: AuditContext) -> Iterator[Finding]:
     """C311: shapes the input types cannot take (nv12 odd H/W, gray C != 1, rgb/bgr/yuv444 C != 3, image not 4-D)."""
-    cfg, model = ctx.config, ctx.config_model
-    if cfg is None:
-        return
-    n = n_inputs(cfg, model)
-    for inp in cfg.inputs:
+    for cfg, model, n, inp in each_input(ctx):
         shape = effective_shape(inp, model, n)
         if shape is None or inp.type_train in (None, "featuremap") or inp.type_train not in S.INPUT_TYPE_TRAIN:
             continue
