@@ -373,7 +373,8 @@ def _not_seen_lines(report: AuditReport) -> list[VerdictLine]:
         stage = reason.split(":")[0].strip()
         out.append(VerdictLine(
             cause="not-seen", scope=stage, text=f"graphaudit did not run {reason}.", stage=stage,
-            action=("Install the toolchain's runtime and use --runtime horizon to run the fixed-point stage."
+            action=("Run graphaudit inside the toolchain's Python environment with --runtime horizon (README, \"Real "
+                    "Horizon toolchain output\"): Horizon's runtime runs the fixed-point stage."
                     if "fixed" in reason.lower() or "horizon" in reason.lower() else "See finding N403.")))
     last = report.stages[-1] if report.stages else None
     if last is not None and _is_horizon(report, last.name):
