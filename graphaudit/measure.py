@@ -139,6 +139,10 @@ def data_stage_of(stages: list[StageGraph]) -> int:
     return 1 if stages[0].role == "source" and len(stages) > 1 else 0
 
 
+#: The ``cal_data_type`` values hb_mapper 1.x reads calibration files with (docs/HORIZON.md section 4).
+CAL_DATA_TYPES = ("uint8", "float32")
+
+
 def config_data(config) -> tuple[Path | None, str | None]:
     """The calibration folder a conversion config names, to run when no data are given: ``(folder, None)``;
     ``(folder or None, why it cannot be used)``; ``(None, None)`` when there is no config or it names no folder.
@@ -162,6 +166,10 @@ def config_data(config) -> tuple[Path | None, str | None]:
         return None, None
     if not d.is_dir():
         return d, f"the config's cal_data_dir {d}: {'not a directory' if d.exists() else 'no such directory'}"
+    kind = config.inputs[0].cal_data_type
+    if kind is not None and str(kind).strip().lower() not in CAL_DATA_TYPES:
+        return d, (f"the config's cal_data_type {kind!r} is not one hb_mapper reads ({', '.join(CAL_DATA_TYPES)}; "
+                   "see finding C304): the files are not read with it")
     return d, None
 
 

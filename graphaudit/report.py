@@ -8,7 +8,7 @@ section from :mod:`graphaudit.toolchains.section`.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from .classify import CHANGE_KINDS, Change, Coverage
@@ -253,8 +253,29 @@ class VerdictLine:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "VerdictLine":
-        """Inverse of :meth:`to_dict`."""
-        return cls(**d)
+        """Inverse of :meth:`to_dict`; keys a later minor schema adds are ignored.
+
+        Raises
+        ------
+        ValueError
+            Not an object, a missing ``cause``/``scope``/``text``, or a field of the wrong type.
+        """
+        if not isinstance(d, dict):
+            raise ValueError(f"a verdict line is a JSON object, not {type(d).__name__}")
+        known = {f.name for f in fields(cls)}
+        kw = {k: v for k, v in d.items() if k in known}
+        for key in ("cause", "scope", "text", "evidence", "action", "stage"):
+            if key in ("cause", "scope", "text") and key not in kw:
+                raise ValueError(f"a verdict line without {key!r}")
+            if key in kw and not isinstance(kw[key], str):
+                raise ValueError(f"verdict {key!r} must be a string, not {type(kw[key]).__name__}")
+        for key in ("nodes", "codes"):
+            if key in kw and not (isinstance(kw[key], list) and all(isinstance(x, str) for x in kw[key])):
+                raise ValueError(f"verdict {key!r} must be a list of strings")
+        db = kw.get("sqnr_db")
+        if db is not None and (isinstance(db, bool) or not isinstance(db, (int, float, str))):
+            raise ValueError(f"verdict 'sqnr_db' must be a number or null, not {type(db).__name__}")
+        return cls(**kw)
 
 
 @dataclass

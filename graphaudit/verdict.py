@@ -182,10 +182,11 @@ def _outputs(t: TransitionSummary) -> tuple[float | None, float | None, str]:
     cos = [c for c in (_num(o.cosine) for o in t.outputs) if c is not None]
     dbs = [d for d in (_num(o.sqnr_db) for o in t.outputs) if d is not None]
     c, d = (min(cos) if cos else None), (min(dbs) if dbs else None)
-    top = [o.top1_agreement for o in t.outputs if o.top1_agreement]
+    top = [(o.b_tensor, o.top1_agreement) for o in t.outputs if o.top1_agreement]
     text = f"outputs: cosine {_cos(c)}, SQNR {_db(d)} dB"
-    if top:
-        text += f", top-1 agrees on {sum(x[0] for x in top)}/{sum(x[1] for x in top)} samples"
+    if top:  # the classifier output that agrees least (rows of one output are its samples)
+        name, (agree, rows) = min(top, key=lambda x: x[1][0] / max(x[1][1], 1))
+        text += f", top-1 agrees on {agree}/{rows} samples" + (f" ({name})" if len(top) > 1 else "")
     return c, d, text
 
 
@@ -213,7 +214,7 @@ def _transition_line(i: int, t: TransitionSummary, report: AuditReport, random: 
         return VerdictLine(cause="equal", scope=scope, text=text, evidence=figures, action=action,
                            sqnr_db=d)
     if documented_equal:
-        return _rewrite_line(i, t, scope, figures, d)
+        return _rewrite_line(i, t, report, scope, figures, d)
     return _quantization_line(t, report, scope, figures, d, on, random)
 
 
@@ -221,7 +222,8 @@ def _node_of(t: TransitionSummary, ts: TensorSummary) -> str:
     return ts.b_node or ts.b_tensor
 
 
-def _rewrite_line(i: int, t: TransitionSummary, scope: str, figures: str, d: float | None) -> VerdictLine:
+def _rewrite_line(i: int, t: TransitionSummary, report: AuditReport, scope: str, figures: str,
+                  d: float | None) -> VerdictLine:
     fd = t.first_divergence
     node = _node_of(t, fd) if fd is not None else ""
     what = fd.change if fd is not None and fd.change else "a node the toolchain kept"
@@ -234,6 +236,9 @@ def _rewrite_line(i: int, t: TransitionSummary, scope: str, figures: str, d: flo
         text += f" Measured alone, the worst change is {r.kind} {r.pattern} at {r.b_nodes[0]} (SQNR {_db(r.sqnr_db)} dB)."
     action = (f"Look at the rewrite around {node}: `graphaudit render STAGES --pair {i} --focus {node}`; a fusion or "
               "replacement that changes values is a toolchain fault to report with this stage pair.")
+    if _harness_error(report):
+        action = ("First fix the data (the harness line above): float stages can part on values they were never "
+                  "meant to see (overflow, NaN), so this is a toolchain fault only if it remains on correct data.")
     nodes = [node] if node else []
     return VerdictLine(cause="rewrite", scope=scope, text=text, evidence=figures, action=action, stage=t.b,
                        nodes=nodes, codes=["N401"], sqnr_db=d)
@@ -287,6 +292,11 @@ def _outliers(t: TransitionSummary) -> list[tuple[str, bool, RegionSummary, floa
     return list(named.values())[:_MAX_NAMED]
 
 
+def _harness_error(report: AuditReport) -> bool:
+    """The data break a stage's input contract (an error among the harness findings)."""
+    return any(f.severity == "error" and f.code in HARNESS_CODES for f in report.findings)
+
+
 def _is_horizon(report: AuditReport, stage: str) -> bool:
     return any(s.name == stage and any(op.startswith(f"{HORIZON_DOMAIN}::") for op in s.custom_ops)
                for s in report.stages)
@@ -304,10 +314,10 @@ def _precision_action(report: AuditReport, t: TransitionSummary, names: list[str
     unnamed = [n for n in names if _UNNAMED_ID.match(n)]
     if _is_horizon(report, t.b):
         tool = "hb_compile" if report.run is not None and report.run.config_family == "3.x" else "hb_mapper"
-        action = (f"Keep them in int16 and re-run {tool}: in the config's model_parameters, node_info: \""
+        action = (f"Keep {'them' if len(settable) > 1 else 'it'} in int16 and re-run {tool}: in the config's model_parameters, node_info: \""
                   + ";".join(f"{n}:int16" for n in settable) + "\" (names of the optimized_float model).")
     else:
-        action = ("Leave them in float and re-quantize: quantize_static(..., nodes_to_exclude=["
+        action = (f"Leave {'them' if len(settable) > 1 else 'it'} in float and re-quantize: quantize_static(..., nodes_to_exclude=["
                   + ", ".join(repr(n) for n in settable) + "]).")
     if unnamed:
         action = ((action + " ") if settable else "") + (
@@ -343,7 +353,7 @@ def _quantization_line(t: TransitionSummary, report: AuditReport, scope: str, fi
                   "calibration_type, or per-channel weights.")
     if small:
         action = "Nothing to do here for accuracy; if you still measure a drop, look at the harness and the device."
-    if any(f.severity == "error" and f.code in HARNESS_CODES for f in report.findings):
+    if _harness_error(report):
         action = ("First fix the data (the harness line above): these figures are measured on data that break a "
                   "stage's input contract, so they do not say what quantization costs on correct data.")
     return VerdictLine(cause="quantization", scope=scope, text=text, evidence=figures,
@@ -362,8 +372,11 @@ def _not_seen_lines(report: AuditReport) -> list[VerdictLine]:
             "the stages part, not how accurate the model is on real inputs.",
             action="Give --data DIR (samples the first stage takes), or --config with its cal_data_dir."))
     if run is not None and run.numeric_skipped:
-        out.append(VerdictLine(cause="not-seen", scope="", text=f"The stages were not compared: {run.numeric_skipped}.",
-                               action="Fix the input findings above, then run again."))
+        has_inputs = any(f.code.startswith("P") for f in report.findings)
+        out.append(VerdictLine(cause="not-seen", scope="", text=_sentence(f"The stages were not compared: "
+                                                                          f"{run.numeric_skipped}"),
+                               action="Fix the input findings, then run again." if has_inputs else
+                               "Fix the data this line names (or give --data DIR), then run again."))
     elif not report.numeric and not (run is not None and run.numeric_not_run):
         out.append(VerdictLine(
             cause="not-seen", scope="", text="No data were run: this report is about structure only.",

