@@ -154,28 +154,39 @@ def test_chart_point_opens_the_graph_on_its_node_and_back(browser, horizon):  # 
     # the node click marks the chart point computing it (a ring at the first divergence's order)
     sel = chart.evaluate("el => el.data.filter(t => t.name === 'selected').map(t => Array.from(t.x))")
     assert sel and fd["order"] in sel[0]
-    # the stage chart: one point per transition in pipeline order, at the worst output SQNR of the report
+    # the stage chart: one point per stage in pipeline order, at the worst output SQNR of the report against the
+    # reference stage (solid) and against the stage before (dashed); the reference stage itself has no point
     stage = page.locator("#p0-stage-chart")
     xs = stage.evaluate("el => Array.from(el.data[0].x)")
-    assert xs == [f"{t['a']} \u2192 {t['b']}" for t in rep["transitions"]]
-    ys = stage.evaluate("el => Array.from(el.data[0].y)")
-    for y, m in zip(ys, rep["numeric"]):
-        worst = min(150.0 if o["sqnr_db"] == "inf" else min(float(o["sqnr_db"]), 150.0) for o in m["outputs"])
-        assert y == pytest.approx(worst)
+    assert xs == [rep["transitions"][0]["a"]] + [t["b"] for t in rep["transitions"]]
+    ref_ys, prev_ys = (stage.evaluate(f"el => Array.from(el.data[{k}].y)") for k in (0, 1))
+    assert ref_ys[0] is None and prev_ys[0] is None
+
+    def worst(outs):
+        return min(150.0 if o["sqnr_db"] == "inf" else min(float(o["sqnr_db"]), 150.0) for o in outs)
+
+    for k, m in enumerate(rep["numeric"], start=1):
+        assert m["reference"] == xs[0]
+        assert ref_ys[k] == pytest.approx(worst(m["vs_reference"]))
+        assert prev_ys[k] == pytest.approx(worst(m["outputs"]))
+    # accumulated: the last stage is no closer to the reference than to the stage before it
+    assert ref_ys[-1] <= prev_ys[-1] + 1e-6
     assert problems == []
 
 
-def test_stage_chart_reference_hook_and_gaps(horizon):
-    """A transition without numbers is a gap; accumulated figures (not in the report yet) draw a second line."""
+def test_stage_chart_reference_override_and_gaps(horizon):
+    """A stage without numbers is a gap; the solid line can be given (a metric measured elsewhere)."""
     from graphaudit.report import AuditReport
 
     rep = AuditReport.from_dict(horizon[0])
     rep.numeric = [rep.numeric[0], rep.numeric[2]]
     spec = stage_chart(rep, reference=[StageAgreement("ptq", "original", sqnr_db=30.0, cosine=0.99)])
-    line, ref = spec["data"]
-    assert line["y"][1] is None and line["customdata"][2] == "calibrated -> ptq"
-    assert list(ref["x"]) == ["calibrated \u2192 ptq"] and list(ref["y"]) == [30.0] and "original" in ref["name"]
-    assert [a["x"] for a in spec["layout"]["annotations"]] == ["optimized \u2192 calibrated"]  # "not measured"
+    ref, prev = spec["data"]
+    assert list(ref["x"]) == ["original", "optimized", "calibrated", "ptq"]
+    assert list(ref["y"]) == [None, None, None, 30.0] and "original" in ref["name"]
+    assert prev["y"][2] is None and prev["customdata"][3] == "calibrated -> ptq"
+    notes = {a["x"]: a["text"] for a in spec["layout"]["annotations"]}
+    assert notes == {"original": "reference", "calibrated": "not measured"}
     rep.numeric = []
     assert stage_chart(rep) is None
 

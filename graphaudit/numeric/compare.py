@@ -84,6 +84,8 @@ class TransitionNumeric:
     first_divergence: TensorError | None = None
     skipped_regions: int = 0
     sqnr_threshold: float | None = None  # dB; set for transitions documented as numerically equal
+    reference: str = ""  # the first stage compared: ``vs_reference`` measures b's outputs against it
+    vs_reference: list[TensorError] = field(default_factory=list)
 
     def worst_regions(self, n: int = 5) -> list[RegionError]:
         """Regions with the lowest isolated SQNR first."""
@@ -154,6 +156,13 @@ def _pairs(al: Alignment, changes: list[Change]) -> list[TensorError]:
                                    is_output=a.tensors[t].is_graph_output, codec=codec,
                                    a_node=_node_name(a, a.tensors[t].producer),
                                    b_node=_node_name(b, root_prod or prod)))
+    # a graph output of b that no output of a reaches (a's output is a layout Transpose the stage absorbed, as in
+    # Horizon's quantized stage, which ends in NHWC): the tensor paired with it is an output pair too
+    reached = {te.b_tensor for te in out if te.is_output}
+    for te in out:
+        if not te.is_output and te.b_tensor not in reached and b.tensors[te.b_tensor].is_graph_output:
+            te.is_output = True
+            reached.add(te.b_tensor)
     out.sort(key=lambda te: te.order)
     return out
 
@@ -285,6 +294,33 @@ class _Plan:
     regions: list[list[tuple[Change, list, list]]]
     skipped: list[int]
     capture: list[set[str]]
+    reference: list[list[TensorError]] = field(default_factory=list)
+
+
+def _reference_chains(pairs: list[list[TensorError]]) -> list[list[TensorError]]:
+    """Per transition ``i``, the graph outputs of ``stages[i + 1]`` paired with the outputs of ``stages[0]`` they
+    descend from: each output pair of transition 0 followed through the output pairs of the later transitions
+    (``b_tensor`` of one is the ``a_tensor`` of the next). The pair keeps the last transition's decoding (fixed-point
+    codec, quantization scale), so stage k's values are read as reals exactly as in its own transition; where a
+    stage absorbed a layout Transpose before an output (Horizon's quantized stage ends in NHWC without it) the
+    link is the output of the same name. A chain ends where an output has no counterpart in the next stage."""
+    chains: list[list[TensorError]] = []
+    prev: list[TensorError] = []
+    for i, ps in enumerate(pairs):
+        outs = [t for t in ps if t.is_output]
+        if i == 0:
+            cur = [TensorError(t.a_tensor, t.b_tensor, t.kind, t.order, "", scale=t.scale, is_output=True,
+                               codec=t.codec, a_node=t.a_node, b_node=t.b_node, source_node=t.source_node)
+                   for t in outs]
+        else:
+            by_a = {t.a_tensor: t for t in outs}
+            by_b = {t.b_tensor: t for t in outs}  # toolchains keep output names where they absorb a last Transpose
+            cur = [TensorError(r.a_tensor, n.b_tensor, n.kind, n.order, "", scale=n.scale, is_output=True,
+                               codec=n.codec, a_node=r.a_node, b_node=n.b_node, source_node=r.source_node)
+                   for r in prev for n in [by_a.get(r.b_tensor) or by_b.get(r.b_tensor)] if n is not None]
+        chains.append(cur)
+        prev = cur
+    return chains
 
 
 def _plan(stages: list[StageGraph], alignments: list[Alignment], changes: list[list[Change]],
@@ -299,6 +335,9 @@ def _plan(stages: list[StageGraph], alignments: list[Alignment], changes: list[l
             te.source_node = source(i, te.a_tensor)
             capture[i].add(te.codec.a_value if te.codec else te.a_tensor)
             capture[i + 1].add(te.b_tensor)
+    reference = _reference_chains(pairs)
+    for ps in reference[1:]:
+        capture[0].update(te.a_tensor for te in ps)
     regions, skipped = [], []
     for i, (al, ch) in enumerate(zip(alignments, changes)):
         items, miss = [], 0
@@ -320,7 +359,7 @@ def _plan(stages: list[StageGraph], alignments: list[Alignment], changes: list[l
                     capture[i].add(codec.a_value)
         regions.append(items)
         skipped.append(miss)
-    return _Plan(pairs, regions, skipped, capture)
+    return _Plan(pairs, regions, skipped, capture, reference)
 
 
 class _Feeder:
@@ -354,24 +393,28 @@ class _Feeder:
 def _reduce_tensors(res: TransitionNumeric, va: dict, vb: dict) -> None:
     """Add one sample's captured values to the accumulated error of every tensor pair of a transition."""
     for te in res.tensors:
-        ref = va.get(te.codec.a_value if te.codec else te.a_tensor)
-        got = vb.get(te.b_tensor)
-        if ref is None or got is None or ref.dtype.kind != "f":
-            continue
-        if te.codec is not None:
-            if got.dtype.kind not in "iu":
-                continue
-            got = te.codec.decode(got, ref.shape)
-        elif got.dtype.kind != "f":
-            continue
-        else:  # the fixed-point stage's float tensors (HzDequantize outputs) are NHWC like its integers
-            got = nhwc_as(got, ref.shape)
-        sc = te.scale
-        te.stats.update(ref, got, np.asarray(sc[0]) if sc else None, sc[1] if sc else 1)
-        if te.is_output and ref.ndim == 2 and ref.shape[-1] > 1:
-            agree, rows = top1_agreement(ref, got)
-            te.top1[0] += agree
-            te.top1[1] += rows
+        _reduce_pair(te, va.get(te.codec.a_value if te.codec else te.a_tensor), vb.get(te.b_tensor))
+
+
+def _reduce_pair(te: TensorError, ref: np.ndarray | None, got: np.ndarray | None) -> None:
+    """Add one sample's reference and test values of a pair to its error (integers of the fixed-point stage
+    decoded with the pair's codec; arrays of other dtypes skipped)."""
+    if ref is None or got is None or ref.dtype.kind != "f":
+        return
+    if te.codec is not None:
+        if got.dtype.kind not in "iu":
+            return
+        got = te.codec.decode(got, ref.shape)
+    elif got.dtype.kind != "f":
+        return
+    else:  # the fixed-point stage's float tensors (HzDequantize outputs) are NHWC like its integers
+        got = nhwc_as(got, ref.shape)
+    sc = te.scale
+    te.stats.update(ref, got, np.asarray(sc[0]) if sc else None, sc[1] if sc else 1)
+    if te.is_output and ref.ndim == 2 and ref.shape[-1] > 1:
+        agree, rows = top1_agreement(ref, got)
+        te.top1[0] += agree
+        te.top1[1] += rows
 
 
 class _Comparison:
@@ -384,8 +427,10 @@ class _Comparison:
         self.results = [TransitionNumeric(al.a.name, al.b.name, opts.threshold, ps,
                                           [RegionError(c, outs, source_nodes=list(dict.fromkeys(
                                               n for n in (source(i, a) for a, _b in outs) if n)))
-                                           for c, _i, outs in ri], skipped_regions=sk)
-                        for i, (al, ps, ri, sk) in enumerate(zip(alignments, plan.pairs, plan.regions, plan.skipped))]
+                                           for c, _i, outs in ri], skipped_regions=sk,
+                                          reference=stages[0].name, vs_reference=ref)
+                        for i, (al, ps, ri, sk, ref) in enumerate(zip(alignments, plan.pairs, plan.regions,
+                                                                      plan.skipped, plan.reference))]
         self.feeder = _Feeder(stages, opts.data_stage, opts.data_domain, opts.config, opts.sample_names)
         self.regions = RegionRunner(self.runners, plan.regions, opts.runtime)
 
@@ -397,6 +442,9 @@ class _Comparison:
         """Add one sample's values to every transition's accumulated and isolated error."""
         for i, res in enumerate(self.results):
             _reduce_tensors(res, values[i], values[i + 1])
+            if i:  # transition 0's outputs are already against stages[0]
+                for te in res.vs_reference:
+                    _reduce_pair(te, values[0].get(te.a_tensor), values[i + 1].get(te.b_tensor))
             self.regions.measure(i, [r.stats for r in res.regions], values[i], self.stages[i])
 
     def finish(self) -> list[TransitionNumeric]:
@@ -446,4 +494,7 @@ def transition_summary(res: TransitionNumeric, worst: int = 10) -> TransitionSum
         worst_regions=[_region_summary(r) for r in res.worst_regions(worst)],
         regions=[_region_summary(r) for r in res.regions if r.stats.samples],
         regions_measured=len(res.regions), regions_skipped=res.skipped_regions,
-        tensors=[_tensor_summary(t) for t in res.tensors if t.stats.samples])
+        tensors=[_tensor_summary(t) for t in res.tensors if t.stats.samples],
+        reference=res.reference or None,
+        vs_reference=[_tensor_summary(t) for t in (res.outputs() if res.a == res.reference else res.vs_reference)
+                      if t.stats.samples])

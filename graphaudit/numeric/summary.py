@@ -178,6 +178,12 @@ class TransitionSummary:
     regions_measured, regions_skipped : int
     tensors : list of TensorSummary
         Every compared tensor, in b's topological order.
+    reference : str or None
+        1.6: the first stage of the comparison (the reference stage of the pipeline), None when not measured.
+    vs_reference : list of TensorSummary
+        1.6: b's graph outputs against ``reference``'s outputs they descend from (followed through the output
+        pairs of the transitions in between): the accumulated agreement of stage b with the reference stage, as the
+        user measures it end to end. For the first transition the same figures as ``outputs``.
     """
 
     a: str
@@ -194,6 +200,8 @@ class TransitionSummary:
     regions_measured: int = 0
     regions_skipped: int = 0
     tensors: list[TensorSummary] = field(default_factory=list)
+    reference: str | None = None
+    vs_reference: list[TensorSummary] = field(default_factory=list)
 
     def __bool__(self) -> bool:
         return self.first_divergence is None
@@ -204,7 +212,7 @@ class TransitionSummary:
         return self.first_divergence is None
 
     def to_dict(self) -> dict[str, Any]:
-        """The report's ``numeric`` entry (README "JSON report", schema 1.5), keys in the schema's order."""
+        """The report's ``numeric`` entry (README "JSON report", schema 1.6), keys in the schema's order."""
         return {"a": self.a, "b": self.b, "threshold": self.threshold, "sqnr_threshold": self.sqnr_threshold,
                 "tensors_compared": self.tensors_compared, "min_cosine": self.min_cosine,
                 "worst_tensor": _opt(self.worst_tensor), "first_divergence": _opt(self.first_divergence),
@@ -212,7 +220,8 @@ class TransitionSummary:
                 "worst_regions": [r.to_dict() for r in self.worst_regions],
                 "regions": [r.to_dict() for r in self.regions],
                 "regions_measured": self.regions_measured, "regions_skipped": self.regions_skipped,
-                "tensors": [t.to_dict() for t in self.tensors]}
+                "tensors": [t.to_dict() for t in self.tensors],
+                "reference": self.reference, "vs_reference": [t.to_dict() for t in self.vs_reference]}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "TransitionSummary":
@@ -228,4 +237,6 @@ class TransitionSummary:
                    worst_regions=[RegionSummary.from_dict(r) for r in d.get("worst_regions", [])],
                    regions=[RegionSummary.from_dict(r) for r in d.get("regions", [])],
                    regions_measured=d.get("regions_measured", 0), regions_skipped=d.get("regions_skipped", 0),
-                   tensors=[TensorSummary.from_dict(t) for t in d.get("tensors", [])])
+                   tensors=[TensorSummary.from_dict(t) for t in d.get("tensors", [])],
+                   reference=d.get("reference"),
+                   vs_reference=[TensorSummary.from_dict(t) for t in d.get("vs_reference", [])])

@@ -9,6 +9,8 @@ full lists instead (:func:`graphaudit.render.console.render_explain`). The repor
 
 from __future__ import annotations
 
+import math
+
 from rich.console import Console, Group
 from rich.markup import escape
 from rich.padding import Padding
@@ -140,7 +142,9 @@ def _numeric(report: AuditReport, console: Console) -> None:
                        "(-v: tensors)", style="bold"))
     t = Table(box=None, pad_edge=False)
     t.add_column("transition", no_wrap=True, min_width=max(len(f"{tr.a} -> {tr.b}") for tr in report.numeric))
-    for col in ("cosine", "SQNR dB", "top-1"):
+    ref = report.numeric[0].reference if len(report.numeric) > 1 else None
+    cols = ("cosine", "SQNR dB", "top-1") + ((f"vs {ref} dB",) if ref else ())
+    for col in cols:
         t.add_column(col, no_wrap=True, min_width=len(col))
     t.add_column("first divergence", no_wrap=True, overflow="ellipsis")
     for tr in report.numeric:
@@ -156,11 +160,20 @@ def _numeric(report: AuditReport, console: Console) -> None:
             node = fd.b_node or fd.b_tensor
             div = Text(f"{node} (cosine {fmt(fd.cosine, '.6f')}, SQNR {fmt(fd.sqnr_db, '.1f')} dB)", style="red")
         many = f" (worst of {len(tr.outputs)})" if len(tr.outputs) > 1 else ""
+        acc = ((fmt(min((o.sqnr_db for o in tr.vs_reference), key=_sqnr_key), ".1f") if tr.vs_reference else "-"),
+               ) if ref else ()
         t.add_row(escape(f"{tr.a} -> {tr.b}"), fmt(worst.cosine if worst else None, ".6f") + many,
-                  fmt(worst.sqnr_db if worst else None, ".1f"), top1, div)
+                  fmt(worst.sqnr_db if worst else None, ".1f"), top1, *acc, div)
     console.print(t)
     for why in (report.run.numeric_not_run if report.run else []):
         console.print(Text(f"not run: {why}", style="yellow"), no_wrap=True, overflow="ellipsis")
+
+
+def _sqnr_key(x) -> float:
+    """Sort key of an SQNR, lowest first; nan first, missing last."""
+    if x is None:
+        return math.inf
+    return float(x) if not isinstance(x, str) or x != "nan" else -math.inf
 
 
 def _key(x) -> float:

@@ -1,11 +1,11 @@
-"""The HTML report's picture of the stages: output agreement of each stage with the one before, in pipeline order.
+"""The HTML report's picture of the stages: each stage's output agreement with the reference stage, in pipeline order.
 
-The report measures adjacent transitions (``AuditReport.numeric``, one :class:`TransitionSummary` per stage pair
-that ran): each point is a transition ``a -> b`` with the SQNR of b's outputs against a's (the worst output when
-there are several) and top-1 agreement (where the outputs are classifier scores) written over it, every output's
-cosine in its hover text. Accumulated agreement against a reference stage (stage k against the first
-measured stage) is not in the report yet: :class:`StageAgreement` is the hook for it, drawn as a second line when
-given.
+The x axis is the stages of the pipeline in order (the user's 0.809 -> 0.778 -> 0.748). Two lines, each point at the
+stage it measures: the solid one is the stage's outputs against the reference stage (the first stage compared,
+``TransitionSummary.vs_reference``: the accumulated drop), labelled with its SQNR and top-1 agreement where the outputs
+are classifier scores; the dashed one is the stage's outputs against the stage before (``TransitionSummary.outputs``:
+what this one transition costs). SQNR is the worst output's, every output's cosine is in the hover text, a stage
+not measured is a gap. Clicking a point opens the diff graph of the transition that ends in that stage.
 """
 
 from __future__ import annotations
@@ -14,21 +14,21 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from ..numeric.summary import Figure, TensorSummary, TransitionSummary
+from ..numeric.summary import Figure, TensorSummary
 from ..report import AuditReport
 from .chart import _ACC, _DIV, SQNR_CAP_DB, _float, _sqnr, _text
 
-__all__ = ["StageAgreement", "stage_chart"]
+__all__ = ["StageAgreement", "reference_agreement", "stage_chart"]
 
 
 @dataclass
 class StageAgreement:
-    """A stage's outputs against a reference stage (the hook for accumulated figures; the report has none yet).
+    """A stage's outputs against a reference stage (one point of the solid line).
 
     Attributes
     ----------
     stage, reference : str
-        Stage names; ``stage`` is drawn at the transition that ends in it.
+        Stage names; ``stage`` is drawn at its own place on the x axis.
     sqnr_db, cosine : Figure
         Over the outputs (the worst output).
     top1_agreement : list of int or None
@@ -55,84 +55,118 @@ def _worst(outputs: list[TensorSummary]) -> tuple[float | None, float | None, li
     return (min(sq) if sq else None), (min(cos) if cos else None), top
 
 
-def _hover(scope: str, n: TransitionSummary | None) -> str:
-    if n is None:
-        return f"{_text(scope)}<br>not measured"
-    rows = [f"<b>{_text(scope)}</b>: outputs against the previous stage"]
-    for o in n.outputs[:6]:
+def _hover(stage: str, against: str, outputs: list[TensorSummary], first=None) -> str:
+    rows = [f"<b>{_text(stage)}</b>: outputs against {_text(against)}"]
+    for o in outputs[:6]:
         top = f", top-1 {o.top1_agreement[0]}/{o.top1_agreement[1]}" if o.top1_agreement else ""
         rows.append(f"{_text(o.b_tensor)}: SQNR {_fmt(o.sqnr_db, '.1f')} dB, cosine {_fmt(o.cosine, '.6f')}{top}")
-    if len(n.outputs) > 6:
-        rows.append(f"... {len(n.outputs) - 6} more outputs")
-    rows.append("first divergence: " + (_text(n.first_divergence.b_node or n.first_divergence.b_tensor)
-                                        if n.first_divergence is not None else "none"))
+    if len(outputs) > 6:
+        rows.append(f"... {len(outputs) - 6} more outputs")
+    if first is not None or against:
+        rows.append("first divergence from the previous stage: " + (
+            _text(first.b_node or first.b_tensor) if first is not None else "none"))
     return "<br>".join(rows)
 
 
-def _label(n: TransitionSummary | None, sqnr: float | None, _cos: float | None, top: list[int] | None) -> str:
+def _label(outputs: list[TensorSummary], sqnr: float | None, top: list[int] | None) -> str:
     """The text over a point: its SQNR ("identical" when every output is), and top-1 agreement where it applies."""
-    if n is None or sqnr is None:
+    if not outputs or sqnr is None:
         return ""
-    same = all(_float(o.sqnr_db) == math.inf for o in n.outputs)
+    same = all(_float(o.sqnr_db) == math.inf for o in outputs)
     text = "identical" if same else (f"\u2265 {SQNR_CAP_DB:g} dB" if sqnr >= SQNR_CAP_DB else f"{sqnr:.1f} dB")
     return text + (f" \u00b7 top-1 {top[0]}/{top[1]}" if top else "")
 
 
+def _ref_text(r: StageAgreement, outputs: list[TensorSummary]) -> str:
+    """The label of a point of the solid line (its outputs' figures where the report has them)."""
+    y = _sqnr(r.sqnr_db)
+    if outputs:
+        return _label(outputs, y, r.top1_agreement)
+    return "" if y is None else f"{y:.1f} dB" + (f" \u00b7 top-1 {r.top1_agreement[0]}/{r.top1_agreement[1]}"
+                                                   if r.top1_agreement else "")
+
+
+def _stage_order(report: AuditReport) -> list[str]:
+    """Stage names in pipeline order: the transitions' a and b, then any stage only the numeric section names."""
+    names: list[str] = []
+    for t in report.transitions:
+        names += [x for x in (t.a, t.b) if x not in names]
+    for n in report.numeric or []:
+        if n is not None:
+            names += [x for x in (n.a, n.b) if x not in names]
+    return names
+
+
+def reference_agreement(report: AuditReport) -> list[StageAgreement]:
+    """Each measured stage's outputs against the reference stage, from the report's ``vs_reference`` figures
+    (the worst output's SQNR and cosine, top-1 summed over outputs)."""
+    out = []
+    for n in report.numeric or []:
+        if n is not None and n.reference and n.vs_reference:
+            sq, cos, top = _worst(n.vs_reference)
+            out.append(StageAgreement(n.b, n.reference, sqnr_db=sq, cosine=cos, top1_agreement=top))
+    return out
+
+
 def stage_chart(report: AuditReport, reference: list[StageAgreement] | None = None) -> dict[str, Any] | None:
-    """The Plotly figure of the stages: per transition (x: ``"a -> b"`` in pipeline order) the output SQNR in dB.
+    """The Plotly figure of the stages (x: stage names in pipeline order): output SQNR in dB against the reference
+    stage (solid) and against the previous stage (dashed).
 
     Parameters
     ----------
     report : AuditReport
-        Its ``transitions`` give the x axis (a transition that was not measured is a gap), its ``numeric`` section
-        the figures (:class:`TransitionSummary` ``outputs``).
+        Its ``transitions`` give the x axis, its ``numeric`` section the figures (:class:`TransitionSummary`
+        ``vs_reference`` and ``outputs``); a stage without figures is a gap.
     reference : list of StageAgreement, optional
-        Each stage's outputs against a reference stage (accumulated); drawn as a dashed line when given.
+        Overrides the solid line (default :func:`reference_agreement` of the report).
 
     Returns
     -------
     dict or None
         ``{"data", "layout", "config"}`` for ``Plotly.newPlot``; None without any measured transition. Each point's
-        ``customdata`` is its transition ``"a -> b"`` (the page opens that diff graph on a click).
+        ``customdata`` is the transition ``"a -> b"`` ending in its stage (the page opens that diff graph on a
+        click).
     """
     import plotly.graph_objects as go
 
     if not report.numeric:
         return None
-    scopes = [f"{t.a} -> {t.b}" for t in report.transitions]
-    by_scope = {f"{n.a} -> {n.b}": n for n in report.numeric if n is not None}
-    scopes += [s for s in by_scope if s not in scopes]
-    worst = {s: _worst(by_scope[s].outputs) if s in by_scope else (None, None, None) for s in scopes}
-    if all(w[0] is None for w in worst.values()):
+    names = _stage_order(report)
+    into = {n.b: n for n in report.numeric if n is not None}  # the transition ending in each measured stage
+    prev = {s: _worst(into[s].outputs) if s in into else (None, None, None) for s in names}
+    if all(w[0] is None for w in prev.values()):
         return None
-    labels = [s.replace(" -> ", " \u2192 ") for s in scopes]
-    ys = [worst[s][0] for s in scopes]
-    traces = [go.Scatter(x=labels, y=ys, mode="lines+markers+text", name="output SQNR vs previous stage (dB)",
-                         text=[_label(by_scope.get(s), *worst[s]) for s in scopes], textposition="top center",
-                         line={"color": _ACC, "width": 2}, marker={"size": 11, "color": _ACC},
-                         hovertext=[_hover(s, by_scope.get(s)) for s in scopes], hoverinfo="text",
-                         customdata=scopes, connectgaps=False)]
-    if reference:  # the hook: accumulated agreement against the reference stage, at the transition ending there
-        at = {s.split(" -> ")[1]: k for k, s in enumerate(scopes)}
-        pts = [(labels[at[r.stage]], _sqnr(r.sqnr_db), r) for r in reference if r.stage in at]
-        traces.append(go.Scatter(x=[p[0] for p in pts], y=[p[1] for p in pts], mode="lines+markers",
-                                 name=f"vs {_text(reference[0].reference)} (dB)", customdata=[scopes[at[p[2].stage]]
-                                                                                             for p in pts],
-                                 line={"color": _DIV, "dash": "dash"}, marker={"size": 9, "color": _DIV},
-                                 hovertext=[f"{_text(p[2].stage)} vs {_text(p[2].reference)}: SQNR "
-                                            f"{_fmt(p[2].sqnr_db, '.1f')} dB, cosine {_fmt(p[2].cosine, '.6f')}"
-                                            for p in pts], hoverinfo="text"))
+    ref_points = reference if reference is not None else reference_agreement(report)
+    ref_by = {r.stage: r for r in ref_points}
+    ref_name = ref_points[0].reference if ref_points else next((n.a for n in report.numeric if n is not None), "")
+    scope = {s: f"{into[s].a} -> {s}" if s in into else None for s in names}
+    ref_y = [_sqnr(ref_by[s].sqnr_db) if s in ref_by else None for s in names]
+    traces = [
+        go.Scatter(x=names, y=ref_y, mode="lines+markers+text", name=f"outputs vs {_text(ref_name)} (dB)",
+                   text=[_ref_text(ref_by[s], into[s].vs_reference if s in into else []) if s in ref_by else ""
+                         for s in names],
+                   textposition="top center", line={"color": _ACC, "width": 2}, marker={"size": 11, "color": _ACC},
+                   hovertext=[_hover(s, ref_name, into[s].vs_reference) if s in into and s in ref_by else
+                              (f"{_text(s)}: the reference stage" if s == ref_name else f"{_text(s)}<br>not measured")
+                              for s in names],
+                   hoverinfo="text", customdata=[scope[s] for s in names], connectgaps=False),
+        go.Scatter(x=names, y=[prev[s][0] for s in names], mode="lines+markers", name="vs previous stage (dB)",
+                   line={"color": _DIV, "dash": "dash", "width": 1.5}, marker={"size": 8, "color": _DIV},
+                   hovertext=[_hover(s, into[s].a, into[s].outputs, into[s].first_divergence) if s in into else ""
+                              for s in names],
+                   hoverinfo="text", customdata=[scope[s] for s in names], connectgaps=False)]
     drawn = [y for t in traces for y in t.y if y is not None]
     lo, hi = min(drawn), max(drawn)
     pad = max(5.0, 0.15 * (hi - lo))
+    notes = [{"x": s, "y": 0.5, "xref": "x", "yref": "paper", "showarrow": False, "font": {"color": "#667085",
+              "size": 11}, "text": "reference" if s == ref_name else "not measured"}
+             for s in names if s == ref_name or prev[s][0] is None]
     layout = go.Layout(
-        template="none", height=240, margin={"l": 60, "r": 24, "t": 30, "b": 36},
-        annotations=[{"x": lab, "y": 0.5, "xref": "x", "yref": "paper", "text": "not measured", "showarrow": False,
-                      "font": {"color": "#667085", "size": 11}} for lab, y in zip(labels, ys) if y is None],
+        template="none", height=250, margin={"l": 60, "r": 24, "t": 30, "b": 36}, annotations=notes,
         hovermode="closest", font={"family": "system-ui, sans-serif", "size": 12}, showlegend=True,
         legend={"orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom"},
-        xaxis={"type": "category", "categoryorder": "array", "categoryarray": labels, "title": {"text": ""},
-               "range": [-0.6, len(labels) - 0.4]},
+        xaxis={"type": "category", "categoryorder": "array", "categoryarray": names, "title": {"text": ""},
+               "range": [-0.6, len(names) - 0.4]},
         yaxis={"title": {"text": "output SQNR (dB)"}, "range": [lo - pad, hi + 2 * pad], "zeroline": False})
     spec = go.Figure(data=traces, layout=layout).to_plotly_json()
     spec["config"] = {"displaylogo": False, "responsive": True}

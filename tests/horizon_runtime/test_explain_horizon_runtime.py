@@ -125,3 +125,57 @@ def test_weight_quantization_measured_against_the_same_weight(reports, set_dir):
     assert weights
     worst = min(weights, key=lambda r: r["sqnr_db"] if isinstance(r["sqnr_db"], float) else float("inf"))
     assert worst["sqnr_db"] >= 20.0, worst
+
+
+def _as_declared(x, shape: list[int]):
+    """``x`` (N, C, H, W) transposed to NHWC when that is the layout ``shape`` declares (and differs)."""
+    if x.ndim == 4 and list(x.shape) != shape and list(x.transpose(0, 2, 3, 1).shape) == shape:
+        return x.transpose(0, 2, 3, 1)
+    return x
+
+
+@pytest.mark.parametrize("set_dir", SETS, ids=[s.name for s in SETS])
+def test_quantized_against_original_equals_horizon_runtime(reports, set_dir):
+    """The end-to-end figure of the stage chart (``vs_reference`` of calibrated -> quantized: the quantized
+    stage's outputs against the original float model's), recomputed here from the two files in Horizon's runtime:
+    the calibration files graphaudit read (natural order, as many as it used), fed as hb_mapper feeds them
+    (``raw - 128``; int8 to the quantized model, float32 to the float one, each in the layout its input declares),
+    with the cosine and SQNR formulas over all samples."""
+    import re
+
+    import numpy as np
+    import onnx
+    from horizon_nn.executor.session import InferenceSession
+
+    rep = reports[set_dir.name]
+    q = next(t for t in rep["numeric"] if t["b"] == "quantized")
+    assert q["reference"] == rep["stages"][0]["name"]
+    ci = load_config(set_dir / "config.yaml").inputs[0]
+    files = sorted((p for p in (set_dir / ci.cal_data_dir).iterdir() if p.is_file()),
+                   key=lambda p: [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", p.name)])
+    n = rep["run"]["samples_used"]
+    raws = [np.fromfile(f, dtype=np.dtype(ci.cal_data_type or "uint8")).reshape(ci.shape) for f in files[:n]]
+    paths = {s["role"]: s["path"] for s in rep["stages"]}
+    sessions = {r: InferenceSession(onnx.load(paths[r]).SerializeToString()) for r in ("original", "quantized")}
+    shapes = {r: [d.dim_value for d in onnx.load(paths[r]).graph.input[0].type.tensor_type.shape.dim]
+              for r in sessions}
+    acc: dict[str, list] = {}
+    for raw in raws:
+        x = raw.astype(np.int16) - 128
+        if (ci.layout_train or "NCHW").upper() == "NHWC":
+            x = x.transpose(0, 3, 1, 2)
+        ref = sessions["original"].run(None, {sessions["original"].get_inputs()[0].name:
+                                             _as_declared(x, shapes["original"]).astype(np.float32)})
+        got = sessions["quantized"].run(None, {sessions["quantized"].get_inputs()[0].name:
+                                              _as_declared(x, shapes["quantized"]).astype(np.int8)})
+        for o, a, b in zip(sessions["original"].get_outputs(), ref, got):
+            if b.shape != a.shape and b.ndim == 4:
+                b = b.transpose(0, 3, 1, 2)
+            acc.setdefault(o.name, []).append((a.astype(np.float64).ravel(), b.astype(np.float64).ravel()))
+    assert {t["a_tensor"] for t in q["vs_reference"]} == set(acc)
+    for t in q["vs_reference"]:
+        A = np.concatenate([a for a, _b in acc[t["a_tensor"]]])
+        B = np.concatenate([b for _a, b in acc[t["a_tensor"]]])
+        assert t["samples"] == n
+        assert t["cosine"] == pytest.approx(A @ B / np.linalg.norm(A) / np.linalg.norm(B), abs=1e-6), t["a_tensor"]
+        assert t["sqnr_db"] == pytest.approx(10 * np.log10((A @ A) / ((B - A) @ (B - A))), abs=1e-2), t["a_tensor"]
