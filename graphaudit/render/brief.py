@@ -93,6 +93,12 @@ def run_line(report: AuditReport, console: Console) -> None:
     console.print(Text("Run: " + "; ".join(parts), style="dim"))
 
 
+def line_overflow(console: Console) -> str:
+    """How a one-line item that is longer than the screen ends: cut with "…" on a terminal, kept whole when the
+    output goes to a file or a pipe (the same lines, nothing lost; an editor or ``less -S`` shows them)."""
+    return "ellipsis" if console.is_terminal else "ignore"
+
+
 def render_brief(report: AuditReport, console: Console) -> None:
     """The short view after the opening, up to the toolchain section: run, stages, changes, numeric comparison."""
     run_line(report, console)
@@ -135,7 +141,7 @@ def _numeric(report: AuditReport, console: Console) -> None:
     if not report.numeric:
         if report.run and report.run.numeric_skipped:
             console.print(Text(f"Numeric comparison skipped: {report.run.numeric_skipped}", style="bold yellow"),
-                          no_wrap=True, overflow="ellipsis")
+                          no_wrap=True, overflow=line_overflow(console), crop=console.is_terminal)
         return
     n = max((o.samples for tr in report.numeric for o in tr.outputs), default=0)
     console.print(Text(f"Numeric comparison on {n} sample{'s' if n != 1 else ''}: outputs against the stage before "
@@ -166,7 +172,8 @@ def _numeric(report: AuditReport, console: Console) -> None:
                   fmt(worst.sqnr_db if worst else None, ".1f"), top1, *acc, div)
     console.print(t)
     for why in (report.run.numeric_not_run if report.run else []):
-        console.print(Text(f"not run: {why}", style="yellow"), no_wrap=True, overflow="ellipsis")
+        console.print(Text(f"not run: {why}", style="yellow"), no_wrap=True, overflow=line_overflow(console),
+                      crop=console.is_terminal)
 
 
 def _sqnr_key(x) -> float:
@@ -196,7 +203,7 @@ def render_brief_findings(report: AuditReport, console: Console) -> None:
         where = f"[{f.stage}] " if f.stage else ""
         console.print(Text.assemble((f"{f.severity.upper():8}", SEV_STYLE[f.severity]), (f"{f.code} ", "bold"),
                                     (where, "dim"), " ".join(f.message.split())),
-                      no_wrap=True, overflow="ellipsis")
+                      no_wrap=True, overflow=line_overflow(console), crop=console.is_terminal)
     rest = findings[MAX_BRIEF_FINDINGS:]
     if rest:
         by_sev = ", ".join(f"{sum(1 for f in rest if f.severity == s)} {s}" for s in SEV_STYLE
