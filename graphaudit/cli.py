@@ -30,6 +30,7 @@ from .measure import NumericOptions
 from .pipeline import audit, contract_errors, load_pipeline, user_inputs
 from .render import (render_diff, render_explain, render_findings, render_input_stats, render_numeric, render_rules,
                      write_json)
+from .render.brief import line_overflow
 from .render.progress import progress_factory
 from .samples import bundled_config, bundled_data, bundled_pipelines
 
@@ -229,7 +230,12 @@ def _pipelines(args: argparse.Namespace) -> tuple[list[tuple[str, list]], bool]:
 def _explain(args: argparse.Namespace, console: Console) -> int:
     """explain, diff and compare: the main job over one pipeline (or the bundled samples), then the renderers."""
     pipelines, default_run = _pipelines(args)
+    if args.command == "compare" and not (args.data or args.random or args.config):
+        raise GraphAuditError("compare needs samples: give --data PATH, --random N, or --config YAML (its "
+                              "cal_data_dir)")
     kw = _audit_args(args)
+    if args.command == "explain" and not default_run and kw["config"] is None and not args.no_config:
+        kw["config"] = _found_config(args.paths, console)
     protect = [p for _t, paths in pipelines for p in user_inputs(paths, args.source, getattr(args, "config", None),
                                                                    getattr(args, "data", None), kw["log"],
                                                                    *_found_logs(paths, kw["find_log"]))]
@@ -276,6 +282,21 @@ def _explain(args: argparse.Namespace, console: Console) -> int:
 #: Sub-command -> handler ``(args, console) -> exit code``.
 HANDLERS = {"explain": _explain, "diff": _explain, "compare": _explain, "render": _render,
             "check-inputs": _check_inputs, "lint": _lint, "lower": _lower, "rules": _rules}
+
+
+def _found_config(paths: list, console: Console):
+    """The conversion config beside the stages (:func:`graphaudit.config.find_config`), said on the console."""
+    from .config import find_config
+
+    cfg, files = find_config(paths[0]) if paths else (None, [])
+    if cfg is not None:
+        console.print(Text(f"config: {cfg.path} (its working_dir holds the stages; --no-config to leave it out)",
+                           style="dim"), no_wrap=True, overflow=line_overflow(console), crop=console.is_terminal)
+    elif len(files) > 1:
+        console.print(Text(f"config: {len(files)} configs write into these stages' directory ("
+                           + ", ".join(str(f) for f in files) + "): give one with --config", style="yellow"),
+                      no_wrap=True, overflow=line_overflow(console), crop=console.is_terminal)
+    return cfg
 
 
 def _found_logs(paths: list, find_log: bool) -> list[Path]:

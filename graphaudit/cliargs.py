@@ -59,6 +59,9 @@ def _add_explain(sub) -> None:
     e.add_argument("--log", metavar="FILE", help="hb_mapper/hb_compile log or *_quant_info.json: show the toolchain's "
                                               "per-node similarity (default: found next to the stages)")
     e.add_argument("--no-log", action="store_true", help="do not look for a toolchain log next to the stages")
+    e.add_argument("--no-config", action="store_true",
+                   help="do not use a conversion config found next to the stages (one whose working_dir is the "
+                        "stage directory); --config names one")
 
 
 def _add_diff(sub) -> None:
@@ -77,7 +80,7 @@ def _add_compare(sub) -> None:
     c.add_argument("--source", help="the pre-toolchain float model, added as stage 0")
     c.add_argument("--json", metavar="FILE", help="write the report as JSON")
     c.add_argument("--fail-on", choices=[*SEVERITIES, "never"], default="error")
-    _numeric_args(c, required=True)
+    _numeric_args(c, required=False)  # one of --data, --random, --config (its cal_data_dir): checked by the CLI
     _config_arg(c)
 
 
@@ -168,7 +171,7 @@ def _numeric_args(p: argparse.ArgumentParser, required: bool) -> None:
 
 
 def _rankdir_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--rankdir", choices=["TB", "LR"], default="TB",
+    p.add_argument("--rankdir", choices=["TB", "LR"], default="TB", type=str.upper,
                    help="diff graph layout: TB top to bottom (default), LR left to right")
 
 

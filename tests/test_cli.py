@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -257,15 +258,18 @@ def test_numeric_bad_arguments_and_data(samples, tmp_path):
         assert_user_error(run("compare", *pair, "--random", "1", "--threshold", t), "--threshold")
     assert_user_error(run("compare", *pair, "--random", str(10**9)), "--random")
     assert_user_error(run("compare", *pair, "--random", "abc"), "invalid int value")
-    assert_user_error(run("compare", *pair), "one of the arguments --data --random is required")
+    assert_user_error(run("compare", *pair), "compare needs samples: give --data PATH, --random N, or --config")
 
 
 def test_images_of_the_wrong_size_are_named(samples, tmp_path):
     from PIL import Image
 
     Image.new("RGB", (5, 7)).save(tmp_path / "small.png")
-    assert_user_error(run("compare", str(samples / "horizon" / "rapid_orientation"), "--data", str(tmp_path / "small.png")),
-                      "small.png")
+    # data that do not fit are a finding (P208, naming the file), the rest of the report goes on; exit 1 (an error)
+    p = run("compare", str(samples / "horizon" / "rapid_orientation"), "--data", str(tmp_path / "small.png"))
+    assert p.returncode == 1, p.stderr
+    assert "Numeric comparison skipped: " in p.stdout and "small.png" in p.stdout
+    assert re.search(r"^ERROR\s+P208 .*\[1, 3, 7, 5\]", p.stdout, re.M)
 
 
 def test_random_with_symbolic_spatial_dims_needs_a_shape(samples):

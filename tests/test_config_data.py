@@ -130,3 +130,53 @@ def test_input_checks_run_on_the_config_data(tmp_path):
     assert ("P206", "error") in codes or ("P203", "error") in codes, codes
     assert codes == [(f["code"], f["severity"]) for f in given["findings"] if f["code"].startswith("P")]
     assert from_config["run"]["samples_used"] == given["run"]["samples_used"] == 3
+
+
+def _run_json(tmp_path: Path, *args: str) -> tuple[int, dict]:
+    out = tmp_path / "found.json"
+    rc = main([*args, "--no-isolated", "--json", str(out)] + (["--no-report"] if args[0] == "explain" else []))
+    return rc, json.loads(out.read_text())
+
+
+@pytest.mark.skipif(not SETS, reason=SKIP)
+def test_explain_project_dir_finds_its_config(tmp_path, capsys):
+    """`explain PROJECT` and `explain PROJECT/model_output` use the config whose working_dir holds the stages (the
+    config hb_mapper ran with, beside its output), as --config would; --no-config leaves it out."""
+    set_dir = min(SETS, key=lambda p: (p / "model_output").stat().st_size if "cls" in p.name else 1e18)
+    for given in (set_dir, set_dir / "model_output"):
+        _rc, rep = _run_json(tmp_path, "explain", str(given), "--max-samples", "2")
+        assert rep["run"]["config"] is not None and Path(rep["run"]["config"]).resolve() == (
+            set_dir / "config.yaml").resolve()
+        assert rep["run"]["data_from_config"] is True and rep["run"]["samples_used"] == 2
+        assert "config: " in capsys.readouterr().out
+    _rc, bare = _run_json(tmp_path, "explain", str(set_dir), "--no-config")
+    assert bare["run"]["config"] is None and bare["numeric"] is None
+
+
+def test_config_found_only_when_it_writes_into_the_stages(horizon_sample, tmp_path):
+    """A YAML beside the stages whose working_dir is elsewhere, or two configs that both write there, are not
+    picked (the second is said on the console)."""
+    from graphaudit.config import find_config
+
+    work = tmp_path / "proj"
+    work.mkdir()
+    for f in horizon_sample.glob("*.onnx"):
+        (work / f.name).symlink_to(f)
+    text = (horizon_sample / "config.yaml").read_text()
+    (work / "other.yaml").write_text(text.replace("working_dir: '.'", "working_dir: './build'"))
+    (work / "notes.yaml").write_text("a: [1, 2\n")  # not YAML: passed over, not an error
+    cfg, files = find_config(work)
+    assert cfg is None and files == []
+    (work / "a.yaml").write_text(text)
+    cfg, files = find_config(work)
+    assert cfg is not None and files == [work / "a.yaml"]
+    (work / "b.yml").write_text(text)
+    cfg, files = find_config(work / "a.yaml")
+    assert cfg is None and files == [work / "a.yaml", work / "b.yml"]
+
+
+def test_compare_with_config_and_no_data_runs_its_calibration_data(horizon_sample, tmp_path):
+    rc, rep = _run_json(tmp_path, "compare", str(horizon_sample), "--config", str(horizon_sample / "config.yaml"),
+                        "--max-samples", "2")
+    assert rc in (0, 1) and rep["numeric"] and rep["run"]["data_from_config"] is True
+    assert rep["run"]["samples_used"] == 2 and _compared(rep) == {2}

@@ -374,12 +374,12 @@ def test_rankdir_lays_the_graph_out_left_to_right(samples, tmp_path, capsys):
     """`render --rankdir LR`: the same nodes, laid out along x (the SVG is wider than tall; TB is taller than wide)."""
     d = samples / "horizon" / "rapid_orientation"
     sizes = {}
-    for rd in ("TB", "LR"):
+    for rd in ("TB", "lr"):  # the flag takes either case
         out = tmp_path / f"{rd}.svg"
         assert main(["render", str(d), "--pair", "0", "--rankdir", rd, "-o", str(out)]) == 0
         root = ET.fromstring(out.read_text())
         _x, _y, w, h = map(float, root.get("viewBox").split())
-        sizes[rd] = (w, h, len(root.findall(f".//{SVG}g[@class]")))
+        sizes[rd.upper()] = (w, h, len(root.findall(f".//{SVG}g[@class]")))
     assert sizes["TB"][1] > sizes["TB"][0] and sizes["LR"][0] > sizes["LR"][1]
     assert sizes["TB"][2] == sizes["LR"][2]
     with pytest.raises(GraphAuditError, match="--rankdir BT"):

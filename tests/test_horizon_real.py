@@ -51,8 +51,10 @@ def _ids(paths):
 
 
 def _explain_json(target: Path, tmp_path: Path) -> tuple[int, dict]:
+    """Structure only (--no-config: the config beside model_output would run its calibration data)."""
     out = tmp_path / "r.json"
-    p = subprocess.run([sys.executable, "-m", "graphaudit", "explain", str(target), "--no-report", "--json", str(out)],
+    p = subprocess.run([sys.executable, "-m", "graphaudit", "explain", str(target), "--no-report", "--no-config",
+                        "--json", str(out)],
                        capture_output=True, text=True, cwd=tmp_path)
     assert p.returncode in (0, 1), p.stderr
     return p.returncode, json.loads(out.read_text())
