@@ -24,7 +24,8 @@ class Rule:
     """Metadata of one rule: code (S1xx structure, P2xx inputs, C3xx config, N4xx numeric),
     kebab-case name, one-line summary, why it matters, how to fix it, default severity,
     and examples (``{"fail": [...], "pass": [...]}``, each a dict with ``stages``: a list of
-    ``{"role": ..., "model": <onnx.parser text>}``)."""
+    ``{"role": ..., "model": <onnx.parser text>}``; a failing example may state ``severity`` where the finding
+    raises the default, e.g. P209 when every sample is blank)."""
 
     code: str
     name: str

@@ -193,8 +193,8 @@ def _outputs(t: TransitionSummary) -> tuple[float | None, float | None, str]:
 def _samples_phrase(t: TransitionSummary, random: int | None) -> str:
     n = max((o.samples for o in t.outputs), default=0)
     if random:
-        return f"{n} random samples"
-    return f"your data ({n} samples)" if n else "your data"
+        return f"{n} random sample{'s' if n != 1 else ''}"
+    return f"your data ({n} sample{'s' if n != 1 else ''})" if n else "your data"
 
 
 def _transition_line(i: int, t: TransitionSummary, report: AuditReport, random: int | None) -> VerdictLine:

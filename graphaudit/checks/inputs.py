@@ -268,11 +268,17 @@ def check_sample_quality(ctx: AuditContext) -> Iterator[Finding]:
                                "comparison refuses such data", evidence={"nonfinite": st.nonfinite}, **where)
         if ps.constant:
             shown = ", ".join(f"#{i} = {v:.4g}" for i, v in zip(ps.constant[:5], ps.constant_values[:5]))
-            yield make_finding("P209", f"{len(ps.constant)} of {ps.samples} samples for input {ic.name!r} are "
-                               f"constant ({shown}{', ...' if len(ps.constant) > 5 else ''}): they carry no "
-                               "image content", evidence={"constant_samples": ps.constant,
-                                                          "values": ps.constant_values, "samples": ps.samples},
-                               **where)
+            blank = len(ps.constant) == ps.samples  # nothing else was measured: every number is of blank inputs
+            yield make_finding("P209", (("the only sample" if ps.samples == 1 else f"all {ps.samples} samples")
+                                        if blank else f"{len(ps.constant)} of {ps.samples} samples")
+                               + f" for input {ic.name!r} {'is' if blank and ps.samples == 1 else 'are'} constant "
+                               f"({shown}{', ...' if len(ps.constant) > 5 else ''}): "
+                               + ("the data carry no image content, so every figure measured on them is of blank "
+                                  "inputs (the harness loads nothing, or zero-fills)" if blank else
+                                  "they carry no image content"),
+                               evidence={"constant_samples": ps.constant, "values": ps.constant_values,
+                                         "samples": ps.samples},
+                               severity="error" if blank else None, **where)
         if ps.searched >= 2 and len(ps.duplicates) >= max(1, DUPLICATE_SHARE * ps.searched):
             shown = ", ".join(f"#{j} ~ #{i}" for i, j in ps.duplicates[:5])
             yield make_finding("P209", f"{len(ps.duplicates)} of {ps.searched} samples for input {ic.name!r} are "
