@@ -224,18 +224,28 @@ def _pipelines(args: argparse.Namespace) -> tuple[list[tuple[str, list]], bool]:
             if getattr(args, flag, None):
                 raise GraphAuditError(f"--{flag} needs stage paths (it belongs to one pipeline)")
         return bundled_pipelines(), True
-    return [("", args.paths)], False
+    return [(_title(args.paths), args.paths)], False
+
+
+def _title(paths: list[str]) -> str:
+    """The report's title for stages the user named: the directory given (its name; ``PROJECT`` for
+    ``PROJECT/model_output``), else "" (explicit files)."""
+    if len(paths) != 1 or not os.path.isdir(paths[0]):
+        return ""
+    p = Path(os.path.abspath(paths[0]))
+    return p.parent.name if p.name == "model_output" and p.parent.name else p.name
 
 
 def _explain(args: argparse.Namespace, console: Console) -> int:
     """explain, diff and compare: the main job over one pipeline (or the bundled samples), then the renderers."""
     pipelines, default_run = _pipelines(args)
-    if args.command == "compare" and not (args.data or args.random or args.config):
-        raise GraphAuditError("compare needs samples: give --data PATH, --random N, or --config YAML (its "
-                              "cal_data_dir)")
     kw = _audit_args(args)
-    if args.command == "explain" and not default_run and kw["config"] is None and not args.no_config:
+    finds = args.command == "explain" or (args.command == "compare" and not (args.data or args.random))
+    if finds and not default_run and kw["config"] is None and not args.no_config:
         kw["config"] = _found_config(args.paths, console)
+    if args.command == "compare" and not (args.data or args.random or kw["config"]):
+        raise GraphAuditError("compare needs samples: give --data PATH, --random N, or --config YAML (its "
+                              "cal_data_dir; found by itself when the config's working_dir holds the stages)")
     protect = [p for _t, paths in pipelines for p in user_inputs(paths, args.source, getattr(args, "config", None),
                                                                    getattr(args, "data", None), kw["log"],
                                                                    *_found_logs(paths, kw["find_log"]))]
@@ -332,13 +342,42 @@ def _audit_args(args: argparse.Namespace) -> dict:
             "numeric": _numeric_options(args)}
 
 
+class _TrimmedLines:
+    """A text stream that writes complete lines without their trailing blanks (rich pads table rows to the width;
+    a file or a pipe should not carry that padding). ``close`` writes what is left of the last line."""
+
+    def __init__(self, stream):
+        self.stream, self.pending = stream, ""
+
+    def write(self, text: str) -> int:
+        lines = (self.pending + text).split("\n")
+        self.pending = lines.pop()
+        if lines:
+            self.stream.write("".join(line.rstrip() + "\n" for line in lines))
+        return len(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+    def isatty(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        if self.pending:
+            self.stream.write(self.pending.rstrip())
+            self.pending = ""
+        self.stream.flush()
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``graphaudit`` console script; returns the exit code."""
     args = build_parser().parse_args(argv)
     # piped output (a file, less, CI logs) gets 160 columns unless COLUMNS says otherwise: rich's default 80 folds
     # the stage table into unreadable slivers
-    width = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 160
-    console = Console(highlight=False, width=width)
+    tty = sys.stdout.isatty()
+    width = None if tty or os.environ.get("COLUMNS") else 160
+    out = None if tty else _TrimmedLines(sys.stdout)
+    console = Console(highlight=False, width=width, file=out)
     try:
         return HANDLERS[args.command](args, console)
     except GraphAuditError as e:
@@ -346,3 +385,6 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    finally:
+        if out is not None:
+            out.close()

@@ -59,9 +59,7 @@ def _add_explain(sub) -> None:
     e.add_argument("--log", metavar="FILE", help="hb_mapper/hb_compile log or *_quant_info.json: show the toolchain's "
                                               "per-node similarity (default: found next to the stages)")
     e.add_argument("--no-log", action="store_true", help="do not look for a toolchain log next to the stages")
-    e.add_argument("--no-config", action="store_true",
-                   help="do not use a conversion config found next to the stages (one whose working_dir is the "
-                        "stage directory); --config names one")
+    _no_config_arg(e)
 
 
 def _add_diff(sub) -> None:
@@ -82,6 +80,7 @@ def _add_compare(sub) -> None:
     c.add_argument("--fail-on", choices=[*SEVERITIES, "never"], default="error")
     _numeric_args(c, required=False)  # one of --data, --random, --config (its cal_data_dir): checked by the CLI
     _config_arg(c)
+    _no_config_arg(c)
 
 
 def _add_check_inputs(sub) -> None:
@@ -148,6 +147,12 @@ def _add_rules(sub) -> None:
 def _config_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", metavar="YAML", help="the hb_mapper/hb_compile conversion config: linted against the "
                                                    "stages; declares input layout and colour order")
+
+
+def _no_config_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--no-config", action="store_true",
+                   help="do not use a conversion config found next to the stages (one whose working_dir is the "
+                        "stage directory); --config names one")
 
 
 def _numeric_args(p: argparse.ArgumentParser, required: bool) -> None:

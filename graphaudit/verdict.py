@@ -26,11 +26,16 @@ from .numeric.summary import RegionSummary, TensorSummary, TransitionSummary
 from .report import VERDICT_CAUSES, AuditReport, VerdictLine
 from .toolchains.ops import HORIZON_DOMAIN
 
-__all__ = ["build_verdict", "OUTLIER_DB", "EQUAL_OUTPUT_SQNR_DB", "SMALL_LOSS_DB"]
+__all__ = ["build_verdict", "OUTLIER_DB", "NAMED_WITHIN_DB", "EQUAL_OUTPUT_SQNR_DB", "SMALL_LOSS_DB"]
 
 #: A change whose isolated SQNR lies this many dB below the median of its peers is where the loss concentrates
 #: (6 dB = half the signal-to-noise amplitude ratio).
 OUTLIER_DB = 6.0
+
+#: ... and is named only when its isolated SQNR is at most this many dB above the transition's output SQNR: errors
+#: add roughly in power, so a change 10 dB cleaner than the outputs carries about a tenth of their error at most
+#: (less once later layers attenuate it); one far above cannot explain the loss.
+NAMED_WITHIN_DB = 10.0
 
 #: Outputs at or above this SQNR (dB) count as the same values for transitions not documented as equal: the
 #: threshold ``compare`` uses for documented-equal float stages (:data:`graphaudit.numeric.compare.FLOAT_EQUAL_SQNR_DB`).
@@ -271,10 +276,12 @@ def _region_name(t: TransitionSummary, r: RegionSummary) -> tuple[str, bool]:
 _UNNAMED_ID = re.compile(r"^[A-Z][A-Za-z0-9]*[:#]")
 
 
-def _outliers(t: TransitionSummary) -> list[tuple[str, bool, RegionSummary, float, int]]:
+def _outliers(t: TransitionSummary, output_db: float | None = None
+              ) -> list[tuple[str, bool, RegionSummary, float, int]]:
     """Changes whose isolated SQNR is :data:`OUTLIER_DB` below the median of the changes of the same kind and
-    pattern (at least 3 of them): ``[(node name, is a reference-stage node, region, peers' median dB, peers)]``,
-    worst first, one per node."""
+    pattern (at least 3 of them), and, given the transition's output SQNR, at most :data:`NAMED_WITHIN_DB` above it
+    (a change far cleaner than the outputs adds little of their error, however it compares with its peers):
+    ``[(node name, is a reference-stage node, region, peers' median dB, peers)]``, worst first, one per node."""
     by_pattern: dict[str, list[RegionSummary]] = {}
     for r in _worst_changes(t):
         by_pattern.setdefault(f"{r.kind} {r.pattern}", []).append(r)
@@ -283,7 +290,8 @@ def _outliers(t: TransitionSummary) -> list[tuple[str, bool, RegionSummary, floa
         if len(peers) < 3:
             continue
         med = statistics.median(_sort_db(_num(r.sqnr_db)) for r in peers)
-        out += [(r, med, len(peers)) for r in peers if _sort_db(_num(r.sqnr_db)) <= med - OUTLIER_DB]
+        ceiling = med - OUTLIER_DB if output_db is None else min(med - OUTLIER_DB, output_db + NAMED_WITHIN_DB)
+        out += [(r, med, len(peers)) for r in peers if _sort_db(_num(r.sqnr_db)) <= ceiling]
     out.sort(key=lambda x: _sort_db(_num(x[0].sqnr_db)))
     named: dict[str, tuple] = {}
     for r, med, n in out:
@@ -328,7 +336,7 @@ def _precision_action(report: AuditReport, t: TransitionSummary, names: list[str
 
 def _quantization_line(t: TransitionSummary, report: AuditReport, scope: str, figures: str, d: float | None,
                        on: str, random: int | None) -> VerdictLine:
-    named = _outliers(t)
+    named = _outliers(t, d)
     text = f"Quantizing {t.a} into {t.b} brings the outputs to SQNR {_db(d)} dB on {on}"
     small = _small_loss(t, d)
     if small:
@@ -353,6 +361,9 @@ def _quantization_line(t: TransitionSummary, report: AuditReport, scope: str, fi
                   "calibration_type, or per-channel weights.")
     if small:
         action = "Nothing to do here for accuracy; if you still measure a drop, look at the harness and the device."
+    if random and not small:
+        action = ("Measured on random samples, which show where the stages part, not what your data lose: run your "
+                  "data (--data, or --config with its cal_data_dir) before acting. " + action)
     if _harness_error(report):
         action = ("First fix the data (the harness line above): these figures are measured on data that break a "
                   "stage's input contract, so they do not say what quantization costs on correct data.")

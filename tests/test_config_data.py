@@ -61,6 +61,23 @@ def test_explain_config_runs_its_calibration_data(set_dir, tmp_path):
     want = min(CONFIG_DATA_SAMPLES, n_files)
     assert run["samples_used"] == want and _compared(rep) == {want}
     assert not [f for f in rep["findings"] if f["code"].startswith("P") and f["severity"] == "error"]
+    # top-1 agreement only on class scores: the outputs the original model computes with a Softmax (read from the
+    # protobuf: MTCNN's softmax_* yes, its dense_5 boxes and dense_6 landmarks no)
+    import onnx
+
+    m = onnx.load(next((set_dir / "model_output").glob("*_original_float_model.onnx")))
+    producer = {o: n for n in m.graph.node for o in n.output}
+
+    def softmax(t: str) -> bool:
+        n = producer.get(t)
+        while n is not None and n.op_type == "Identity":
+            n = producer.get(n.input[0])
+        return n is not None and n.op_type == "Softmax"
+
+    first = rep["numeric"][0]
+    for o in first["outputs"]:
+        rank2 = len(next(x for x in m.graph.output if x.name == o["a_tensor"]).type.tensor_type.shape.dim) == 2
+        assert ("top1_agreement" in o) == (softmax(o["a_tensor"]) and rank2), o["a_tensor"]
 
 
 @pytest.fixture()
@@ -176,7 +193,9 @@ def test_config_found_only_when_it_writes_into_the_stages(horizon_sample, tmp_pa
 
 
 def test_compare_with_config_and_no_data_runs_its_calibration_data(horizon_sample, tmp_path):
-    rc, rep = _run_json(tmp_path, "compare", str(horizon_sample), "--config", str(horizon_sample / "config.yaml"),
-                        "--max-samples", "2")
-    assert rc in (0, 1) and rep["numeric"] and rep["run"]["data_from_config"] is True
-    assert rep["run"]["samples_used"] == 2 and _compared(rep) == {2}
+    """`compare --config` (or the config found beside the stages) without --data runs its cal_data_dir."""
+    for given in (["--config", str(horizon_sample / "config.yaml")], []):
+        rc, rep = _run_json(tmp_path, "compare", str(horizon_sample), *given, "--max-samples", "2")
+        assert rc in (0, 1) and rep["numeric"] and rep["run"]["data_from_config"] is True
+        assert Path(rep["run"]["config"]).resolve() == (horizon_sample / "config.yaml").resolve()
+        assert rep["run"]["samples_used"] == 2 and _compared(rep) == {2}

@@ -118,9 +118,17 @@ def test_default_output_has_one_line_per_finding_and_per_transition(default_run)
                 assert fd["b_node"] in hits[0], (r["title"], fd["b_node"], hits[0])
 
 
+def _cut_block(lines: list[str], start: str, end: str) -> tuple[list[str], list[str]]:
+    """(the lines from the one starting with ``start`` up to the one starting with ``end``, the rest)."""
+    i = next(k for k, line in enumerate(lines) if line.startswith(start))
+    j = next(k for k in range(i + 1, len(lines)) if lines[k].startswith(end))
+    return lines[i:j], lines[:i] + lines[j:]
+
+
 def test_piped_output_has_no_colour_and_the_terminal_the_same_content(default_run):
     stdout, _err, reports = default_run
     assert "\x1b[" not in stdout
+    assert not [line for line in stdout.splitlines() if line != line.rstrip()]  # no padding carried into a file
     chunks = _chunks(stdout, reports)
     for r in reports:  # a terminal gets colour, and the same text once the colour is taken out
         buf = io.StringIO()
@@ -129,6 +137,10 @@ def test_piped_output_has_no_colour_and_the_terminal_the_same_content(default_ru
         assert "\x1b[" in coloured
         plain = [line.rstrip() for line in ANSI.sub("", coloured).splitlines()]
         piped = [line.rstrip() for line in chunks[r["title"]]]
+        # the Run line: a terminal wraps it, a file keeps it on one line; the same words
+        term_run, plain = _cut_block(plain, "Run: ", "Stages")
+        pipe_run, piped = _cut_block(piped, "Run: ", "Stages")
+        assert words(" ".join(term_run)) == words(" ".join(pipe_run)) and len(pipe_run) == 1
         assert len(plain) == len(piped), r["title"]
         for term, pipe in zip(plain, piped):  # the terminal cuts a long finding with "…"; a file keeps it whole
             assert term == pipe or (term.endswith("\u2026") and pipe.startswith(term[:-1]) and len(pipe) > 120), \

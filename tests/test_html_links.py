@@ -155,7 +155,7 @@ def test_chart_point_opens_the_graph_on_its_node_and_back(browser, horizon):  # 
     sel = chart.evaluate("el => el.data.filter(t => t.name === 'selected').map(t => Array.from(t.x))")
     assert sel and fd["order"] in sel[0]
     # the stage chart: one point per stage in pipeline order, at the worst output SQNR of the report against the
-    # reference stage (solid) and against the stage before (dashed); the reference stage itself has no point
+    # reference stage (the line) and against the stage before (markers); the reference stage itself has no point
     stage = page.locator("#p0-stage-chart")
     xs = stage.evaluate("el => Array.from(el.data[0].x)")
     assert xs == [rep["transitions"][0]["a"]] + [t["b"] for t in rep["transitions"]]

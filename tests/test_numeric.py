@@ -135,6 +135,10 @@ def test_planted_threshold_fault_is_worst_isolated_region(samples, few, tmp_path
     assert worst.change.b_nodes == [target]
     (f,) = [f for f in au.report.findings if f.code == "N402"]
     assert f.evidence["regions"][0]["b_nodes"] == [target]
+    # named by the optimized model's node whose output it quantizes (read from the protobuf)
+    opt = onnx.load(tmp_path / "m_optimized_float_model.onnx")
+    producer = next(n.name for n in opt.graph.node if node.input[0] in n.output)
+    assert f.evidence["regions"][0]["node"] == producer and f" at {producer} (" in f.message
 
 
 def _formula_lowering(model: onnx.ModelProto) -> onnx.ModelProto:

@@ -145,3 +145,24 @@ def test_real_set(set_dir, tmp_path):
     stage_files = sorted((set_dir / "model_output").glob("*.onnx"))
     _check_four_ways([set_dir / "model_output"], stage_files, correct, twice, facts["input"], tmp_path,
                      config=set_dir / "config.yaml")
+
+
+def test_nodes_named_only_where_they_can_explain_the_outputs_loss():
+    """The quantization line names changes far below their peers (6 dB under the median) that are also within
+    10 dB of the outputs' SQNR: a HardSigmoid at 49.8 dB among fixed-point rewrites at ~150 dB does not explain
+    outputs at 14.4 dB; one at 12 dB does."""
+    from graphaudit.numeric.summary import RegionSummary, TensorSummary, TransitionSummary
+    from graphaudit.verdict import _outliers
+
+    def region(name: str, db: float) -> RegionSummary:
+        return RegionSummary(kind="replaced", pattern="HzCalibration -> HzSQuantizedConv", a_nodes=[name],
+                             b_nodes=[name], outputs=[[f"{name}_out", f"{name}_q"]], sqnr_db=db, cosine=0.99,
+                             samples=2)
+
+    regions = [region(f"n{k}", 150.0) for k in range(6)] + [region("relu3", 49.8), region("conv7", 12.0)]
+    tensors = [TensorSummary(a_tensor=f"{r.a_nodes[0]}_out", b_tensor=r.outputs[0][1], kind="quantized", order=k,
+                             a_node=r.a_nodes[0], sqnr_db=r.sqnr_db, samples=2) for k, r in enumerate(regions)]
+    t = TransitionSummary(a="calibrated", b="quantized", threshold=0.999, regions=regions, worst_regions=regions,
+                          tensors=tensors)
+    assert [n for n, *_ in _outliers(t)] == ["conv7", "relu3"]  # without the outputs' figure: both are outliers
+    assert [n for n, *_ in _outliers(t, 14.4)] == ["conv7"]

@@ -43,13 +43,27 @@ def check_worst_isolated(ctx: AuditContext) -> Iterator[Finding]:
         if not worst:
             continue
         a, b = ctx.stages[i], ctx.stages[i + 1]
-        parts = [f"{r.change.pattern} at {', '.join(o[1] for o in r.outputs[:2])} (SQNR {r.stats.sqnr_db:.1f} dB, "
-                 f"cosine {r.stats.cosine:.5f})" for r in worst]
+        nodes = [_node_of(res, r) for r in worst]
+        parts = [f"{r.change.pattern} at {node} ({', '.join(o[1] for o in r.outputs[:2])}; SQNR "
+                 f"{r.stats.sqnr_db:.1f} dB, cosine {r.stats.cosine:.5f})" for r, node in zip(worst, nodes)]
         yield make_finding(
             "N402", f"worst changes measured alone in {a.name} -> {b.name}: " + "; ".join(parts),
             stage=f"{a.name} -> {b.name}", location={"tensor": worst[0].outputs[0][1]},
-            evidence={"regions": [{"pattern": r.change.pattern, "b_nodes": r.change.b_nodes,
-                                   "outputs": [list(o) for o in r.outputs], **r.stats.to_dict()} for r in worst]})
+            evidence={"regions": [{"pattern": r.change.pattern, "node": node, "b_nodes": r.change.b_nodes,
+                                   "outputs": [list(o) for o in r.outputs], **r.stats.to_dict()}
+                                  for r, node in zip(worst, nodes)]})
+
+
+def _node_of(res, region) -> str:
+    """The node a change is about, by the name the toolchain's config and log use: the reference stage's node
+    computing the value the change quantizes (``Conv@50`` for an HzCalibration on its output), ``input x`` on a
+    graph input, else the change's own first node in the test stage."""
+    by_a = {te.a_tensor: te for te in res.tensors}
+    for a_t, _b_t in region.outputs:
+        te = by_a.get(a_t)
+        if te is not None:
+            return te.a_node or f"input {a_t}"
+    return region.change.b_nodes[0] if region.change.b_nodes else "?"
 
 
 def check_stage_not_run(ctx: AuditContext) -> Iterator[Finding]:

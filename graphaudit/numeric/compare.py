@@ -56,6 +56,7 @@ class TensorError:
     scale: tuple | None = None  # (scales, axis) of b's quantization, for LSB error
     is_output: bool = False
     top1: list[int] = field(default_factory=lambda: [0, 0])
+    class_scores: bool = False  # a's value is a Softmax's output: top-1 agreement applies (rank-2 outputs)
     codec: "FixedPointCodec | None" = None  # b holds integers of a fixed-point stage: how to read them as reals
     a_node: str = ""  # the node of a that computes a_tensor ("" for a graph input)
     b_node: str = ""  # the compute node of b behind b_tensor (past fake quantization; "" for a graph input)
@@ -154,6 +155,7 @@ def _pairs(al: Alignment, changes: list[Change]) -> list[TensorError]:
             out.append(TensorError(t, bt, al.tensor_map[bt].kind, order, change,
                                    scale=_quant_scale(b, vb, bt) if codec is None else (codec.scale, codec.axis),
                                    is_output=a.tensors[t].is_graph_output, codec=codec,
+                                   class_scores=_class_scores(a, t),
                                    a_node=_node_name(a, a.tensors[t].producer),
                                    b_node=_node_name(b, root_prod or prod)))
     # a graph output of b that no output of a reaches (a's output is a layout Transpose the stage absorbed, as in
@@ -165,6 +167,30 @@ def _pairs(al: Alignment, changes: list[Change]) -> list[TensorError]:
             reached.add(te.b_tensor)
     out.sort(key=lambda te: te.order)
     return out
+
+
+#: Ops a class-score tensor passes through unchanged in value on its way from the Softmax to the graph output
+#: (layout and dtype, identity, a Horizon fake quantization).
+_SCORE_PASS_THROUGH = {"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Cast", "HzCalibration",
+                       "QuantizeLinear", "DequantizeLinear"}
+_SOFTMAX_OPS = {"Softmax", "LogSoftmax", "HzSoftmax"}
+
+
+def _class_scores(st: StageGraph, tensor: str, hops: int = 4) -> bool:
+    """``tensor`` holds class scores: it is a Softmax/LogSoftmax output, directly or through ops that keep values
+    (:data:`_SCORE_PASS_THROUGH`). Top-1 agreement is reported for such outputs only: argmax of a box regression
+    or landmark output (MTCNN's ``dense_5`` [1, 4]) is no accuracy measure."""
+    for _ in range(hops + 1):
+        t = st.tensors.get(tensor)
+        n = st.nodes.get(t.producer) if t is not None and t.producer else None
+        if n is None:
+            return False
+        if n.op_type in _SOFTMAX_OPS:
+            return True
+        if n.op_type not in _SCORE_PASS_THROUGH or not n.inputs:
+            return False
+        tensor = n.inputs[0]
+    return False
 
 
 def _source_namer(stages: list[StageGraph], alignments: list[Alignment]):
@@ -310,13 +336,13 @@ def _reference_chains(pairs: list[list[TensorError]]) -> list[list[TensorError]]
         outs = [t for t in ps if t.is_output]
         if i == 0:
             cur = [TensorError(t.a_tensor, t.b_tensor, t.kind, t.order, "", scale=t.scale, is_output=True,
-                               codec=t.codec, a_node=t.a_node, b_node=t.b_node, source_node=t.source_node)
+                               codec=t.codec, class_scores=t.class_scores, a_node=t.a_node, b_node=t.b_node, source_node=t.source_node)
                    for t in outs]
         else:
             by_a = {t.a_tensor: t for t in outs}
             by_b = {t.b_tensor: t for t in outs}  # toolchains keep output names where they absorb a last Transpose
             cur = [TensorError(r.a_tensor, n.b_tensor, n.kind, n.order, "", scale=n.scale, is_output=True,
-                               codec=n.codec, a_node=r.a_node, b_node=n.b_node, source_node=r.source_node)
+                               codec=n.codec, class_scores=r.class_scores, a_node=r.a_node, b_node=n.b_node, source_node=r.source_node)
                    for r in prev for n in [by_a.get(r.b_tensor) or by_b.get(r.b_tensor)] if n is not None]
         chains.append(cur)
         prev = cur
@@ -411,7 +437,7 @@ def _reduce_pair(te: TensorError, ref: np.ndarray | None, got: np.ndarray | None
         got = nhwc_as(got, ref.shape)
     sc = te.scale
     te.stats.update(ref, got, np.asarray(sc[0]) if sc else None, sc[1] if sc else 1)
-    if te.is_output and ref.ndim == 2 and ref.shape[-1] > 1:
+    if te.is_output and te.class_scores and ref.ndim == 2 and ref.shape[-1] > 1:
         agree, rows = top1_agreement(ref, got)
         te.top1[0] += agree
         te.top1[1] += rows

@@ -65,10 +65,12 @@ def render_opening(report: AuditReport, console: Console, verbose: bool = False)
         console.print(Text(f"  ... {len(lines) - len(shown)} more verdict lines (-v)", style="dim"))
 
 
-def run_line(report: AuditReport, console: Console) -> None:
-    """What the run was given: config (linted), data or random samples, toolchain log."""
+def run_line(report: AuditReport, console: Console, blank_before: bool = True) -> None:
+    """What the run was given: config (linted), data or random samples, toolchain log (one line; a terminal wraps
+    it, a file keeps it whole)."""
     run = report.run or RunInfo()
-    console.print()
+    if blank_before:
+        console.print()
     parts = []
     if run.config:
         n = sum(1 for f in report.findings if f.code.startswith("C"))
@@ -90,7 +92,10 @@ def run_line(report: AuditReport, console: Console) -> None:
     labels = sorted(set((run.runtimes or {}).values()))
     if labels:
         parts.append("measured by " + ", ".join(labels) + f" ({', '.join(run.runtimes or {})})")
-    console.print(Text("Run: " + "; ".join(parts), style="dim"))
+    if console.is_terminal:
+        console.print(Text("Run: " + "; ".join(parts), style="dim"))
+    else:
+        console.print(Text("Run: " + "; ".join(parts), style="dim"), no_wrap=True, overflow="ignore", crop=False)
 
 
 def line_overflow(console: Console) -> str:
@@ -146,30 +151,32 @@ def _numeric(report: AuditReport, console: Console) -> None:
     n = max((o.samples for tr in report.numeric for o in tr.outputs), default=0)
     console.print(Text(f"Numeric comparison on {n} sample{'s' if n != 1 else ''}: outputs against the stage before "
                        "(-v: tensors)", style="bold"))
-    t = Table(box=None, pad_edge=False)
-    t.add_column("transition", no_wrap=True, min_width=max(len(f"{tr.a} -> {tr.b}") for tr in report.numeric))
     ref = report.numeric[0].reference if len(report.numeric) > 1 else None
-    cols = ("cosine", "SQNR dB", "top-1") + ((f"vs {ref} dB",) if ref else ())
-    for col in cols:
-        t.add_column(col, no_wrap=True, min_width=len(col))
-    t.add_column("first divergence", no_wrap=True, overflow="ellipsis")
+    heads = ["transition", "cosine", "SQNR dB", "top-1"] + ([f"vs {ref} dB"] if ref else [])
+    rows = []
     for tr in report.numeric:
         worst = min(tr.outputs, key=lambda o: _key(o.cosine), default=None)
         top1 = (f"{worst.top1_agreement[0]}/{worst.top1_agreement[1]}"
                 if worst is not None and worst.top1_agreement else "-")
         fd = tr.first_divergence
         if fd is None:
-            crit = f"cosine < {tr.threshold}" + (f" or SQNR < {tr.sqnr_threshold:g} dB"
-                                                  if tr.sqnr_threshold is not None else "")
-            div = Text(f"none ({crit})", style="green")
+            crit = f"cosine {tr.threshold}" + (f" or SQNR {tr.sqnr_threshold:g} dB"
+                                               if tr.sqnr_threshold is not None else "")
+            div = Text(f"none (no tensor below {crit})", style="green")
         else:
             node = fd.b_node or fd.b_tensor
             div = Text(f"{node} (cosine {fmt(fd.cosine, '.6f')}, SQNR {fmt(fd.sqnr_db, '.1f')} dB)", style="red")
         many = f" (worst of {len(tr.outputs)})" if len(tr.outputs) > 1 else ""
-        acc = ((fmt(min((o.sqnr_db for o in tr.vs_reference), key=_sqnr_key), ".1f") if tr.vs_reference else "-"),
-               ) if ref else ()
-        t.add_row(escape(f"{tr.a} -> {tr.b}"), fmt(worst.cosine if worst else None, ".6f") + many,
-                  fmt(worst.sqnr_db if worst else None, ".1f"), top1, *acc, div)
+        acc = [fmt(min((o.sqnr_db for o in tr.vs_reference), key=_sqnr_key), ".1f") if tr.vs_reference else "-"
+               ] if ref else []
+        rows.append(([f"{tr.a} -> {tr.b}", fmt(worst.cosine if worst else None, ".6f") + many,
+                      fmt(worst.sqnr_db if worst else None, ".1f"), top1, *acc], div))
+    t = Table(box=None, pad_edge=False)
+    for k, head in enumerate(heads):  # figures are never cut: only the first divergence gives way on a narrow screen
+        t.add_column(head, no_wrap=True, min_width=max(len(head), *(len(r[0][k]) for r in rows)))
+    t.add_column("first divergence", no_wrap=True, overflow="ellipsis")
+    for cells, div in rows:
+        t.add_row(*(escape(c) for c in cells), div)
     console.print(t)
     for why in (report.run.numeric_not_run if report.run else []):
         console.print(Text(f"not run: {why}", style="yellow"), no_wrap=True, overflow=line_overflow(console),

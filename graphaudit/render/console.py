@@ -164,8 +164,11 @@ def render_rules(rules: dict[str, Rule], console: Console, explain: str | None =
 
 
 def render_numeric(report: AuditReport, console: Console) -> None:
-    """Print the numeric comparison: per transition the outputs, the first divergence and the worst regions."""
-    _numeric(safe_report(report), console)
+    """Print the numeric comparison: what the run was given (config, data, samples, runtime), then per transition
+    the outputs, the first divergence and the worst regions."""
+    rep = safe_report(report)
+    run_line(rep, console, blank_before=False)
+    _numeric(rep, console)
 
 
 def _numeric(report: AuditReport, console: Console) -> None:

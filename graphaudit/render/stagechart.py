@@ -1,10 +1,10 @@
 """The HTML report's picture of the stages: each stage's output agreement with the reference stage, in pipeline order.
 
 The x axis is the stages of the pipeline in order (the user's 0.809 -> 0.778 -> 0.748). Two lines, each point at the
-stage it measures: the solid one is the stage's outputs against the reference stage (the first stage compared,
+stage it measures: the line is the stage's outputs against the reference stage (the first stage compared,
 ``TransitionSummary.vs_reference``: the accumulated drop), labelled with its SQNR and top-1 agreement where the outputs
-are classifier scores; the dashed one is the stage's outputs against the stage before (``TransitionSummary.outputs``:
-what this one transition costs). SQNR is the worst output's, every output's cosine is in the hover text, a stage
+are classifier scores; the open diamonds are the stage's outputs against the stage before (``TransitionSummary.outputs``:
+what this one transition costs; not joined, since they measure different pairs). SQNR is the worst output's, every output's cosine is in the hover text, a stage
 not measured is a gap. Clicking a point opens the diff graph of the transition that ends in that stage.
 """
 
@@ -110,7 +110,7 @@ def reference_agreement(report: AuditReport) -> list[StageAgreement]:
 
 def stage_chart(report: AuditReport, reference: list[StageAgreement] | None = None) -> dict[str, Any] | None:
     """The Plotly figure of the stages (x: stage names in pipeline order): output SQNR in dB against the reference
-    stage (solid) and against the previous stage (dashed).
+    stage (a line) and against the previous stage (markers).
 
     Parameters
     ----------
@@ -150,8 +150,8 @@ def stage_chart(report: AuditReport, reference: list[StageAgreement] | None = No
                               (f"{_text(s)}: the reference stage" if s == ref_name else f"{_text(s)}<br>not measured")
                               for s in names],
                    hoverinfo="text", customdata=[scope[s] for s in names], connectgaps=False),
-        go.Scatter(x=names, y=[prev[s][0] for s in names], mode="lines+markers", name="vs previous stage (dB)",
-                   line={"color": _DIV, "dash": "dash", "width": 1.5}, marker={"size": 8, "color": _DIV},
+        go.Scatter(x=names, y=[prev[s][0] for s in names], mode="markers", name="vs previous stage (dB)",
+                   marker={"size": 9, "color": _DIV, "symbol": "diamond-open", "line": {"width": 2}},
                    hovertext=[_hover(s, into[s].a, into[s].outputs, into[s].first_divergence) if s in into else ""
                               for s in names],
                    hoverinfo="text", customdata=[scope[s] for s in names], connectgaps=False)]
