@@ -11,6 +11,7 @@ import os
 from dataclasses import replace
 import io
 import sys
+import warnings
 from pathlib import Path
 
 from rich.console import Console
@@ -268,6 +269,11 @@ def _explain(args: argparse.Namespace, console: Console) -> int:
                                        else DEFAULT_SAMPLE_RUN))
         audits.append(audit(paths, title=title, **one))
     reports = [au.report for au in audits]
+    if args.command == "compare" and not (args.data or args.random) and reports[0].numeric is None:
+        run = reports[0].run
+        why = run.numeric_skipped if run is not None and run.numeric_skipped else (
+            f"{run.config if run is not None else 'the config'} names no cal_data_dir")
+        raise GraphAuditError(f"compare needs samples: {why}")
     for rep in reports:
         if args.command == "explain":
             render_explain(rep, console, args.verbose)
@@ -374,8 +380,11 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     # piped output (a file, less, CI logs) gets 160 columns unless COLUMNS says otherwise: rich's default 80 folds
     # the stage table into unreadable slivers
+    # numpy's casts of hostile values (NaN to int) warn; the checks already judge those values, the user sees findings
+    warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"graphaudit\.")
     tty = sys.stdout.isatty()
-    width = None if tty or os.environ.get("COLUMNS") else 160
+    cols = os.environ.get("COLUMNS", "")
+    width = None if tty or (cols.isdigit() and int(cols) >= 20) else 160
     out = None if tty else _TrimmedLines(sys.stdout)
     console = Console(highlight=False, width=width, file=out)
     try:

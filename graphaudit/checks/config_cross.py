@@ -113,7 +113,7 @@ def _config_node_names(cfg: ConversionConfig) -> list[tuple[tuple, str, str]]:
         try:
             if p.is_file() and p.stat().st_size < (8 << 20):
                 qc = json.loads(p.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):  # unreadable, not JSON, nested past the parser's depth
             qc = None
     if isinstance(qc, dict) and isinstance(qc.get("node_config"), dict):
         out += [(("calibration_parameters", "quant_config"), "quant_config.node_config", str(k))

@@ -37,7 +37,7 @@ def unit_range_normalization(ctx: AuditContext) -> Iterator[Finding]:
         if not is_image(inp):
             continue
         mean_unit = inp.mean is not None and max(inp.mean) < 1.0 and max(inp.mean) > 0.0
-        std_unit = inp.std is not None and max(inp.std) < 1.0
+        std_unit = inp.std is not None and min(inp.std) > 0.0 and max(inp.std) < 1.0  # a zero std: C3xx's own error
         scale_given = cfg.get("input_parameters", "scale_value") is not None and inp.std is None
         scale_unit = mean_unit and scale_given and inp.scale is not None and min(inp.scale) > 1.0
         if not (mean_unit or std_unit or scale_unit):
@@ -51,7 +51,7 @@ def unit_range_normalization(ctx: AuditContext) -> Iterator[Finding]:
             parts.append(f"std_value {fmt(inp.std)} is below 1.0")
         if scale_unit:
             parts.append(f"scale_value {fmt(inp.scale)} is above 1.0 (std {fmt(std)})")
-        if std is not None and (std_unit or scale_unit):
+        if std is not None and (std_unit or scale_unit) and min(std) > 0.0:
             fixes.append(f"scale_value {fmt([1.0 / (255.0 * s) for s in std])}")
         key = "mean_value" if mean_unit else "std_value" if std_unit else "scale_value"
         yield finding(cfg, "C330", _path(cfg, key, inp.index),

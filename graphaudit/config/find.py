@@ -39,14 +39,23 @@ def find_config(path: str | os.PathLike) -> tuple[ConversionConfig | None, list[
     """
     p = Path(path)
     try:
-        d = (p.parent if p.is_file() else p).resolve()
+        given = Path(os.path.abspath(p.parent if p.is_file() else p))
+        d = given.resolve()
     except (OSError, RuntimeError):
         return None, []
     hits: list[tuple[Path, ConversionConfig]] = []
-    for where in dict.fromkeys((d, d.parent)):
+    seen: set[Path] = set()
+    for where in dict.fromkeys((d, d.parent, given.parent)):
         for f in _yaml_files(where):
+            try:
+                real = f.resolve()
+            except (OSError, RuntimeError):
+                continue
+            if real in seen:  # the same file through the given path and the resolved one
+                continue
+            seen.add(real)
             cfg = _parse(f)
-            if cfg is not None and _writes_into(cfg, d):
+            if cfg is not None and _writes_into(cfg, d, given):
                 hits.append((f, cfg))
     return (hits[0][1] if len(hits) == 1 else None), [f for f, _c in hits]
 
@@ -59,9 +68,14 @@ def _yaml_files(where: Path) -> list[Path]:
     return [f for f in files[:MAX_CANDIDATES] if _small_regular_file(f)]
 
 
+#: A YAML larger than this is not read while looking (the largest public conversion config we know is about
+#: 10 kB; parsing with positions costs about 1 s per 30 kB). --config reads any size up to the parser's limit.
+MAX_FOUND_BYTES = 64 << 10
+
+
 def _small_regular_file(f: Path) -> bool:
     try:
-        return f.is_file() and f.stat().st_size <= MAX_CONFIG_BYTES
+        return f.is_file() and f.stat().st_size <= min(MAX_FOUND_BYTES, MAX_CONFIG_BYTES)
     except OSError:
         return False
 
@@ -74,11 +88,16 @@ def _parse(f: Path) -> ConversionConfig | None:
     return cfg if cfg.section("model_parameters") else None
 
 
-def _writes_into(cfg: ConversionConfig, d: Path) -> bool:
-    """The config's working_dir is ``d`` or a directory directly inside it."""
+def _writes_into(cfg: ConversionConfig, d: Path, given: Path) -> bool:
+    """The config's working_dir is the directory given or one directly inside it: compared as written (a
+    working_dir that is a symlink to elsewhere is still where hb_mapper wrote) and with symlinks resolved."""
     wd = cfg.get("model_parameters", "working_dir")
     wd_path = config_path(cfg, "model_output" if is_unset(wd) else wd)
     try:
-        return wd_path is not None and wd_path.is_dir() and d in (wd_path.resolve(), wd_path.resolve().parent)
+        if wd_path is None or not wd_path.is_dir():
+            return False
+        written = Path(os.path.normpath(os.path.abspath(wd_path)))
+        real = wd_path.resolve()
+        return given in (written, written.parent) or d in (real, real.parent)
     except (OSError, RuntimeError):
         return False

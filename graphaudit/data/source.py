@@ -116,7 +116,9 @@ def _file_chunk(p: Path, family: str, inputs: list[InputSpec], raw_dtype: str | 
 
 
 def _is_component(name: str) -> bool:
-    return bool(name) and name not in (".", "..") and "/" not in name and os.sep not in name and "\0" not in name
+    """``name`` can be one directory entry: not empty, no separator or NUL, at most 255 bytes (NAME_MAX)."""
+    return (bool(name) and name not in (".", "..") and "/" not in name and os.sep not in name and "\0" not in name
+            and len(name.encode("utf-8", "surrogateescape")) <= 255)
 
 
 def _calibration(d: Path, inputs: list[InputSpec], raw_dtype: str | None, raw_shape: tuple | None) -> DataSource:
@@ -213,8 +215,12 @@ def open_data(path: str | os.PathLike, inputs: list[InputSpec], raw_dtype: str |
     """
     p = Path(path)
     inputs = check_specs(inputs, p)
-    if not p.exists():
-        raise data_error(p, "no such file or directory")
+    try:
+        p.stat()
+    except FileNotFoundError:
+        raise data_error(p, "no such file or directory") from None
+    except OSError as e:  # a name too long, a loop, no permission
+        raise data_error(p, e.strerror or type(e).__name__) from None
     if p.is_dir():
         return _open_dir(p, inputs, raw_dtype, raw_shape)
     if not p.is_file():

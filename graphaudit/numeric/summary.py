@@ -56,8 +56,54 @@ class ErrorFigures:
 
     @classmethod
     def _kwargs(cls, d: dict[str, Any]) -> dict[str, Any]:
+        """The known keys of ``d``, type-checked (ValueError naming the key: a hand-edited report.json must fail
+        here, in one line, not while a renderer draws it)."""
+        if not isinstance(d, dict):
+            raise ValueError(f"a tensor or region entry is a JSON object, not {type(d).__name__}")
         names = {f.name for f in fields(cls)}
-        return {k: v for k, v in d.items() if k in names}
+        kw = {k: v for k, v in d.items() if k in names}
+        for k, v in kw.items():
+            _check_field(k, v)
+        return kw
+
+
+_FIGURES = {"cosine", "sqnr_db", "rel_l2", "max_abs", "lsb_max", "lsb_mean", "first_sample_cosine"}
+_TEXTS = {"a_tensor", "b_tensor", "kind", "change", "a_node", "b_node", "source_node", "pattern", "a", "b"}
+_COUNTS = {"samples", "elements", "order", "tensors_compared", "regions_measured", "regions_skipped"}
+_TEXT_LISTS = {"a_nodes", "b_nodes", "source_nodes"}
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and abs(v) < 2 ** 63
+
+
+def _check_field(key: str, v: Any) -> None:
+    """ValueError when ``v`` is not what the schema puts under ``key`` (README "JSON report")."""
+    if key in _FIGURES | {"min_cosine", "threshold", "sqnr_threshold"}:
+        ok = v is None or v in ("nan", "inf", "-inf") or _is_int(v) or (
+            isinstance(v, float) and not isinstance(v, bool))
+    elif key in _TEXTS:
+        ok = isinstance(v, str)
+    elif key == "reference":
+        ok = v is None or isinstance(v, str)
+    elif key in _COUNTS:
+        ok = _is_int(v)
+    elif key in _TEXT_LISTS:
+        ok = isinstance(v, list) and all(isinstance(x, str) for x in v)
+    elif key in ("nonfinite", "top1_agreement"):
+        ok = (v is None and key == "top1_agreement") or (
+            isinstance(v, list) and len(v) == 2 and all(_is_int(x) and x >= 0 for x in v))
+    elif key == "outputs":  # a region's [a tensor, b tensor] per output
+        ok = isinstance(v, list) and all(isinstance(o, list) and all(isinstance(x, str) for x in o) for o in v)
+    else:
+        ok = True
+    if not ok:
+        raise ValueError(f"{key!r} cannot be {_short(v)}")
+
+
+def _short(v: Any) -> str:
+    text = repr(v) if not isinstance(v, int) or abs(v) < 10 ** 30 else f"an integer of {len(str(abs(v)))} digits"
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 @dataclass(kw_only=True)
@@ -230,6 +276,15 @@ class TransitionSummary:
         def tensor(x: dict | None) -> TensorSummary | None:
             return TensorSummary.from_dict(x) if x is not None else None
 
+        if not isinstance(d, dict):
+            raise ValueError(f"a numeric entry is a JSON object, not {type(d).__name__}")
+        for k in ("a", "b", "threshold", "sqnr_threshold", "tensors_compared", "min_cosine", "regions_measured",
+                  "regions_skipped", "reference"):
+            if k in d:
+                _check_field(k, d[k])
+        for k in ("outputs", "worst_regions", "regions", "tensors", "vs_reference"):
+            if not isinstance(d.get(k, []), list):
+                raise ValueError(f"{k!r} cannot be {_short(d[k])}")
         return cls(a=d["a"], b=d["b"], threshold=d["threshold"], sqnr_threshold=d.get("sqnr_threshold"),
                    tensors_compared=d.get("tensors_compared", 0), min_cosine=d.get("min_cosine"),
                    worst_tensor=tensor(d.get("worst_tensor")), first_divergence=tensor(d.get("first_divergence")),

@@ -77,11 +77,12 @@ def run_line(report: AuditReport, console: Console, blank_before: bool = True) -
         parts.append(f"config {run.config} ({run.config_family}) linted against the stages: "
                      f"{n or 'no'} finding{'s' if n != 1 else ''}")
     if run.numeric_skipped:
-        parts.append(f"data {run.data} (numeric comparison skipped, see below)")
+        what = f"data {run.data}" if run.data else ("the config's cal_data_dir" if run.data_from_config else "data")
+        parts.append(f"{what} (numeric comparison skipped, see below)")
     elif run.data:
-        used = f", {run.samples_used} samples" if run.samples_used else ""
-        src = " (the config's cal_data_dir" + used + ")" if run.data_from_config else (
-            f" ({run.samples_used} samples)" if used else "")
+        n = run.samples_used
+        used = f", {n} sample{'s' if n != 1 else ''}" if n else ""
+        src = " (the config's cal_data_dir" + used + ")" if run.data_from_config else (f" ({used[2:]})" if used else "")
         parts.append(f"data {run.data}{src}")
     elif run.random:
         parts.append(f"{run.random} random samples")

@@ -273,7 +273,7 @@ def _toolchain(report: AuditReport, console: Console, verbose: bool = False, top
         console.print(Text("  toolchain: the calibrated model with fake quantization on vs off, on its first calibration "
                            "sample; graphaudit: " + (tc.compared + ", on the first sample of this run (same quantity "
                                                      "when the data are the config's cal_data_dir) and on all samples"
-                                                     if tc.compared else "no numeric run (--data / --random)"),
+                                                     if tc.compared else "no numeric run (see the Run line)"),
                            style="dim"))
         rows.sort(key=lambda n: _cos_key(n.cosine))
         shown = rows if verbose else rows[:top]
