@@ -1,0 +1,94 @@
+"""Issue 15, "runs that end in exit 2 where the user should get findings": each class on real models, the right
+answer worked out here independently (raw bytes read with numpy, the protobuf read with onnx, onnxruntime itself).
+
+1. hb_mapper 1.x calibration folders of raw files, whatever the files are named (hb_mapper reads every file of
+   ``cal_data_dir`` with ``np.fromfile(cal_data_type).reshape(input_shape)``): ``lint --data``, ``check-inputs``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from ruamel.yaml import YAML
+
+from graphaudit.cli import main
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import horizon_check as hc  # noqa: E402
+
+SETS = {p.name: p for p in hc.built_sets()}
+SKIP = "no real Horizon stage set in samples/build/hb (set-up builds them)"
+
+# (set, suffix the copies get): bgr NCHW, rgb NHWC, gray NCHW; names hb_mapper users give (run-time types too)
+RAW_CASES = [("ppocr_cls_bayes-e", ".nv12"), ("mtcnn_onet_bayes-e", ".yuv444"), ("ddddocr_ocr_bayes-e", ".rgbchw")]
+
+
+def _raw_copy(set_dir: Path, tmp: Path, suffix: str, dtype: str | None, dirname: str) -> tuple[Path, Path, dict]:
+    """The set's config and first 3 calibration files, renamed to ``suffix`` and stored as ``dtype`` (``None``:
+    float32 chosen by the ``_f32`` directory name, no cal_data_type), into ``tmp``; the config points at them."""
+    yaml = YAML(typ="safe")
+    cfg = yaml.load((set_dir / "config.yaml").read_text())
+    src = set_dir / cfg["calibration_parameters"]["cal_data_dir"]
+    dst = tmp / dirname
+    dst.mkdir()
+    for f in sorted(src.iterdir())[:3]:
+        x = np.fromfile(f, dtype=np.uint8)
+        x.astype(dtype or "float32").tofile(dst / (f.stem + suffix))
+    cfg["model_parameters"]["onnx_model"] = str(set_dir / cfg["model_parameters"]["onnx_model"])
+    cfg["calibration_parameters"]["cal_data_dir"] = f"./{dirname}"
+    if dtype is None:
+        cfg["calibration_parameters"].pop("cal_data_type", None)
+    else:
+        cfg["calibration_parameters"]["cal_data_type"] = dtype
+    path = tmp / "config.yaml"
+    with open(path, "w") as fh:
+        YAML(typ="safe").dump(cfg, fh)
+    return path, dst, cfg
+
+
+@pytest.mark.skipif(not SETS, reason=SKIP)
+@pytest.mark.parametrize("dtype", ["uint8", "float32", None], ids=["uint8", "float32", "f32-dir"])
+@pytest.mark.parametrize("name, suffix", RAW_CASES, ids=[c[0] for c in RAW_CASES])
+def test_raw_calibration_folder_is_read_whatever_the_names(name, suffix, dtype, tmp_path, capsys):
+    if name not in SETS:
+        pytest.skip(f"{name} not built")
+    set_dir = SETS[name]
+    config, data, cfg = _raw_copy(set_dir, tmp_path, suffix, dtype, "cal_f32" if dtype is None else "cal")
+    rc = main(["lint", str(config), "--data", str(data)])
+    out = capsys.readouterr().out
+    assert rc in (0, 1), out
+    assert f"checked: calibration data: input 0 ({cfg['input_parameters']['input_name']})" in out
+    assert " C325 " not in out and " C326 " not in out  # the files are what the config says (no dtype finding)
+
+    report = tmp_path / "ci.json"
+    rc = main(["check-inputs", str(set_dir / "model_output"), "--config", str(config), "--data", str(data),
+               "--json", str(report)])
+    assert rc in (0, 1)
+    rep = json.loads(report.read_text())
+    (name_in, st), = rep["inputs"].items()
+    contract = rep["contracts"][name_in]
+    assert contract["domain"] == "x128"  # every stage set here starts with HzPreprocess (pixel - 128)
+    # independently: the raw bytes at input_shape in input_layout_train, per channel, minus 128
+    shape = [int(v) for v in str(cfg["input_parameters"]["input_shape"]).split("x")]
+    axis = 1 if cfg["input_parameters"]["input_layout_train"] == "NCHW" else 3
+    arrs = [np.fromfile(f, dtype=dtype or "float32").reshape(shape) for f in sorted(data.iterdir())]
+    x = np.moveaxis(np.concatenate(arrs).astype(np.float64), axis, 0).reshape(shape[axis], -1) - 128
+    assert st["samples"] == 3 and rep["findings"] is not None
+    np.testing.assert_allclose(st["channel_mean"], x.mean(axis=1), rtol=1e-6)
+    assert st["min"] == x.min() and st["max"] == x.max()
+
+
+@pytest.mark.skipif("ppocr_cls_bayes-e" not in SETS, reason=SKIP)
+def test_raw_folder_of_the_wrong_size_is_one_line(tmp_path, capsys):
+    """Bad input still ends in exit 2 with one line naming the file: a raw file that is not input_shape's size."""
+    config, data, _ = _raw_copy(SETS["ppocr_cls_bayes-e"], tmp_path, ".nv12", "uint8", "cal")
+    bad = sorted(data.iterdir())[1]
+    bad.write_bytes(bad.read_bytes()[:-7])
+    rc = main(["check-inputs", str(SETS["ppocr_cls_bayes-e"] / "model_output"), "--config", str(config),
+               "--data", str(data)])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and len(err.splitlines()) == 1 and bad.name in err and "needs" in err
