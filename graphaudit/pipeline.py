@@ -28,6 +28,7 @@ from .report import AuditReport, RunInfo, make_transition, summarize_stage
 from .stage import StageGraph
 from .toolchain_log import load_toolchain_file, pick_toolchain_file, toolchain_section
 from .toolchains import discover_stages
+from .toolchains.discovery import role_of
 from .toolchains.hblog import ToolchainLog
 from .verdict import build_verdict
 
@@ -89,13 +90,17 @@ class Audit:
                           self.report.findings)
 
 
-def load_pipeline(paths: list[str | os.PathLike], source: str | os.PathLike | None = None) -> list[StageGraph]:
-    """Discover, order and load the stages (see :func:`graphaudit.toolchains.discover_stages`).
+def load_pipeline(paths: list[str | os.PathLike], source: str | os.PathLike | None = None,
+                  single: bool = False) -> list[StageGraph]:
+    """Discover, order and load the stages (see :func:`graphaudit.toolchains.discover_stages`); with ``single``,
+    one model file given alone (no ``source``) is a pipeline of one stage (its structure findings only).
 
     Raises
     ------
     StageDiscoveryError, ModelLoadError
     """
+    if single and source is None and len(paths) == 1 and not Path(paths[0]).is_dir() and Path(paths[0]).exists():
+        return [load_stage(paths[0], role=role_of(Path(paths[0]))[0])]
     files = discover_stages(paths, source)
     return [load_stage(f.path, role=f.role, name=f.name) for f in files]
 
@@ -236,7 +241,7 @@ def audit(paths, *, source: str | os.PathLike | None = None, title: str = "", co
     """
     paths = _as_paths(paths)
     loaded = bool(paths) and isinstance(paths[0], StageGraph)
-    stages = list(paths) if loaded else load_pipeline(paths, source)
+    stages = list(paths) if loaded else load_pipeline(paths, source, single=True)
     cfg = _as_config(config)
     opts = numeric if numeric is not None else NumericOptions()
     if not isinstance(opts, NumericOptions):
@@ -254,6 +259,9 @@ def audit(paths, *, source: str | os.PathLike | None = None, title: str = "", co
                        stage_failures=run.refused if run else [], **_config_fields(cfg, stages, lineage))
     findings = run_checks(ctx)
     skipped = given_data.note or _skipped(numeric_error, findings, data, given_data.from_config)
+    if len(stages) == 1 and (data is not None or opts.random is not None) and not skipped:
+        skipped = "one stage: there is no second stage to compare it with" + (
+            " (the input checks ran on the data)" if data is not None else "")
     if inputs is not None:  # what each recognised data mistake costs at the data stage's outputs
         findings = form_effects(findings, stages, data, idx, opts.raw_dtype, opts.raw_shape,
                                 run.runtime if run else "onnxruntime", cfg)
@@ -295,7 +303,7 @@ def _measure(stages, lineage: Lineage, changes, plan: _DataPlan, idx: int, cfg):
     try:
         if data is not None:
             inputs = input_data(stages, data, idx, opts.raw_dtype, opts.raw_shape, opts.max_samples, cfg)
-        if data is not None or opts.random is not None:
+        if (data is not None or opts.random is not None) and len(stages) > 1:  # one stage: nothing to compare
             run = run_numeric(stages, lineage, changes, data, opts, idx, cfg)
     except DataError as e:  # data that cannot be fed: fine when the input findings say why (checked later)
         if inputs is None and not plan.from_config:

@@ -92,3 +92,86 @@ def test_raw_folder_of_the_wrong_size_is_one_line(tmp_path, capsys):
                "--data", str(data)])
     err = capsys.readouterr().err.strip()
     assert rc == 2 and len(err.splitlines()) == 1 and bad.name in err and "needs" in err
+
+
+# -- 3. one already-quantized model ---------------------------------------------------------------------------------
+
+ORT_FLOAT = Path(__file__).resolve().parent.parent / "samples" / "build" / "ort" / "ppocr_cls" / "ppocr_cls_original.onnx"
+
+
+@pytest.fixture(scope="module")
+def quantized_models(tmp_path_factory) -> dict[str, Path]:
+    """The bundled float PP-OCR classifier quantized by onnxruntime.quantization three ways (made here, never
+    committed): dynamic (ConvInteger), static QOperator (QLinearConv, com.microsoft QLinearAdd...), static QDQ."""
+    if not ORT_FLOAT.is_file():
+        pytest.skip("bundled onnxruntime samples not built (setup.sh builds them)")
+    from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType, quantize_dynamic,
+                                          quantize_static)
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            x = np.random.default_rng(0).uniform(-1, 1, (1, 3, 48, 192)).astype(np.float32)
+            self.it = iter([{"x": x}])
+
+        def get_next(self):
+            return next(self.it, None)
+
+    d = tmp_path_factory.mktemp("quantized")
+    out = {"dynamic": d / "cls_dynamic.onnx", "QOperator": d / "cls_qop.onnx", "QDQ": d / "cls_qdq.onnx"}
+    quantize_dynamic(ORT_FLOAT, out["dynamic"], weight_type=QuantType.QUInt8)
+    quantize_static(ORT_FLOAT, out["QOperator"], Reader(), quant_format=QuantFormat.QOperator)
+    quantize_static(ORT_FLOAT, out["QDQ"], Reader(), quant_format=QuantFormat.QDQ)
+    return out
+
+
+def _census(path: Path) -> dict[str, dict[str, int]]:
+    """Quantized ops per format, read from the protobuf here (op lists from onnxruntime's operator docs)."""
+    import onnx
+
+    dyn = {"DynamicQuantizeLinear", "ConvInteger", "MatMulInteger", "DynamicQuantizeMatMul", "MatMulIntegerToFloat"}
+    out: dict[str, dict[str, int]] = {}
+    for n in onnx.load(path).graph.node:
+        fmt = ("dynamic" if n.op_type in dyn else "QOperator" if n.op_type.startswith(("QLinear", "QGemm"))
+               else "QDQ" if n.op_type in ("QuantizeLinear", "DequantizeLinear") else None)
+        if fmt:
+            key = (n.domain + "." if n.domain not in ("", "ai.onnx") else "") + n.op_type
+            out.setdefault(fmt, {})[key] = out.get(fmt, {}).get(key, 0) + 1
+    return out
+
+
+@pytest.mark.parametrize("fmt", ["dynamic", "QOperator", "QDQ"])
+def test_one_quantized_model_gets_its_structure_findings(quantized_models, fmt, tmp_path):
+    import onnxruntime as ort
+
+    model = quantized_models[fmt]
+    out = tmp_path / "r.json"
+    rc = main(["explain", str(model), "--json", str(out), "--no-report"])
+    assert rc in (0, 1)
+    rep = json.loads(out.read_text())
+    assert len(rep["stages"]) == 1 and rep["transitions"] == []
+    codes = {f["code"]: f for f in rep["findings"]}
+    want = _census(model)
+    assert fmt in want
+    if fmt == "QDQ":  # Q/DQ only: S105's census, no S112
+        assert "S112" not in codes and codes["S105"]["evidence"]["QuantizeLinear"] == want["QDQ"]["QuantizeLinear"]
+    else:
+        assert codes["S112"]["evidence"]["formats"] == want and codes["S112"]["evidence"]["no_kernel"] == []
+    # stock onnxruntime itself loads and runs the model: none of its ops (com.microsoft QLinearAdd...) is custom
+    sess = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+    sess.run(None, {"x": np.zeros((1, 3, 48, 192), np.float32)})
+    assert "S101" not in codes and rep["stages"][0]["custom_ops"] == {}
+
+
+def test_one_model_with_data_checks_the_inputs(quantized_models, tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    rng = np.random.default_rng(1)
+    for i in range(2):
+        np.save(data / f"{i}.npy", rng.uniform(-1, 1, (1, 3, 48, 192)).astype(np.float32))
+    out = tmp_path / "r.json"
+    rc = main(["explain", str(quantized_models["QOperator"]), "--data", str(data), "--json", str(out),
+               "--no-report"])
+    assert rc in (0, 1)
+    rep = json.loads(out.read_text())
+    assert rep["numeric"] is None and "one stage" in rep["run"]["numeric_skipped"]
+    assert any(f["code"] == "P209" for f in rep["findings"])  # uniform noise is seen as noise: inputs were read

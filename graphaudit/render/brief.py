@@ -77,7 +77,8 @@ def run_line(report: AuditReport, console: Console, blank_before: bool = True) -
         parts.append(f"config {run.config} ({run.config_family}) linted against the stages: "
                      f"{n or 'no'} finding{'s' if n != 1 else ''}")
     if run.numeric_skipped:
-        parts.append(f"data {run.data} (numeric comparison skipped, see below)")
+        given = f"data {run.data}" if run.data else f"{run.random} random samples" if run.random else "data"
+        parts.append(f"{given} (numeric comparison skipped, see below)")
     elif run.data:
         used = f", {run.samples_used} samples" if run.samples_used else ""
         src = " (the config's cal_data_dir" + used + ")" if run.data_from_config else (
