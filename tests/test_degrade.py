@@ -8,6 +8,7 @@ answer worked out here independently (raw bytes read with numpy, the protobuf re
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -175,3 +176,54 @@ def test_one_model_with_data_checks_the_inputs(quantized_models, tmp_path):
     rep = json.loads(out.read_text())
     assert rep["numeric"] is None and "one stage" in rep["run"]["numeric_skipped"]
     assert any(f["code"] == "P209" for f in rep["findings"])  # uniform noise is seen as noise: inputs were read
+
+
+# -- 2. onnxruntime refuses to load one stage -------------------------------------------------------------------------
+
+def test_stage_onnxruntime_refuses_to_load_is_a_finding(tmp_path):
+    """The bundled onnxruntime pipeline with its QDQ stage's ai.onnx opset set to 12: per-channel Q/DQ (an ``axis``
+    attribute) is then invalid and onnxruntime refuses to load the stage. The run still reports the structure (S107
+    names the cause), the data findings and the numbers of the two stages that run; N403 carries onnxruntime's reason."""
+    import onnx
+    import onnxruntime as ort
+
+    src = ORT_FLOAT.parent
+    if not src.is_dir():
+        pytest.skip("bundled onnxruntime samples not built (setup.sh builds them)")
+    stages = tmp_path / "stages"
+    stages.mkdir()
+    for role in ("original", "optimized"):
+        shutil.copy(src / f"ppocr_cls_{role}.onnx", stages)
+    m = onnx.load(src / "ppocr_cls_qdq.onnx")
+    next(o for o in m.opset_import if o.domain in ("", "ai.onnx")).version = 12
+    onnx.save(m, stages / "ppocr_cls_qdq.onnx")
+    with pytest.raises(Exception) as refused:  # onnxruntime's own reason, worked out here
+        ort.InferenceSession(str(stages / "ppocr_cls_qdq.onnx"), providers=["CPUExecutionProvider"])
+    reason = str(refused.value).rsplit("Error ", 1)[-1]
+    assert "axis" in reason
+
+    data = tmp_path / "data"
+    data.mkdir()
+    rng = np.random.default_rng(2)
+    xs = [rng.uniform(-1, 1, (1, 3, 48, 192)).astype(np.float32) for _ in range(3)]
+    for i, x in enumerate(xs):
+        np.save(data / f"{i}.npy", x)
+    out = tmp_path / "r.json"
+    rc = main(["explain", str(stages), "--data", str(data), "--json", str(out), "--no-report", "--no-isolated"])
+    assert rc in (0, 1)
+    rep = json.loads(out.read_text())
+    codes = {f["code"]: f for f in rep["findings"]}
+    assert "S107" in codes and codes["S107"]["stage"] == "quantized"
+    assert reason in codes["N403"]["message"] and codes["N403"]["evidence"]["not_compared"] == ["quantized"]
+    assert "P209" in codes  # the data findings are there (uniform noise)
+    (num,) = rep["numeric"]
+    assert (num["a"], num["b"]) == ("original", "optimized")
+    # the numbers of the stages that run, against onnxruntime run here (each graph as written: no ORT fusions)
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    runs = [ort.InferenceSession(str(stages / f"ppocr_cls_{r}.onnx"), so, providers=["CPUExecutionProvider"])
+            for r in ("original", "optimized")]
+    got = [np.concatenate([s.run(None, {"x": x})[0] for x in xs]) for s in runs]
+    (o,) = num["outputs"]
+    assert o["samples"] == 3 and o["max_abs"] == pytest.approx(float(np.abs(got[0] - got[1]).max()), rel=1e-3)
+    assert o["max_abs"] > 0
