@@ -227,3 +227,63 @@ def test_stage_onnxruntime_refuses_to_load_is_a_finding(tmp_path):
     (o,) = num["outputs"]
     assert o["samples"] == 3 and o["max_abs"] == pytest.approx(float(np.abs(got[0] - got[1]).max()), rel=1e-3)
     assert o["max_abs"] > 0
+
+
+# -- 4. a change that is an outlier among its peers -------------------------------------------------------------------
+
+PLANTED = "relu_1.tmp_0"  # an activation of the bundled PP-OCR classifier's QDQ stage, its Q/DQ scale made 200x coarser
+
+
+def test_outlier_change_is_a_warning_naming_its_node_and_scale(tmp_path):
+    """The bundled onnxruntime pipeline of the PP-OCR classifier with one activation's Q/DQ scale planted 200x too
+    coarse: N404 warns first about that node with the planted scale (read back from the protobuf), and its isolated
+    SQNR is the one numpy computes from the optimized stage's tensor (onnxruntime) quantized with that scale."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import helper, numpy_helper
+
+    src = ORT_FLOAT.parent
+    if not src.is_dir():
+        pytest.skip("bundled onnxruntime samples not built (setup.sh builds them)")
+    stages = tmp_path / "stages"
+    stages.mkdir()
+    for role in ("original", "optimized"):
+        shutil.copy(src / f"ppocr_cls_{role}.onnx", stages)
+    m = onnx.load(src / "ppocr_cls_qdq.onnx")
+    inits = {i.name: i for i in m.graph.initializer}
+    scale_init, zp_init = inits[f"{PLANTED}_scale"], inits[f"{PLANTED}_zero_point"]
+    scale = float(numpy_helper.to_array(scale_init)) * 200
+    scale_init.CopyFrom(numpy_helper.from_array(np.array(scale, np.float32), scale_init.name))
+    zp = numpy_helper.to_array(zp_init)
+    onnx.save(m, stages / "ppocr_cls_qdq.onnx")
+
+    data = tmp_path / "data"
+    data.mkdir()
+    rng = np.random.default_rng(3)
+    xs = [rng.uniform(-1, 1, (1, 3, 48, 192)).astype(np.float32) for _ in range(3)]
+    for i, x in enumerate(xs):
+        np.save(data / f"{i}.npy", x)
+    out = tmp_path / "r.json"
+    rc = main(["explain", str(stages), "--data", str(data), "--json", str(out), "--no-report"])
+    assert rc in (0, 1)
+    rep = json.loads(out.read_text())
+    n404 = [f for f in rep["findings"] if f["code"] == "N404"]
+    assert n404 and all(f["severity"] == "warning" for f in n404)
+    (f,) = [f for f in n404 if f["stage"] == "optimized -> quantized"]
+    worst = f["evidence"]["outliers"][0]
+    assert f"{PLANTED}_QuantizeLinear" in worst["b_nodes"] and worst["scale"] == [pytest.approx(scale, rel=1e-6)]
+    assert PLANTED in f["message"].split(";")[0] or worst["node"] in f["message"].split(";")[0]
+    assert worst["sqnr_db"] <= worst["peers_median_sqnr_db"] - 6 and worst["peers"] >= 3
+
+    # independently: the optimized stage's float tensor (onnxruntime, graph as written), Q/DQ in numpy
+    opt = onnx.load(stages / "ppocr_cls_optimized.onnx")
+    opt.graph.output.append(helper.make_tensor_value_info(PLANTED, onnx.TensorProto.FLOAT, None))
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    sess = ort.InferenceSession(opt.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    a = np.concatenate([sess.run([PLANTED], {"x": x})[0].ravel() for x in xs]).astype(np.float64)
+    info = np.iinfo(zp.dtype)
+    q = np.clip(np.rint(a / np.float32(scale)) + int(zp), info.min, info.max)
+    b = (q - int(zp)) * np.float32(scale)
+    sqnr = 10 * np.log10(np.sum(a * a) / np.sum((a - b) ** 2))
+    assert worst["sqnr_db"] == pytest.approx(sqnr, abs=0.05)

@@ -81,6 +81,7 @@ RULES: dict[str, Rule] = {
     "N401": N.check_float_divergence,
     "N402": N.check_worst_isolated,
     "N403": N.check_stage_not_run,
+    "N404": N.check_isolated_outlier,
 }
 
 #: The config rule codes (``graphaudit lint``), in code order.
