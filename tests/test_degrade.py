@@ -287,3 +287,41 @@ def test_outlier_change_is_a_warning_naming_its_node_and_scale(tmp_path):
     b = (q - int(zp)) * np.float32(scale)
     sqnr = 10 * np.log10(np.sum(a * a) / np.sum((a - b) ** 2))
     assert worst["sqnr_db"] == pytest.approx(sqnr, abs=0.05)
+
+
+@pytest.mark.skipif("ppocr_cls_bayes-e" not in SETS, reason=SKIP)
+def test_outlier_hzcalibration_on_a_real_horizon_set(tmp_path):
+    """A real hb_mapper set run on its own calibration data: N404's outliers are exactly the lossy changes 6 dB or
+    more below the median of their kind, recomputed here from the report's measured regions, and each threshold is
+    the HzCalibration node's ``thresholds`` attribute in hb_mapper's calibrated model (read with onnx)."""
+    import statistics
+
+    import onnx
+    from onnx import helper
+
+    set_dir = SETS["ppocr_cls_bayes-e"]
+    out = tmp_path / "r.json"
+    rc = main(["explain", str(set_dir / "model_output"), "--config", str(set_dir / "config.yaml"), "--json",
+               str(out), "--no-report"])
+    assert rc in (0, 1)
+    rep = json.loads(out.read_text())
+    (num,) = [n for n in rep["numeric"] if (n["a"], n["b"]) == ("optimized", "calibrated")]
+    groups: dict[str, list] = {}
+    for r in num["regions"]:
+        if r["kind"] != "kept" and isinstance(r["sqnr_db"], (int, float)):
+            groups.setdefault(f"{r['kind']} {r['pattern']}", []).append(r)
+    want = set()
+    for peers in groups.values():
+        if len(peers) >= 3:
+            med = statistics.median(r["sqnr_db"] for r in peers)
+            want |= {tuple(r["b_nodes"]) for r in peers if r["sqnr_db"] <= med - 6 and r["sqnr_db"] < 60}
+    (f,) = [f for f in rep["findings"] if f["code"] == "N404" and f["stage"] == "optimized -> calibrated"]
+    assert f["severity"] == "warning" and want
+    assert {tuple(o["b_nodes"]) for o in f["evidence"]["outliers"]} == want
+    cal = onnx.load(next((set_dir / "model_output").glob("*_calibrated_model.onnx")))
+    attrs = {n.name: {a.name: helper.get_attribute_value(a) for a in n.attribute} for n in cal.graph.node}
+    for o in f["evidence"]["outliers"]:
+        (hz,) = [b for b in o["b_nodes"] if b in attrs and "thresholds" in attrs[b]]
+        assert o["threshold"] == pytest.approx(list(attrs[hz]["thresholds"]))
+    first = f["evidence"]["outliers"][0]
+    assert f["message"].split(": ", 1)[1].startswith(f"{first['node']} (")
