@@ -28,7 +28,6 @@ from .report import AuditReport, RunInfo, make_transition, summarize_stage
 from .stage import StageGraph
 from .toolchain_log import load_toolchain_file, pick_toolchain_file, toolchain_section
 from .toolchains import discover_stages
-from .toolchains.discovery import role_of
 from .toolchains.hblog import ToolchainLog
 from .verdict import build_verdict
 
@@ -99,9 +98,7 @@ def load_pipeline(paths: list[str | os.PathLike], source: str | os.PathLike | No
     ------
     StageDiscoveryError, ModelLoadError
     """
-    if single and source is None and len(paths) == 1 and not Path(paths[0]).is_dir() and Path(paths[0]).exists():
-        return [load_stage(paths[0], role=role_of(Path(paths[0]))[0])]
-    files = discover_stages(paths, source)
+    files = discover_stages(paths, source, min_stages=1 if single else 2)
     return [load_stage(f.path, role=f.role, name=f.name) for f in files]
 
 
@@ -196,13 +193,15 @@ def _as_paths(paths) -> list:
 
 def audit(paths, *, source: str | os.PathLike | None = None, title: str = "", config=None,
           data: str | os.PathLike | None = None, log: str | os.PathLike | None = None, find_log: bool = False,
-          numeric: NumericOptions | None = None) -> Audit:
+          numeric: NumericOptions | None = None, min_stages: int = 1) -> Audit:
     """Run the main job (``graphaudit explain``) on one pipeline.
 
     Parameters
     ----------
     paths : path-like, list of path-like, or list of StageGraph
-        A stage directory, stage files in pipeline order, or stages already loaded (:func:`load_pipeline`).
+        A stage directory, stage files in pipeline order, or stages already loaded (:func:`load_pipeline`). One
+        model alone (or a directory with one stage file) is a pipeline of one stage: its structure findings (S1xx)
+        and, with data, its input checks; there is nothing to compare (``report.run.numeric_skipped`` says so).
     source : path-like, optional
         The user's pre-toolchain float model (stage 0).
     title : str
@@ -219,6 +218,8 @@ def audit(paths, *, source: str | os.PathLike | None = None, title: str = "", co
         A toolchain log or ``*_quant_info.json``; ``find_log`` looks for one beside the stages instead.
     numeric : NumericOptions, optional
         How to run the stages; ``numeric.random`` runs random samples when no ``data`` are given.
+    min_stages : int
+        Fewer stages found in ``paths`` are refused (StageDiscoveryError); 2 for ``diff`` and ``compare``.
 
     Returns
     -------
@@ -241,7 +242,7 @@ def audit(paths, *, source: str | os.PathLike | None = None, title: str = "", co
     """
     paths = _as_paths(paths)
     loaded = bool(paths) and isinstance(paths[0], StageGraph)
-    stages = list(paths) if loaded else load_pipeline(paths, source, single=True)
+    stages = list(paths) if loaded else load_pipeline(paths, source, single=min_stages < 2)
     cfg = _as_config(config)
     opts = numeric if numeric is not None else NumericOptions()
     if not isinstance(opts, NumericOptions):

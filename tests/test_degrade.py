@@ -3,6 +3,10 @@ answer worked out here independently (raw bytes read with numpy, the protobuf re
 
 1. hb_mapper 1.x calibration folders of raw files, whatever the files are named (hb_mapper reads every file of
    ``cal_data_dir`` with ``np.fromfile(cal_data_type).reshape(input_shape)``): ``lint --data``, ``check-inputs``.
+2. A stage onnxruntime refuses to load: a finding with onnxruntime's reason, the rest of the run reported.
+3. One already-quantized model (dynamic, QOperator, QDQ; made with onnxruntime.quantization at test time): its
+   structure findings.
+4. A change whose isolated error is an outlier among its peers: a warning naming the node and its threshold/scale.
 """
 
 from __future__ import annotations
@@ -161,6 +165,18 @@ def test_one_quantized_model_gets_its_structure_findings(quantized_models, fmt, 
     sess = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
     sess.run(None, {"x": np.zeros((1, 3, 48, 192), np.float32)})
     assert "S101" not in codes and rep["stages"][0]["custom_ops"] == {}
+
+
+def test_one_stage_directory_is_a_pipeline_of_one(quantized_models, tmp_path):
+    d = tmp_path / "out"
+    d.mkdir()
+    shutil.copy(quantized_models["QDQ"], d / "cls_qdq.onnx")
+    out = tmp_path / "r.json"
+    assert main(["explain", str(d), "--json", str(out), "--no-report"]) in (0, 1)
+    rep = json.loads(out.read_text())
+    assert [s["role"] for s in rep["stages"]] == ["quantized"] and any(f["code"] == "S105" for f in rep["findings"])
+    for cmd in (["compare", "--random", "1"], ["diff"]):  # they still need two stages
+        assert main([cmd[0], str(d / "cls_qdq.onnx"), *cmd[1:]]) == 2
 
 
 def test_one_model_with_data_checks_the_inputs(quantized_models, tmp_path):
