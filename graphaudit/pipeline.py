@@ -22,7 +22,8 @@ from .inputcheck import InputData, form_effects, input_data
 from .lineage import Lineage, align, align_chain
 from .load import load_stage
 from .measure import CONFIG_DATA_SAMPLES, NumericOptions, NumericRun, config_data, data_stage_of, run_numeric
-from .numeric.compare import TransitionNumeric, transition_summary
+from .numeric.compare import TransitionNumeric
+from .numeric.summary import transition_summary
 from .render.diffmodel import DiffSource
 from .report import AuditReport, RunInfo, make_transition, summarize_stage
 from .stage import StageGraph
