@@ -267,7 +267,7 @@ def _explain(args: argparse.Namespace, console: Console) -> int:
                        data=bundled_data(title) if args.random is None else None,
                        numeric=replace(kw["numeric"], max_samples=args.max_samples if args.max_samples is not None
                                        else DEFAULT_SAMPLE_RUN))
-        audits.append(audit(paths, title=title, **one))
+        audits.append(audit(paths, title=title, min_stages=1 if args.command == "explain" else 2, **one))
     reports = [au.report for au in audits]
     if args.command == "compare" and not (args.data or args.random) and reports[0].numeric is None:
         run = reports[0].run

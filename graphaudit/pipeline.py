@@ -22,7 +22,8 @@ from .inputcheck import InputData, form_effects, input_data
 from .lineage import Lineage, align, align_chain
 from .load import load_stage
 from .measure import CONFIG_DATA_SAMPLES, NumericOptions, NumericRun, config_data, data_stage_of, run_numeric
-from .numeric.compare import TransitionNumeric, transition_summary
+from .numeric.compare import TransitionNumeric
+from .numeric.summary import transition_summary
 from .render.diffmodel import DiffSource
 from .report import AuditReport, RunInfo, make_transition, summarize_stage
 from .stage import StageGraph
@@ -89,14 +90,16 @@ class Audit:
                           self.report.findings)
 
 
-def load_pipeline(paths: list[str | os.PathLike], source: str | os.PathLike | None = None) -> list[StageGraph]:
-    """Discover, order and load the stages (see :func:`graphaudit.toolchains.discover_stages`).
+def load_pipeline(paths: list[str | os.PathLike], source: str | os.PathLike | None = None,
+                  single: bool = False) -> list[StageGraph]:
+    """Discover, order and load the stages (see :func:`graphaudit.toolchains.discover_stages`); with ``single``,
+    one model file given alone (no ``source``) is a pipeline of one stage (its structure findings only).
 
     Raises
     ------
     StageDiscoveryError, ModelLoadError
     """
-    files = discover_stages(paths, source)
+    files = discover_stages(paths, source, min_stages=1 if single else 2)
     return [load_stage(f.path, role=f.role, name=f.name) for f in files]
 
 
@@ -195,13 +198,15 @@ def _as_paths(paths) -> list:
 
 def audit(paths, *, source: str | os.PathLike | None = None, title: str = "", config=None,
           data: str | os.PathLike | None = None, log: str | os.PathLike | None = None, find_log: bool = False,
-          numeric: NumericOptions | None = None) -> Audit:
+          numeric: NumericOptions | None = None, min_stages: int = 1) -> Audit:
     """Run the main job (``graphaudit explain``) on one pipeline.
 
     Parameters
     ----------
     paths : path-like, list of path-like, or list of StageGraph
-        A stage directory, stage files in pipeline order, or stages already loaded (:func:`load_pipeline`).
+        A stage directory, stage files in pipeline order, or stages already loaded (:func:`load_pipeline`). One
+        model alone (or a directory with one stage file) is a pipeline of one stage: its structure findings (S1xx)
+        and, with data, its input checks; there is nothing to compare (``report.run.numeric_skipped`` says so).
     source : path-like, optional
         The user's pre-toolchain float model (stage 0).
     title : str
@@ -218,6 +223,8 @@ def audit(paths, *, source: str | os.PathLike | None = None, title: str = "", co
         A toolchain log or ``*_quant_info.json``; ``find_log`` looks for one beside the stages instead.
     numeric : NumericOptions, optional
         How to run the stages; ``numeric.random`` runs random samples when no ``data`` are given.
+    min_stages : int
+        Fewer stages found in ``paths`` are refused (StageDiscoveryError); 2 for ``diff`` and ``compare``.
 
     Returns
     -------
@@ -240,7 +247,7 @@ def audit(paths, *, source: str | os.PathLike | None = None, title: str = "", co
     """
     paths = _as_paths(paths)
     loaded = bool(paths) and isinstance(paths[0], StageGraph)
-    stages = list(paths) if loaded else load_pipeline(paths, source)
+    stages = list(paths) if loaded else load_pipeline(paths, source, single=min_stages < 2)
     cfg = _as_config(config)
     opts = numeric if numeric is not None else NumericOptions()
     if not isinstance(opts, NumericOptions):
@@ -258,6 +265,9 @@ def audit(paths, *, source: str | os.PathLike | None = None, title: str = "", co
                        stage_failures=run.refused if run else [], **_config_fields(cfg, stages, lineage))
     findings = run_checks(ctx)
     skipped = given_data.note or _skipped(numeric_error, findings, data, given_data.from_config)
+    if len(stages) == 1 and (data is not None or opts.random is not None) and not skipped:
+        skipped = "one stage: there is no second stage to compare it with" + (
+            " (the input checks ran on the data)" if data is not None else "")
     if inputs is not None:  # what each recognised data mistake costs at the data stage's outputs
         findings = form_effects(findings, stages, data, idx, opts.raw_dtype, opts.raw_shape,
                                 run.runtime if run else "onnxruntime", cfg)
@@ -299,7 +309,7 @@ def _measure(stages, lineage: Lineage, changes, plan: _DataPlan, idx: int, cfg):
     try:
         if data is not None:
             inputs = input_data(stages, data, idx, opts.raw_dtype, opts.raw_shape, opts.max_samples, cfg)
-        if data is not None or opts.random is not None:
+        if (data is not None or opts.random is not None) and len(stages) > 1:  # one stage: nothing to compare
             run = run_numeric(stages, lineage, changes, data, opts, idx, cfg)
     except DataError as e:  # data that cannot be fed: fine when the input findings say why (checked later)
         if inputs is None and not plan.from_config:

@@ -300,7 +300,7 @@ class AuditReport:
     findings: list[Finding]
     title: str = ""
     tool_version: str = ""
-    #: 1.1: per stage pair, the numeric comparison (:func:`graphaudit.numeric.compare.transition_summary`); None
+    #: 1.1: per stage pair, the numeric comparison (:func:`graphaudit.numeric.summary.transition_summary`); None
     #: when no data were run.
     numeric: list[TransitionSummary] | None = None
     #: 1.2: the toolchain's own per-node similarity (hb_mapper/hb_compile log or quant_info.json) mapped

@@ -140,7 +140,7 @@ def toolchain_section(log: ToolchainLog, stages: list[StageGraph],
         The pipeline; rows are mapped onto the calibrated stage (else optimized, ptq, quantized) by
         node name (``node_id`` None when no node of that name exists there).
     numeric : list of TransitionSummary, optional
-        ``report.numeric`` (:func:`graphaudit.numeric.compare.transition_summary`). The entry
+        ``report.numeric`` (:func:`graphaudit.numeric.summary.transition_summary`). The entry
         ending at the mapped stage (optimized -> calibrated) gives ``graphaudit_cosine`` of the node's
         first output (after its HzCalibration when it has one), on graphaudit's samples.
 

@@ -24,13 +24,11 @@ import statistics
 from .findings import Finding
 from .numeric.summary import RegionSummary, TensorSummary, TransitionSummary
 from .report import VERDICT_CAUSES, AuditReport, VerdictLine
+from .checks.numeric import OUTLIER_DB  # one definition: N404 flags the same outliers
 from .toolchains.ops import HORIZON_DOMAIN
 
 __all__ = ["build_verdict", "OUTLIER_DB", "NAMED_WITHIN_DB", "EQUAL_OUTPUT_SQNR_DB", "SMALL_LOSS_DB"]
 
-#: A change whose isolated SQNR lies this many dB below the median of its peers is where the loss concentrates
-#: (6 dB = half the signal-to-noise amplitude ratio).
-OUTLIER_DB = 6.0
 
 #: ... and is named only when its isolated SQNR is at most this many dB above the transition's output SQNR: errors
 #: add roughly in power, so a change 10 dB cleaner than the outputs carries about a tenth of their error at most

@@ -17,8 +17,8 @@ import numpy as np
 from ..findings import Finding
 from ..errors import DataError
 from ..data.arrays import npy_header, npy_ref
-from ..data.hbcal import RAW_PIXEL_SUFFIXES
-from ..data.source import IMAGE_EXTS, NPY_EXTS, RAW_EXTS, open_data
+from ..data.hbcal import is_raw_file
+from ..data.source import IMAGE_EXTS, NPY_EXTS, open_data
 from ..data.spec import InputSpec, natural_key
 from ..toolchains.horizon import decode_hzpreprocess
 from ..toolchains.valuedomain import PixelDomain, channel_ranges, judge_domain, undo_formula
@@ -237,7 +237,8 @@ def _dir_problem(d: Path, inp: ConfigInput) -> str | None:
             return "not found" if not d.exists() else "is not a directory"
     except (OSError, ValueError) as e:
         return f"cannot be read ({getattr(e, 'strerror', None) or e})"
-    if any(p.suffix.lower() in RAW_EXTS + RAW_PIXEL_SUFFIXES for p in _files(d)):  # hb_mapper's raw files
+    files = _files(d)
+    if files and all(is_raw_file(p) for p in files):  # hb_mapper reads any name as raw bytes (data.hbcal)
         return None
     try:
         open_data(d, [InputSpec(inp.name or "input", "float32", None)])

@@ -2,13 +2,25 @@
 
 from __future__ import annotations
 
+import statistics
 from typing import Iterator
 
+import numpy as np
+
 from ..findings import Finding
+from ..stage import StageGraph
+from ..toolchains.ops import DEQUANTIZE_OPS, QUANTIZE_OPS
 from ..toolchains.roles import NUMERICALLY_EQUAL_TRANSITIONS
 from .base import AuditContext, make_finding
 
-__all__: list[str] = []
+__all__ = ["OUTLIER_DB", "MIN_PEERS"]
+
+#: A change whose isolated SQNR lies this many dB below the median of its peers (the changes of the same kind and
+#: pattern in the transition) is where the loss concentrates (6 dB = half the signal-to-noise amplitude ratio).
+OUTLIER_DB = 6.0
+
+#: Peers needed for a median to compare with.
+MIN_PEERS = 3
 
 _FLOAT_TRANSITIONS = NUMERICALLY_EQUAL_TRANSITIONS
 
@@ -64,6 +76,74 @@ def _node_of(res, region) -> str:
         if te is not None:
             return te.a_node or f"input {a_t}"
     return region.change.b_nodes[0] if region.change.b_nodes else "?"
+
+
+def _quant_params(stage: StageGraph, node_ids: list[str]) -> dict[str, list[float]]:
+    """The thresholds (HzCalibration) or scales (HzCalibration ``scales``, Q/DQ scale input) of a change's
+    quantization nodes in the test stage, read from the graph: ``{"threshold": [...], "scale": [...]}``."""
+    out: dict[str, list[float]] = {}
+    for nid in node_ids:
+        n = stage.nodes.get(nid)
+        if n is None:
+            continue
+        if n.op_type == "HzCalibration":
+            for key, attr in (("threshold", "thresholds"), ("scale", "scales")):
+                v = n.attributes.get(attr)
+                if isinstance(v, list) and v and key not in out:
+                    out[key] = [float(x) for x in v]
+        elif n.op_type in QUANTIZE_OPS | DEQUANTIZE_OPS and len(n.inputs) > 1 and "scale" not in out:
+            t = stage.tensors.get(n.inputs[1])
+            v = t.value() if t is not None else None
+            if v is not None:
+                out["scale"] = [float(x) for x in np.asarray(v, np.float64).ravel()]
+    return out
+
+
+def _say_params(params: dict[str, list[float]]) -> str:
+    parts = []
+    for key, v in params.items():
+        if len(v) == 1:
+            parts.append(f"{key} {v[0]:.6g}")
+        else:
+            parts.append(f"{len(v)} per-channel {key}s {min(v):.6g}..{max(v):.6g}")
+    return ", ".join(parts)
+
+
+def check_isolated_outlier(ctx: AuditContext) -> Iterator[Finding]:
+    """Rule N404 (graphaudit/rules/numeric.yaml): per transition, the lossy changes whose isolated SQNR is
+    :data:`OUTLIER_DB` or more below the median of their peers (same kind and pattern, at least
+    :data:`MIN_PEERS`), worst first, each named by its node with its threshold or scale."""
+    for i, res in enumerate(ctx.numeric or []):
+        groups: dict[tuple[str, str], list] = {}
+        for r in res.regions:
+            if r.stats.samples and r.change.kind != "kept" and r.stats.sqnr_db == r.stats.sqnr_db:
+                groups.setdefault((r.change.kind, r.change.pattern), []).append(r)
+        out = []
+        for (kind, pattern), peers in groups.items():
+            if len(peers) < MIN_PEERS:
+                continue
+            med = statistics.median(min(r.stats.sqnr_db, 1e9) for r in peers)
+            out += [(r, med, len(peers), f"{kind} {pattern}") for r in peers
+                    if r.stats.sqnr_db <= med - OUTLIER_DB and r.stats.sqnr_db < LOSSY_SQNR_DB]
+        if not out:
+            continue
+        out.sort(key=lambda x: x[0].stats.sqnr_db)
+        a, b = ctx.stages[i], ctx.stages[i + 1]
+        items, says = [], []
+        for r, med, n, group in out:
+            params, node = _quant_params(b, r.change.b_nodes), _node_of(res, r)
+            items.append({"node": node, "b_nodes": r.change.b_nodes, "group": group, "peers": n,
+                          "peers_median_sqnr_db": round(med, 3), "outputs": [list(o) for o in r.outputs], **params,
+                          **r.stats.to_dict()})
+            said = f"; {_say_params(params)}" if params else ""
+            says.append(f"{node} ({group}{said}): SQNR {r.stats.sqnr_db:.1f} dB alone, {med - r.stats.sqnr_db:.1f} dB "
+                        f"below the median {med:.1f} dB of its {n} peers")
+        says = says[:3]
+        more = f"; {len(items) - 3} more" if len(items) > 3 else ""
+        yield make_finding(
+            "N404", f"{len(items)} change(s) in {a.name} -> {b.name} lose far more than the others of their kind: "
+            + "; ".join(says) + more, stage=f"{a.name} -> {b.name}", location={"tensor": out[0][0].outputs[0][1]},
+            evidence={"outlier_db": OUTLIER_DB, "outliers": items})
 
 
 def check_stage_not_run(ctx: AuditContext) -> Iterator[Finding]:

@@ -8,7 +8,7 @@ from typing import Iterator
 from ..findings import Finding
 from ..lineage.view import StageView
 from ..numeric.lower import LOWERABLE_OPS
-from ..toolchains.ops import HORIZON_DOMAIN, WEIGHTED_OPS, is_fixed_point_op, trace_back
+from ..toolchains.ops import HORIZON_DOMAIN, WEIGHTED_OPS, is_fixed_point_op, quant_format, trace_back
 from ..numeric.kernels import ort_has_kernel
 from ..stage import StageGraph
 from ..toolchains.horizon import decode_hzcalibration, decode_hzpreprocess
@@ -178,6 +178,36 @@ def check_qdq_census(ctx: AuditContext) -> Iterator[Finding]:
             f"{pc} per-channel; dtypes {', '.join(f'{d} x{c}' for d, c in sorted(dtypes.items()))}", stage=st.name,
             evidence={"QuantizeLinear": n_q, "DequantizeLinear": n_dq, "weight": w, "activation": len(q) - w,
                       "per_channel": pc, "dtypes": dict(dtypes)})
+
+
+_FORMAT_SAYS = {"dynamic": "dynamic quantization (weights stored quantized, activations quantized at run time)",
+                "QOperator": "QOperator format (quantized ops taking scales and zero points)"}
+
+
+def check_quant_formats(ctx: AuditContext) -> Iterator[Finding]:
+    """Rule S112 (graphaudit/rules/structure.yaml): per stage, onnxruntime's dynamic and QOperator quantization
+    with the count of each quantized op (Q/DQ-only stages are S105's), and whether stock onnxruntime runs them."""
+    for st in ctx.stages:
+        ops: dict[str, Counter] = {}
+        for n in st.nodes.values():
+            f = quant_format(n)
+            if f is not None:
+                d = "" if n.domain in ("", "ai.onnx") else n.domain + "."
+                ops.setdefault(f, Counter())[d + n.op_type] += 1
+        if not ({"dynamic", "QOperator"} & set(ops)):
+            continue
+        parts = [f"{_FORMAT_SAYS.get(f, 'QuantizeLinear/DequantizeLinear at the boundaries')}: "
+                 + ", ".join(f"{op} x{c}" for op, c in sorted(ops[f].items(), key=lambda kv: (-kv[1], kv[0])))
+                 for f in ("dynamic", "QOperator", "QDQ") if f in ops]
+        n_q = sum(sum(c.values()) for c in ops.values())
+        no_kernel = sorted({op for c in ops.values() for op in c
+                            if not ort_has_kernel(op.rpartition(".")[0], op.rpartition(".")[2])})
+        run = (f"stock onnxruntime has no kernel for {', '.join(no_kernel)}" if no_kernel
+               else "stock onnxruntime runs every one of them")
+        yield make_finding(
+            "S112", f"{'; '.join(parts)} ({n_q} of {len(st.nodes)} nodes; {run})", stage=st.name,
+            evidence={"formats": {f: dict(c) for f, c in ops.items()}, "quantized_nodes": n_q,
+                      "nodes": len(st.nodes), "no_kernel": no_kernel})
 
 
 def _signature(st: StageGraph) -> list[tuple[str, list]]:

@@ -39,6 +39,7 @@ RULES: dict[str, Rule] = {
     "S109": S.check_unfused_batchnorm,
     "S110": S.check_unaligned,
     "S111": S.check_float_ops_left,
+    "S112": S.check_quant_formats,
     "P201": P.check_layout,
     "P202": P.check_dtype,
     "P203": P.check_double_normalization,
@@ -80,6 +81,7 @@ RULES: dict[str, Rule] = {
     "N401": N.check_float_divergence,
     "N402": N.check_worst_isolated,
     "N403": N.check_stage_not_run,
+    "N404": N.check_isolated_outlier,
 }
 
 #: The config rule codes (``graphaudit lint``), in code order.

@@ -5,7 +5,10 @@ hb_mapper 1.x calibrates on a folder of raw files, one per sample, each holding 
 ``cal_data_type`` (uint8 or float32), before any normalization: the model's HzPreprocess subtracts 128 and
 applies mean/scale itself (docs/INPUT_CONTRACTS.md section 3; the samples ``samples/build_horizon_sets.py``
 writes are such files: ``calibration_data_bgr/00.bgr``). The files' names carry the colour order by
-convention (``.rgb``, ``.bgr``, ``.gray``; hb_mapper reads any name in the folder, sorted).
+convention (``.rgb``, ``.bgr``, ``.gray``, or the run-time type: ``.nv12``, ``.yuv444``), but hb_mapper reads every
+file in the folder, whatever its name, with ``np.fromfile(dtype).reshape(input_shape)`` and converts it to the
+run-time type itself (``horizon_tc_ui/data/loader.py`` ``RawImagesDirLoader``, ``helper.get_raw_transformer``):
+with a config, so does graphaudit (any file that is not .npy/.npz or an image).
 """
 
 from __future__ import annotations
@@ -17,19 +20,28 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import DataError
-from .source import RAW_EXTS, DataSource, open_data
+from .source import IMAGE_EXTS, NPY_EXTS, RAW_EXTS, DataSource, open_data
 from .spec import InputSpec, list_files
 
-__all__ = ["RAW_PIXEL_SUFFIXES", "is_raw_pixel_dir", "open_raw_pixels", "open_stage_data", "config_data_dir"]
+__all__ = ["RAW_PIXEL_SUFFIXES", "is_raw_pixel_dir", "is_raw_file", "open_raw_pixels", "open_stage_data",
+           "config_data_dir"]
 
-#: Suffixes of raw pixel files hb_mapper's samples and users write (colour order by name; the config decides).
-RAW_PIXEL_SUFFIXES = (".rgb", ".bgr", ".gray", ".rgbchw", ".bgrchw", ".rgbp", ".bgrp", ".bin", ".raw")
+#: Suffixes of raw pixel files hb_mapper's samples and users write (colour order or the run-time type by name;
+#: the config decides how the bytes are read).
+RAW_PIXEL_SUFFIXES = (".rgb", ".bgr", ".gray", ".rgbchw", ".bgrchw", ".rgbp", ".bgrp", ".bin", ".raw",
+                      ".yuv444", ".yuv444_128", ".yuv", ".nv12", ".y")
 #: Colour spaces the raw bytes cannot be read as pixels without a colour conversion graphaudit does not do.
 _UNREAD = {"yuv444": "YUV444", "nv12": "NV12", "yuv444_128": "YUV444", "featuremap": "feature map"}
 
 
-def is_raw_pixel_dir(path: str | os.PathLike) -> bool:
-    """True for a directory whose files all carry a raw pixel suffix (and at least one does)."""
+def is_raw_file(path: Path) -> bool:
+    """True for a file hb_mapper would read as raw bytes: any name but .npy/.npz and images."""
+    return path.suffix.lower() not in NPY_EXTS + IMAGE_EXTS
+
+
+def is_raw_pixel_dir(path: str | os.PathLike, any_name: bool = False) -> bool:
+    """True for a directory whose files all carry a raw pixel suffix (and at least one does); with
+    ``any_name``, whose files are all :func:`is_raw_file` (hb_mapper's reading, given a config)."""
     p = Path(path)
     if not p.is_dir():
         return False
@@ -37,7 +49,8 @@ def is_raw_pixel_dir(path: str | os.PathLike) -> bool:
         files = list_files(p)
     except DataError:
         return False
-    return bool(files) and all(f.suffix.lower() in RAW_PIXEL_SUFFIXES for f in files)
+    ok = is_raw_file if any_name else (lambda f: f.suffix.lower() in RAW_PIXEL_SUFFIXES)
+    return bool(files) and all(ok(f) for f in files)
 
 
 class _PixelChunk:
@@ -142,7 +155,7 @@ def open_stage_data(path: str | os.PathLike, specs: list[InputSpec], raw_dtype: 
     DataError
     """
     ci = _config_input(config, specs[0]) if config is not None and len(specs) == 1 else None
-    if ci is not None and raw_dtype is None and raw_shape is None and is_raw_pixel_dir(path) and ci.shape:
+    if ci is not None and raw_dtype is None and raw_shape is None and is_raw_pixel_dir(path, True) and ci.shape:
         dtype = ci.cal_data_type or ("float32" if str(ci.cal_data_dir or "").rstrip("/").endswith("_f32")
                                      else "uint8")
         return open_raw_pixels(path, specs[0], tuple(ci.shape), dtype, ci.layout_train, ci.type_train)

@@ -19,10 +19,9 @@ from .fixedpoint import FixedPointCodec, fixed_point_codec, nhwc_as
 from .metrics import ErrorStats, top1_agreement
 from .regions import COMPARABLE_KINDS, RegionRunner, region_io
 from .runner import StageRunner
-from .summary import RegionSummary, TensorSummary, TransitionSummary
 
 __all__ = ["TensorError", "FixedPointCodec", "RegionError", "TransitionNumeric", "CompareOptions", "compare_stages",
-           "transition_summary", "DEFAULT_COSINE_THRESHOLD"]
+           "DEFAULT_COSINE_THRESHOLD"]
 
 #: Changes measured on their own per transition (each needs its own onnxruntime session, extracted from the
 #: stage); the rest are counted as skipped. 5,000-node graphs have about 2,500 changes.
@@ -491,36 +490,3 @@ def _first_divergence(res: TransitionNumeric) -> TensorError | None:
                                  or (res.sqnr_threshold is not None and te.stats.sqnr_db < res.sqnr_threshold)):
             return te
     return None
-
-
-def _tensor_summary(te: TensorError) -> TensorSummary:
-    return TensorSummary(a_tensor=te.a_tensor, b_tensor=te.b_tensor, kind=te.kind, order=te.order, change=te.change,
-                         a_node=te.a_node, b_node=te.b_node, source_node=te.source_node,
-                         top1_agreement=[te.top1[0], te.top1[1]] if te.top1[1] else None, **te.stats.to_dict())
-
-
-def _region_summary(r: RegionError) -> RegionSummary:
-    return RegionSummary(kind=r.change.kind, pattern=r.change.pattern, a_nodes=r.change.a_nodes,
-                         b_nodes=r.change.b_nodes, source_nodes=r.source_nodes, outputs=[list(o) for o in r.outputs], **r.stats.to_dict())
-
-
-def transition_summary(res: TransitionNumeric, worst: int = 10) -> TransitionSummary:
-    """What the report keeps of one transition's numeric comparison (an entry of ``AuditReport.numeric``):
-    ``worst_regions`` the ``worst`` changes by isolated SQNR, ``regions`` every measured change, ``tensors``
-    every compared tensor."""
-    compared = [t for t in res.tensors if t.stats.samples]
-    worst_t = min(compared, key=lambda t: (not math.isnan(t.stats.cosine), t.stats.cosine), default=None)
-    return TransitionSummary(
-        a=res.a, b=res.b, threshold=res.threshold, sqnr_threshold=res.sqnr_threshold,
-        tensors_compared=len(compared),
-        min_cosine=worst_t.stats.to_dict()["cosine"] if worst_t else None,
-        worst_tensor=_tensor_summary(worst_t) if worst_t else None,
-        first_divergence=_tensor_summary(res.first_divergence) if res.first_divergence else None,
-        outputs=[_tensor_summary(t) for t in res.outputs()],
-        worst_regions=[_region_summary(r) for r in res.worst_regions(worst)],
-        regions=[_region_summary(r) for r in res.regions if r.stats.samples],
-        regions_measured=len(res.regions), regions_skipped=res.skipped_regions,
-        tensors=[_tensor_summary(t) for t in res.tensors if t.stats.samples],
-        reference=res.reference or None,
-        vs_reference=[_tensor_summary(t) for t in (res.outputs() if res.a == res.reference else res.vs_reference)
-                      if t.stats.samples])

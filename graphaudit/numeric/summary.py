@@ -1,17 +1,21 @@
 """The numeric comparison of a stage pair as the report keeps it: typed summaries, dicts only at the JSON edge.
 
-:func:`graphaudit.numeric.compare.transition_summary` builds a :class:`TransitionSummary` from the accumulators of a
-run; ``to_dict`` gives the ``numeric`` entries of the report schema (README "JSON report"), ``from_dict`` reads them
+:func:`transition_summary` builds a :class:`TransitionSummary` from the accumulators of a run
+(:class:`graphaudit.numeric.compare.TransitionNumeric`, read by attribute: this module imports no runner); ``to_dict`` gives the ``numeric`` entries of the report schema (README "JSON report"), ``from_dict`` reads them
 back. Figures keep the schema's spelling: finite floats, the strings ``"nan"``, ``"inf"``, ``"-inf"``
 (:func:`graphaudit.jsonvalues.json_number`), or None.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, fields
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, Union
 
-__all__ = ["Figure", "ErrorFigures", "TensorSummary", "RegionSummary", "TransitionSummary"]
+if TYPE_CHECKING:  # the run's accumulators, read by attribute
+    from .compare import RegionError, TensorError, TransitionNumeric
+
+__all__ = ["Figure", "ErrorFigures", "TensorSummary", "RegionSummary", "TransitionSummary", "transition_summary"]
 
 #: A metric as the report holds it: a float, ``"nan"``/``"inf"``/``"-inf"``, or None (not measured).
 Figure = Union[float, str, None]
@@ -295,3 +299,36 @@ class TransitionSummary:
                    tensors=[TensorSummary.from_dict(t) for t in d.get("tensors", [])],
                    reference=d.get("reference"),
                    vs_reference=[TensorSummary.from_dict(t) for t in d.get("vs_reference", [])])
+
+
+def _tensor_summary(te: TensorError) -> TensorSummary:
+    return TensorSummary(a_tensor=te.a_tensor, b_tensor=te.b_tensor, kind=te.kind, order=te.order, change=te.change,
+                         a_node=te.a_node, b_node=te.b_node, source_node=te.source_node,
+                         top1_agreement=[te.top1[0], te.top1[1]] if te.top1[1] else None, **te.stats.to_dict())
+
+
+def _region_summary(r: RegionError) -> RegionSummary:
+    return RegionSummary(kind=r.change.kind, pattern=r.change.pattern, a_nodes=r.change.a_nodes,
+                         b_nodes=r.change.b_nodes, source_nodes=r.source_nodes, outputs=[list(o) for o in r.outputs], **r.stats.to_dict())
+
+
+def transition_summary(res: TransitionNumeric, worst: int = 10) -> TransitionSummary:
+    """What the report keeps of one transition's numeric comparison (an entry of ``AuditReport.numeric``):
+    ``worst_regions`` the ``worst`` changes by isolated SQNR, ``regions`` every measured change, ``tensors``
+    every compared tensor."""
+    compared = [t for t in res.tensors if t.stats.samples]
+    worst_t = min(compared, key=lambda t: (not math.isnan(t.stats.cosine), t.stats.cosine), default=None)
+    return TransitionSummary(
+        a=res.a, b=res.b, threshold=res.threshold, sqnr_threshold=res.sqnr_threshold,
+        tensors_compared=len(compared),
+        min_cosine=worst_t.stats.to_dict()["cosine"] if worst_t else None,
+        worst_tensor=_tensor_summary(worst_t) if worst_t else None,
+        first_divergence=_tensor_summary(res.first_divergence) if res.first_divergence else None,
+        outputs=[_tensor_summary(t) for t in res.outputs()],
+        worst_regions=[_region_summary(r) for r in res.worst_regions(worst)],
+        regions=[_region_summary(r) for r in res.regions if r.stats.samples],
+        regions_measured=len(res.regions), regions_skipped=res.skipped_regions,
+        tensors=[_tensor_summary(t) for t in res.tensors if t.stats.samples],
+        reference=res.reference or None,
+        vs_reference=[_tensor_summary(t) for t in (res.outputs() if res.a == res.reference else res.vs_reference)
+                      if t.stats.samples])

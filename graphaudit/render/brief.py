@@ -77,8 +77,9 @@ def run_line(report: AuditReport, console: Console, blank_before: bool = True) -
         parts.append(f"config {run.config} ({run.config_family}) linted against the stages: "
                      f"{n or 'no'} finding{'s' if n != 1 else ''}")
     if run.numeric_skipped:
-        what = f"data {run.data}" if run.data else ("the config's cal_data_dir" if run.data_from_config else "data")
-        parts.append(f"{what} (numeric comparison skipped, see below)")
+        given = (f"data {run.data}" if run.data else f"{run.random} random samples" if run.random
+                 else "the config's cal_data_dir" if run.data_from_config else "data")
+        parts.append(f"{given} (numeric comparison skipped, see below)")
     elif run.data:
         n = run.samples_used
         used = f", {n} sample{'s' if n != 1 else ''}" if n else ""

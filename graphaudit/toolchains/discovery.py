@@ -85,7 +85,8 @@ def _from_directory(d: Path) -> list[StageFile]:
     return [StageFile(p, role, f"{role}") for role, p in sorted(slot.items(), key=lambda kv: ROLE_ORDER[kv[0]])]
 
 
-def discover_stages(paths: list[str | os.PathLike], source: str | os.PathLike | None = None) -> list[StageFile]:
+def discover_stages(paths: list[str | os.PathLike], source: str | os.PathLike | None = None,
+                    min_stages: int = 2) -> list[StageFile]:
     """Resolve the user's arguments to an ordered list of stage files.
 
     Parameters
@@ -95,6 +96,8 @@ def discover_stages(paths: list[str | os.PathLike], source: str | os.PathLike | 
         calibrated, ptq, quantized), or two or more ONNX files given in pipeline order.
     source : path-like, optional
         The user's pre-toolchain float model, added as stage 0 with role ``"source"``.
+    min_stages : int
+        Fewer stages are refused (1: one model alone is a pipeline of one stage, ``explain``'s structure view).
 
     Raises
     ------
@@ -112,14 +115,14 @@ def discover_stages(paths: list[str | os.PathLike], source: str | os.PathLike | 
         except OSError as e:
             raise StageDiscoveryError(f"{p}: cannot access ({e.strerror})") from e
     try:
-        return _discover(ps, source)
+        return _discover(ps, source, min_stages)
     except PermissionError as e:
         raise StageDiscoveryError(f"{e.filename or ps[0]}: permission denied") from e
     except OSError as e:
         raise StageDiscoveryError(f"{e.filename or ps[0]}: cannot read ({e.strerror})") from e
 
 
-def _discover(ps: list[Path], source) -> list[StageFile]:
+def _discover(ps: list[Path], source, min_stages: int = 2) -> list[StageFile]:
     if any(p.is_dir() for p in ps):
         if len(ps) != 1:
             what = "several directories" if all(p.is_dir() for p in ps) else "directories and files mixed"
@@ -149,6 +152,6 @@ def _discover(ps: list[Path], source) -> list[StageFile]:
         if not sp.is_file():
             raise StageDiscoveryError(f"{sp}: --source model not found")
         stages.insert(0, StageFile(sp, "source", "source"))
-    if len(stages) < 2:
+    if len(stages) < min_stages:
         raise StageDiscoveryError(f"{ps[0]}: only one stage ({stages[0].path.name}); a pipeline needs at least two")
     return stages

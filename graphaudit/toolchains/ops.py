@@ -14,7 +14,8 @@ from ..stage import NodeInfo, StageGraph
 __all__ = ["HORIZON_DOMAIN", "WRAPPER_KINDS", "LAYOUT_PERMS", "EQUIVALENT_OPS", "FIXED_POINT_OP",
            "FIXED_POINT_TENSOR_SUFFIX", "FIXED_POINT_STORAGE", "DECOMPOSED_TAILS", "ABSORBABLE_ACTIVATIONS",
            "FOLDABLE_OPS", "FUSIBLE_FOLLOWERS", "WEIGHTED_OPS", "QUANTIZE_OPS", "DEQUANTIZE_OPS",
-           "DEQUANTIZED_VALUE_OPS", "QUANT_CHAIN_OPS", "TABLE_LOOKUP_OPS", "SHORT_OP_NAMES", "op_class", "norm_domain",
+           "DEQUANTIZED_VALUE_OPS", "QUANT_CHAIN_OPS", "TABLE_LOOKUP_OPS", "SHORT_OP_NAMES", "DYNAMIC_QUANT_OPS",
+           "QOPERATOR_OPS", "quant_format", "op_class", "norm_domain",
            "is_fixed_point", "is_fixed_point_op", "is_table_lookup", "rescales_channels", "wrapper_kind", "trace_back"]
 
 #: ONNX domain of Horizon's custom ops (logs print ``Opset version: ['ai.onnx v11', 'horizon v1']``).
@@ -137,6 +138,30 @@ FUSIBLE_FOLLOWERS = FOLDABLE_OPS | {"Relu", "Clip", "LeakyRelu"}
 
 #: Ops that carry weights (input 1): toolchains fold constant followers into them, quantizers quantize their weights.
 WEIGHTED_OPS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul"})
+
+#: onnxruntime's dynamic quantization (``quantize_dynamic``): activations quantized at run time
+#: (DynamicQuantizeLinear, or inside the com.microsoft op), integer kernels; onnxruntime's operator docs.
+DYNAMIC_QUANT_OPS = frozenset({"DynamicQuantizeLinear", "ConvInteger", "MatMulInteger", "DynamicQuantizeMatMul",
+                               "MatMulIntegerToFloat", "DynamicQuantizeLSTM"})
+
+#: The QOperator format (``quantize_static(quant_format=QOperator)``): ops that take and return quantized tensors
+#: with their scales and zero points as inputs (ai.onnx QLinearConv/QLinearMatMul, com.microsoft QLinear*, QGemm...).
+QOPERATOR_OPS = frozenset({"QLinearConv", "QLinearMatMul", "QGemm", "QAttention", "QEmbedLayerNormalization",
+                           "QOrderedMatMul", "QOrderedGelu", "QOrderedLayerNormalization"})
+
+
+def quant_format(node: NodeInfo) -> str | None:
+    """``"dynamic"``, ``"QOperator"`` or ``"QDQ"`` for a node of one of onnxruntime's quantization formats (default
+    or com.microsoft domain), else None (Horizon's ops have their own census, S103)."""
+    if norm_domain(node.domain) not in ("", "com.microsoft"):
+        return None
+    if node.op_type in DYNAMIC_QUANT_OPS:
+        return "dynamic"
+    if node.op_type in QOPERATOR_OPS or node.op_type.startswith("QLinear"):
+        return "QOperator"
+    if node.op_type in ("QuantizeLinear", "DequantizeLinear"):
+        return "QDQ"
+    return None
 
 
 def norm_domain(domain: str) -> str:
