@@ -24,7 +24,7 @@ import statistics
 from .findings import Finding
 from .numeric.summary import RegionSummary, TensorSummary, TransitionSummary
 from .report import VERDICT_CAUSES, AuditReport, VerdictLine
-from .checks.numeric import OUTLIER_DB  # one definition: N404 flags the same outliers
+from .checks.numeric import OUTLIER_DB, SMALL_LOSS_DB  # one definition each: N404 judges as the verdict does
 from .toolchains.ops import HORIZON_DOMAIN
 
 __all__ = ["build_verdict", "OUTLIER_DB", "NAMED_WITHIN_DB", "EQUAL_OUTPUT_SQNR_DB", "SMALL_LOSS_DB"]
@@ -43,10 +43,6 @@ EQUAL_OUTPUT_SQNR_DB = 60.0
 HARNESS_CODES = ("P201", "P202", "P203", "P204", "P205", "P206", "P207", "P208", "P209", "P211")
 
 _MAX_NAMED = 3
-
-#: Output SQNR (dB) at or above which, with every top-1 kept, a quantization transition costs little (a 40 dB SQNR is
-#: an error amplitude of 1% of the signal).
-SMALL_LOSS_DB = 40.0
 
 
 def build_verdict(report: AuditReport) -> list[VerdictLine]:

@@ -215,12 +215,7 @@ def open_data(path: str | os.PathLike, inputs: list[InputSpec], raw_dtype: str |
     """
     p = Path(path)
     inputs = check_specs(inputs, p)
-    try:
-        p.stat()
-    except FileNotFoundError:
-        raise data_error(p, "no such file or directory") from None
-    except OSError as e:  # a name too long, a loop, no permission
-        raise data_error(p, e.strerror or type(e).__name__) from None
+    _must_exist(p)
     if p.is_dir():
         return _open_dir(p, inputs, raw_dtype, raw_shape)
     if not p.is_file():
@@ -232,6 +227,16 @@ def open_data(path: str | os.PathLike, inputs: list[InputSpec], raw_dtype: str |
     chunk = _file_chunk(p, fam, inputs, raw_dtype, raw_shape)
     kind = p.suffix.lower()[1:] if fam == "npy" else fam
     return DataSource(kind, p, "pixels" if fam == "images" else "tensor", inputs, [chunk], [p])
+
+
+def _must_exist(p: Path) -> None:
+    """DataError naming ``p`` when it cannot be stat'ed (missing, a name too long, a loop, no permission)."""
+    try:
+        p.stat()
+    except FileNotFoundError:
+        raise data_error(p, "no such file or directory") from None
+    except OSError as e:
+        raise data_error(p, e.strerror or type(e).__name__) from None
 
 
 def _open_dir(p: Path, inputs: list[InputSpec], raw_dtype: str | None, raw_shape: tuple | None) -> DataSource:
