@@ -38,7 +38,7 @@ def _type_ok(kind: str, v) -> bool:
     if kind == "bool":
         return isinstance(v, bool)
     if kind == "int":
-        return isinstance(v, int)
+        return isinstance(v, int) and not isinstance(v, bool)  # the schema library refuses a bool for int
     if kind == "str|dict":
         return isinstance(v, (str, dict))
     if kind == "dict":

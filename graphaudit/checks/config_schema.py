@@ -209,9 +209,10 @@ def _check_value(cfg, sec, key, allowed, path=None, v=None, label=None) -> Itera
     folding; ``NV12``, ``nchw``, ``Bayes-E`` are refused), 3.x case-insensitively."""
     v = cfg.get(sec, key) if v is None else v
     exact = cfg.family == "1.x"
-    if (v is None if exact and path is None else is_unset(v)) or isinstance(v, (dict, list, bool)):
+    if (v is None if exact and path is None else is_unset(v)) or isinstance(v, (dict, list)) or \
+            (isinstance(v, bool) and not exact):
         return
-    s = str(v).strip()
+    s = str(v).strip()  # hb_mapper's Use(str) turns a YAML true into 'True', which no list holds
     if (s not in allowed) if exact else (s.lower() not in {a.lower() for a in allowed}):
         close = difflib.get_close_matches(s.lower(), [a.lower() for a in allowed], n=1, cutoff=0.6)
         hint = f"; did you mean {close[0]!r}?" if close else ""
@@ -266,6 +267,9 @@ def per_input_counts(ctx: AuditContext) -> Iterator[Finding]:
     from ..config.parse import PER_INPUT_KEYS
     for sec, key in PER_INPUT_KEYS:
         items = split_per_input(cfg.get(sec, key))
+        if cfg.family == "1.x" and isinstance(cfg.get(sec, key), str) and len(items) > 1 and items[-1] == "" \
+                and not all(is_unset(x) for x in items[:-1]):
+            items = items[:-1]  # hb_mapper drops one trailing ';' (tool_utils.get_list_from_txt)
         if not items or (len(items) == 1 and is_unset(items[0])):
             continue
         if len(items) != n:

@@ -136,8 +136,8 @@ SCALAR_KEYS = {("model_parameters", k) for k in ("onnx_model", "caffe_model", "p
 # hb_mapper 1.x: its own schema and value lists (horizon_tc_ui/config/mapper_conf_parser.py ``conf_schema_dict``,
 # mapper_consts.py), which refuse what they do not accept before anything is converted.
 
-#: (section, key) -> type hb_mapper's ``schema.Schema`` demands: "str", "bool", "int" (a YAML int; true/false pass
-#: too, as Python bools are ints), "str|dict", "float" (anything float() takes), "text" (``Use(str)``: anything),
+#: (section, key) -> type hb_mapper's ``schema.Schema`` demands: "str", "bool", "int" (a YAML int; the schema
+#: library refuses true/false there), "str|dict", "float" (anything float() takes), "text" (``Use(str)``: anything),
 #: "nonempty" (a non-empty str).
 HB_MAPPER_TYPES: dict[tuple[str, str], str] = {
     **{("model_parameters", k): "str" for k in ("onnx_model", "caffe_model", "prototxt", "march", "log_level",

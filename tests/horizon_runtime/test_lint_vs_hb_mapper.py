@@ -57,6 +57,8 @@ OWN_ERRORS = {
             "scale of 0",
     "C312": "mean/scale given for a featuremap input with norm_type no_preprocess: hb_mapper ignores them",
     "C316": "max_percentile 0: hb_mapper tests `if max_percentile:` and so never range-checks 0",
+    "C311": "an image input_shape that is not 4-D (1x3x224 for rgb NCHW): hb_mapper only logs 'make sure it is a "
+            "featuremap input', but it inserts HzPreprocess for rank-4 inputs only, so the normalization is lost",
 }
 
 #: Which YAML keys each of MpConf's checks reads (a refusal names these keys).
@@ -219,7 +221,8 @@ def variants(data: dict) -> list[tuple[str, str, dict]]:
         v = data[sec][key]
         put("wrong type", key, lambda d, s=sec, k=key, v=v: d[s].__setitem__(k, [v]))
         put("wrong type", key, lambda d, s=sec, k=key: d[s].__setitem__(k, {"a": 1}))
-        put("wrong type", key, lambda d, s=sec, k=key: d[s].__setitem__(k, 7 if not isinstance(v, int) else "seven"))
+        put("wrong type", key, lambda d, s=sec, k=key, v=v: d[s].__setitem__(k, 7 if not isinstance(v, int)
+                                                                            else "seven"))
         put("wrong type", key, lambda d, s=sec, k=key: d[s].__setitem__(k, True))
     for sec in SECTIONS:
         put("section removed", sec, lambda d, s=sec: d.pop(s, None))
