@@ -21,10 +21,14 @@ MIXED = """\
 model_parameters:
   march: bernoulli2
   working_dir: out_rgb
+  onnx_model: m.onnx
 input_parameters:
   input_type_train: gray
   input_type_rt: nv12
   scale_value: 0.5
+  input_layout_train: NCHW
+calibration_parameters:
+  cal_data_dir: cal
 """
 
 
@@ -39,9 +43,9 @@ def test_text_lines_file_line_col_code(tmp_path, capsys):
     assert main(["lint", str(p)]) == 1
     out = capsys.readouterr().out
     lines = [ln for ln in out.splitlines() if re.match(r"^\S+:\d+:\d+ C\d{3} ", ln)]
-    # most serious first, then by code: scale without norm_type (line 7), gray -> nv12 is illegal (line 6,
+    # most serious first, then by code: scale without norm_type (line 8), gray -> nv12 is illegal (line 7,
     # input_type_rt), rgb in working_dir of a gray/nv12 build (line 3)
-    assert [ln.split(" ")[:3] for ln in lines] == [[f"{p}:7:3", "C309", "error"], [f"{p}:6:3", "C310", "error"],
+    assert [ln.split(" ")[:3] for ln in lines] == [[f"{p}:8:3", "C309", "error"], [f"{p}:7:3", "C310", "error"],
                                                    [f"{p}:3:3", "C332", "warning"]]
     assert out.count("    fix: ") == 3 and "2 errors, 1 warning, 0 info" in out
 
@@ -55,7 +59,7 @@ def test_sarif_validates_against_the_oasis_schema(tmp_path, capsys):
     assert [r["id"] for r in run["tool"]["driver"]["rules"]] == ["C309", "C310", "C332"]
     res = [(r["ruleId"], r["level"], r["locations"][0]["physicalLocation"]["region"]["startLine"],
             run["tool"]["driver"]["rules"][r["ruleIndex"]]["id"]) for r in run["results"]]
-    assert res == [("C309", "error", 7, "C309"), ("C310", "error", 6, "C310"), ("C332", "warning", 3, "C332")]
+    assert res == [("C309", "error", 8, "C309"), ("C310", "error", 7, "C310"), ("C332", "warning", 3, "C332")]
     assert run["results"][0]["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == p.as_uri()
 
 

@@ -14,12 +14,14 @@ __all__ = ["finding", "model_input", "effective_shape", "static_shape", "channel
            "is_image", "effective_normalization", "iter_inputs", "nontrivial", "unset"]
 
 
-def finding(cfg: ConversionConfig, code: str, key_path: tuple, message: str, evidence: dict | None = None) -> Finding:
-    """A :class:`Finding` of rule ``code`` located at ``key_path`` of the config (file, 1-based line/col, dotted key)."""
+def finding(cfg: ConversionConfig, code: str, key_path: tuple, message: str, evidence: dict | None = None,
+            severity: str | None = None) -> Finding:
+    """A :class:`Finding` of rule ``code`` located at ``key_path`` of the config (file, 1-based line/col, dotted key);
+    ``severity`` overrides the rule's (a rule's example states it)."""
     line, col = cfg.position(key_path)
     key = ".".join(str(k) for k in key_path)
     return make_finding(code, message, location={"file": cfg.path, "line": line, "col": col, "key": key},
-                        evidence=evidence or {})
+                        evidence=evidence or {}, severity=severity)
 
 
 def fmt(values: list[float] | None) -> str:

@@ -274,6 +274,8 @@ def _expected_cal_dtype(cfg: ConversionConfig, inp: ConfigInput, d: Path) -> tup
         return None, ""
     if inp.cal_data_type and inp.cal_data_type.lower() in ("uint8", "float32"):
         return inp.cal_data_type.lower(), f"cal_data_type is {inp.cal_data_type}"
+    if inp.cal_data_type and inp.cal_data_type.lower() in ("int8", "int16", "int32"):
+        return None, ""  # hb_mapper accepts them (cal_data_type_list); a raw file's size cannot tell them apart
     name = (inp.cal_data_dir or d.name).rstrip("/\\")
     if name.endswith("_f32"):
         return "float32", f"cal_data_type is not given and {name!r} ends with _f32"

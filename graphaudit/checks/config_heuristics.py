@@ -12,9 +12,11 @@ from typing import Iterator
 from ..config.parse import ConversionConfig
 from ..findings import Finding
 from .base import AuditContext
-from .config_common import finding, fmt, is_image
+from .config_common import effective_normalization, finding, fmt, is_image, model_input, nontrivial
+from .config_schema import n_inputs
 
-__all__ = ["unit_range_normalization", "imagenet_channel_order", "name_tokens", "IMAGENET_MEAN_RGB", "IMAGENET_STD_RGB"]
+__all__ = ["unit_range_normalization", "imagenet_channel_order", "name_tokens", "scale_only_range",
+           "IMAGENET_MEAN_RGB", "IMAGENET_STD_RGB"]
 
 #: ImageNet statistics in RGB order, 0..255 domain (torchvision: 255 * (0.485, 0.456, 0.406), 255 * (0.229, 0.224, 0.225)).
 IMAGENET_MEAN_RGB = (123.675, 116.28, 103.53)
@@ -120,3 +122,59 @@ def name_tokens(ctx: AuditContext) -> Iterator[Finding]:
                           + (f" (layout {lay})" if lay != "-" else "") + ": copied from "
                           "another build? artifacts get mislabelled and can overwrite that build's files",
                           {"key": key, "tokens": bad, "type_rt": rt, "layout": lay})
+
+
+#: A scale-only normalization whose result stays within [0, UNIT_TOLERANCE] is a [0, 1] pipeline (scale 1/255).
+UNIT_TOLERANCE = 1.05
+
+
+def _model_centres(model, name: str | None) -> bool:
+    """True when the model's input feeds an Add or Sub first (possibly through a Transpose): the model centres its
+    input itself (MTCNN's ``input_norm`` graphs add -1 after a scale of 1/127.5)."""
+    if model is None or name is None:
+        return False
+    frontier = {name}
+    for _ in range(2):
+        users = [n for n in model.nodes.values() if frontier & set(n.inputs)]
+        if any(n.op_type in ("Add", "Sub") for n in users):
+            return True
+        frontier = {o for n in users if n.op_type in ("Transpose", "Cast", "Reshape") for o in n.outputs}
+        if not frontier:
+            return False
+    return False
+
+
+def scale_only_range(ctx: AuditContext) -> Iterator[Finding]:
+    """C333: an image input normalized by a scale alone (no mean) into a range that is neither [0, 1] nor centred.
+
+    The device feeds pixels 0..255; with ``data_scale`` (1.x) or a scale/std without a mean (3.x) the model sees
+    ``[0, 255 * scale]``. Scale 1/255 gives [0, 1]; scale 1/128 gives [0, 1.99]: the value range of a [-1, 1]
+    model shifted by +1 (its mean 128 was dropped), unless the model subtracts it itself (checked with the model).
+    """
+    if (cfg := ctx.config) is None:
+        return
+    model = ctx.config_model
+    n = n_inputs(cfg, model)
+    for inp in cfg.inputs:
+        if not is_image(inp):
+            continue
+        mean, scale = effective_normalization(cfg, inp)
+        if nontrivial(mean, 0.0) or scale is None or not scale or min(scale) <= 0:
+            continue
+        top = [255.0 * s for s in scale]
+        if max(top) <= UNIT_TOLERANCE:
+            continue
+        mi = model_input(model, inp, n)
+        if _model_centres(model, mi[0] if mi else None):
+            continue
+        lo_hi = ", ".join(f"[0, {t:.4g}]" for t in top) if len(set(round(t, 6) for t in top)) > 1 else f"[0, {top[0]:.4g}]"
+        centred = 127.5  # (p - m) * s spans [-m s, (255 - m) s]: centred on 0 for m = 255 / 2, whatever s
+        key = "std_value" if inp.std is not None and cfg.get("input_parameters", "scale_value") is None else \
+            "scale_value"
+        hint = (f"; a model trained on [-1, 1] needs mean_value {centred:.6g} (or 128) as well"
+                + (" (norm_type data_mean_and_scale)" if cfg.family == "1.x" else "")
+                if 1.5 <= max(top) <= 2.6 else "; a mean_value is missing, or the model was trained on this range")
+        yield finding(cfg, "C333", _path(cfg, key, inp.index),
+                      f"input {inp.index} ({inp.type_train}): scale {fmt(scale)} without a mean maps pixels 0..255 "
+                      f"to {lo_hi}, a range that is neither [0, 1] nor centred on 0{hint}",
+                      {"input": inp.index, "scale": scale, "range": [0.0, max(top)], "centring_mean": centred})

@@ -16,11 +16,12 @@ from ..findings import Finding
 from ..stage import StageGraph
 from .base import AuditContext
 from .config_common import channel_count, effective_shape, finding, fmt, nontrivial, per_input_items
+from .config_hbmapper import hb_mapper_types, hb_mapper_values, required_keys, type_pairs
 
 __all__ = ["unknown_keys", "deprecated", "wrong_types", "invalid_values", "per_input_counts", "channel_counts",
            "separators", "scale_and_std", "norm_type_mismatch", "type_pairs", "type_shape", "featuremap_norm",
            "bt601_needs_nv12", "input_source_type", "balance_factor", "max_percentile", "unknown_items",
-           "n_inputs"]
+           "required_keys", "n_inputs"]
 
 _NORM_KEYS = ("mean_value", "scale_value", "std_value")
 
@@ -64,11 +65,20 @@ def unknown_keys(ctx: AuditContext) -> Iterator[Finding]:
     known = _all_known(fam)
     other = "3.x" if fam == "1.x" else "1.x"
     other_known = _all_known(other)
+    # hb_mapper 1.x validates against a schema.Schema that refuses any other key: an error there
+    sev = "error" if fam == "1.x" else None
+    refused = " (hb_mapper refuses the config: \"Wrong key\")" if fam == "1.x" else ""
     for top in cfg.data:
         if top not in S.SECTIONS:
             close = difflib.get_close_matches(str(top), S.SECTIONS, n=1, cutoff=0.7)
             hint = f"; did you mean {close[0]!r}?" if close else f"; sections are {', '.join(S.SECTIONS[:4])}"
-            yield finding(cfg, "C301", (top,), f"unknown section {top!r}{hint}", {"key": str(top)})
+            yield finding(cfg, "C301", (top,), f"unknown section {top!r}{hint}{refused}", {"key": str(top)}, sev)
+    if fam == "1.x":
+        for key in cfg.section("custom_op"):
+            if key not in S.HB_MAPPER_CUSTOM_OP_KEYS:
+                yield finding(cfg, "C301", ("custom_op", key), f"custom_op.{key} is not a {S.FAMILY_NAMES[fam]} key "
+                              f"({', '.join(sorted(S.HB_MAPPER_CUSTOM_OP_KEYS))}){refused}", {"key": str(key),
+                                                                                              "family": fam}, sev)
     for sec in S.SECTIONS[:4]:
         for key in cfg.section(sec):
             if key in S.KNOWN_KEYS[fam][sec]:
@@ -83,8 +93,8 @@ def unknown_keys(ctx: AuditContext) -> Iterator[Finding]:
             else:
                 close = difflib.get_close_matches(k, list(known), n=1, cutoff=0.75)
                 hint = f"; did you mean {close[0]!r}?" if close else ""
-            yield finding(cfg, "C301", (sec, key), f"{sec}.{k} is not a {S.FAMILY_NAMES[fam]} key{hint}",
-                          {"key": k, "family": fam})
+            yield finding(cfg, "C301", (sec, key), f"{sec}.{k} is not a {S.FAMILY_NAMES[fam]} key{hint}{refused}",
+                          {"key": k, "family": fam}, sev)
 
 
 def deprecated(ctx: AuditContext) -> Iterator[Finding]:
@@ -135,24 +145,29 @@ def wrong_types(ctx: AuditContext) -> Iterator[Finding]:
     """C303: a value of the wrong type (section not a mapping, list where a scalar goes, non-numbers, bad shapes)."""
     if (cfg := ctx.config) is None:
         return
+    hb = cfg.family == "1.x"
     for sec in S.SECTIONS:
-        if sec in cfg.data and cfg.data[sec] is not None and not isinstance(cfg.data[sec], dict):
-            yield finding(cfg, "C303", (sec,), f"{sec} must be a mapping of keys, not a {type(cfg.data[sec]).__name__}")
+        if sec in cfg.data and (cfg.data[sec] is not None or hb) and not isinstance(cfg.data[sec], dict):
+            what = "empty" if cfg.data[sec] is None else f"a {type(cfg.data[sec]).__name__}"
+            yield finding(cfg, "C303", (sec,), f"{sec} must be a mapping of keys, not {what}"
+                          + (" (hb_mapper's schema refuses it)" if hb else ""))
+    if hb:
+        yield from hb_mapper_types(cfg)
     for sec, key in sorted(S.SCALAR_KEYS):
         v = cfg.get(sec, key)
-        if isinstance(v, (dict, list)):
+        if isinstance(v, (dict, list)) and not (hb and (sec, key) in S.HB_MAPPER_TYPES):
             yield finding(cfg, "C303", (sec, key), f"{sec}.{key} must be a single value, not a {type(v).__name__}")
     for sec, key in sorted(S.INT_KEYS):
         v = cfg.get(sec, key)
-        if not is_unset(v) and not _is_int(v):
+        if not is_unset(v) and not _is_int(v) and not (hb and (sec, key) in S.HB_MAPPER_TYPES):
             yield finding(cfg, "C303", (sec, key), f"{sec}.{key} must be an integer, got {v!r}")
     for sec, key in sorted(S.FLOAT_KEYS):
         v = cfg.get(sec, key)
-        if not is_unset(v) and not _is_number(v):
+        if not is_unset(v) and not _is_number(v) and not (hb and (sec, key) in S.HB_MAPPER_TYPES):
             yield finding(cfg, "C303", (sec, key), f"{sec}.{key} must be a number, got {v!r}")
     for sec, key in sorted(S.MAPPING_KEYS):
         v = cfg.get(sec, key)
-        if not is_unset(v) and not isinstance(v, dict):
+        if not is_unset(v) and not isinstance(v, dict) and not (hb and (sec, key) in S.HB_MAPPER_TYPES):
             yield finding(cfg, "C303", (sec, key), f"{sec}.{key} must be a mapping {{input name: value}}, got {v!r}")
     for key in _NORM_KEYS:
         for i, item in enumerate(per_input_items(cfg, "input_parameters", key)):
@@ -190,11 +205,15 @@ def wrong_types(ctx: AuditContext) -> Iterator[Finding]:
 
 
 def _check_value(cfg, sec, key, allowed, path=None, v=None, label=None) -> Iterator[Finding]:
+    """C304 when ``v`` (default: the key's value) is not in ``allowed``; hb_mapper 1.x compares exactly (no case
+    folding; ``NV12``, ``nchw``, ``Bayes-E`` are refused), 3.x case-insensitively."""
     v = cfg.get(sec, key) if v is None else v
-    if is_unset(v) or isinstance(v, (dict, list)):
+    exact = cfg.family == "1.x"
+    if (v is None if exact and path is None else is_unset(v)) or isinstance(v, (dict, list)) or \
+            (isinstance(v, bool) and not exact):
         return
-    s = str(v).strip()
-    if s.lower() not in {a.lower() for a in allowed}:
+    s = str(v).strip()  # hb_mapper's Use(str) turns a YAML true into 'True', which no list holds
+    if (s not in allowed) if exact else (s.lower() not in {a.lower() for a in allowed}):
         close = difflib.get_close_matches(s.lower(), [a.lower() for a in allowed], n=1, cutoff=0.6)
         hint = f"; did you mean {close[0]!r}?" if close else ""
         yield finding(cfg, "C304", path or (sec, key),
@@ -207,14 +226,17 @@ def invalid_values(ctx: AuditContext) -> Iterator[Finding]:
     if (cfg := ctx.config) is None:
         return
     fam = cfg.family
+    hb = fam == "1.x"
     yield from _check_value(cfg, "model_parameters", "march", S.MARCH[fam])
     singles = (("calibration_parameters", "calibration_type", S.CALIBRATION_TYPE[fam]),
                ("compiler_parameters", "compile_mode", S.COMPILE_MODE),
                ("compiler_parameters", "optimize_level", S.OPTIMIZE_LEVEL[fam]))
     for sec, key, allowed in singles:
         yield from _check_value(cfg, sec, key, allowed)
-    per = (("input_type_train", S.INPUT_TYPE_TRAIN), ("input_type_rt", S.INPUT_TYPE_RT),
-           ("input_layout_train", S.LAYOUTS), ("input_layout_rt", S.LAYOUTS), ("norm_type", S.NORM_TYPES),
+    per = (("input_type_train", S.HB_MAPPER_INPUT_TYPE_TRAIN if hb else S.INPUT_TYPE_TRAIN),
+           ("input_type_rt", S.HB_MAPPER_INPUT_TYPE_RT if hb else S.INPUT_TYPE_RT),
+           ("input_layout_train", S.LAYOUTS), ("input_layout_rt", S.LAYOUTS),
+           ("norm_type", S.HB_MAPPER_NORM_TYPES if hb else S.NORM_TYPES),
            ("input_space_and_range", S.INPUT_SPACE_AND_RANGE))
     per = [("input_parameters", k, a) for k, a in per] + [("calibration_parameters", "cal_data_type", S.CAL_DATA_TYPE)]
     for sec, key, allowed in per:
@@ -227,9 +249,12 @@ def invalid_values(ctx: AuditContext) -> Iterator[Finding]:
             yield from _check_value(cfg, "compiler_parameters", "input_source", S.INPUT_SOURCE,
                                     ("compiler_parameters", "input_source", name), v, f"input_source[{name!r}]")
     bf = cfg.get("compiler_parameters", "balance_factor")
-    if _is_int(bf) and not 0 <= int(bf) <= 100:
+    balance = str(cfg.get("compiler_parameters", "compile_mode") or "").strip() == "balance"
+    if _is_int(bf) and not isinstance(bf, bool) and balance and not 0 <= int(bf) <= 100:
         yield finding(cfg, "C304", ("compiler_parameters", "balance_factor"),
                       f"compiler_parameters.balance_factor {bf} is outside 0..100", {"value": int(bf)})
+    if hb:
+        yield from hb_mapper_values(cfg)
 
 
 def per_input_counts(ctx: AuditContext) -> Iterator[Finding]:
@@ -242,6 +267,9 @@ def per_input_counts(ctx: AuditContext) -> Iterator[Finding]:
     from ..config.parse import PER_INPUT_KEYS
     for sec, key in PER_INPUT_KEYS:
         items = split_per_input(cfg.get(sec, key))
+        if cfg.family == "1.x" and isinstance(cfg.get(sec, key), str) and len(items) > 1 and items[-1] == "" \
+                and not all(is_unset(x) for x in items[:-1]):
+            items = items[:-1]  # hb_mapper drops one trailing ';' (tool_utils.get_list_from_txt)
         if not items or (len(items) == 1 and is_unset(items[0])):
             continue
         if len(items) != n:
@@ -280,7 +308,9 @@ def separators(ctx: AuditContext) -> Iterator[Finding]:
                 yield finding(cfg, "C307", _item_path(cfg, "input_parameters", key, i),
                               f"input_parameters.{key} (input {i}) {item!r} separates channels with "
                               f"{'commas and spaces' if sep == 'mixed' else 'commas'}; {S.FAMILY_NAMES[cfg.family]} "
-                              f"expects {want}", {"key": key, "separator": sep})
+                              f"documents {want}" + (" (hb_mapper 1.24.3 reads a comma as a space; its template and "
+                                                     "older versions want spaces)" if cfg.family == "1.x" else ""),
+                              {"key": key, "separator": sep})
 
 
 def scale_and_std(ctx: AuditContext) -> Iterator[Finding]:
@@ -332,21 +362,6 @@ def norm_type_mismatch(ctx: AuditContext) -> Iterator[Finding]:
         if problems:
             yield finding(cfg, "C309", path, f"input {inp.index}: " + "; ".join(problems),
                           {"input": inp.index, "norm_type": nt, "mean": inp.mean, "scale": inp.scale})
-
-
-def type_pairs(ctx: AuditContext) -> Iterator[Finding]:
-    """C310: input_type_train -> input_type_rt pairs the toolchain cannot convert."""
-    if (cfg := ctx.config) is None:
-        return
-    for inp in cfg.inputs:
-        tr, rt = inp.type_train, inp.type_rt
-        if tr not in S.LEGAL_TYPE_PAIRS or rt not in S.INPUT_TYPE_RT or tr == rt:
-            continue
-        if rt not in S.LEGAL_TYPE_PAIRS[tr]:
-            legal = ", ".join((tr,) + S.LEGAL_TYPE_PAIRS[tr])
-            yield finding(cfg, "C310", _item_path(cfg, "input_parameters", "input_type_rt", inp.index),
-                          f"input {inp.index}: input_type_train {tr!r} cannot run as input_type_rt {rt!r}; "
-                          f"legal runtime types for {tr}: {legal}", {"train": tr, "rt": rt})
 
 
 def type_shape(ctx: AuditContext) -> Iterator[Finding]:
@@ -411,14 +426,25 @@ def input_source_type(ctx: AuditContext) -> Iterator[Finding]:
     if not isinstance(src, dict):
         return
     by_name = {inp.name: inp for inp in cfg.inputs if inp.name}
+    model = ctx.config_model
+    names = set(by_name) | (set(model.inputs) if model is not None and len(cfg.inputs) == 1 and not by_name
+                            else set())
     for name, v in src.items():
         inp = by_name.get(str(name)) or (cfg.inputs[0] if len(cfg.inputs) == 1 else None)
-        if inp is None or not isinstance(v, str) or v.strip().lower() not in ("pyramid", "resizer"):
-            continue
-        if inp.type_rt not in ("nv12", "gray", None):
+        if names and str(name) not in names:
             yield finding(cfg, "C314", ("compiler_parameters", "input_source", name),
-                          f"input_source[{name!r}] is {v.strip()!r} but input_type_rt is {inp.type_rt!r}: pyramid and "
-                          "resizer feed nv12/gray images only; use 'ddr'", {"input": str(name), "type_rt": inp.type_rt})
+                          f"input_source names {str(name)!r}, which is not an input ({', '.join(sorted(names))}): "
+                          "the toolchain refuses it", {"input": str(name)})
+            continue
+        if inp is None or not isinstance(v, str) or v.strip().lower() not in S.INPUT_SOURCE_TYPES:
+            continue
+        src_v = v.strip().lower()
+        if inp.type_rt is not None and inp.type_rt not in S.INPUT_SOURCE_TYPES[src_v]:
+            what = ("pyramid and resizer feed nv12/gray images only; use 'ddr'" if src_v != "ddr" else
+                    "ddr feeds rgb, bgr, yuv444, gray and featuremap inputs; nv12 comes from 'pyramid' or 'resizer'")
+            yield finding(cfg, "C314", ("compiler_parameters", "input_source", name),
+                          f"input_source[{name!r}] is {v.strip()!r} but input_type_rt is {inp.type_rt!r}: {what}",
+                          {"input": str(name), "type_rt": inp.type_rt})
 
 
 def balance_factor(ctx: AuditContext) -> Iterator[Finding]:

@@ -6,6 +6,8 @@ from __future__ import annotations
 LOWERING_LINES: list[str] = []
 #: The toolchain-table reproduction per real set (tests/horizon_runtime/test_explain_horizon_runtime.py).
 EXPLAIN_LINES: list[str] = []
+#: The agreement table of graphaudit's config lint with hb_mapper's own validation (test_lint_vs_hb_mapper.py).
+LINT_LINES: list[str] = []
 
 
 def pytest_terminal_summary(terminalreporter):
@@ -17,4 +19,8 @@ def pytest_terminal_summary(terminalreporter):
     if EXPLAIN_LINES:
         terminalreporter.section("hb_mapper's per-node cosine table reproduced by graphaudit (--runtime horizon)")
         for line in EXPLAIN_LINES:
+            terminalreporter.write_line(line)
+    if LINT_LINES:
+        terminalreporter.section("graphaudit lint vs hb_mapper's own config validation (MpConf): agreement")
+        for line in LINT_LINES:
             terminalreporter.write_line(line)
