@@ -243,7 +243,9 @@ def _explain(args: argparse.Namespace, console: Console) -> int:
     kw = _audit_args(args)
     finds = args.command == "explain" or (args.command == "compare" and not (args.data or args.random))
     if finds and not default_run and kw["config"] is None and not args.no_config:
-        kw["config"] = _found_config(args.paths, console)
+        kw["config"] = _found_config(args.paths, console, runs_data=args.command == "compare")
+        # explain runs a found config's cal_data_dir only when asked (--config): structure stays fast
+        kw["config_data"] = args.command == "compare"
     if args.command == "compare" and not (args.data or args.random or kw["config"]):
         raise GraphAuditError("compare needs samples: give --data PATH, --random N, or --config YAML (its "
                               "cal_data_dir; found by itself when the config's working_dir holds the stages)")
@@ -300,13 +302,15 @@ HANDLERS = {"explain": _explain, "diff": _explain, "compare": _explain, "render"
             "check-inputs": _check_inputs, "lint": _lint, "lower": _lower, "rules": _rules}
 
 
-def _found_config(paths: list, console: Console):
-    """The conversion config beside the stages (:func:`graphaudit.config.find_config`), said on the console."""
+def _found_config(paths: list, console: Console, runs_data: bool):
+    """The conversion config beside the stages (:func:`graphaudit.config.find_config`), said on the console
+    (``runs_data``: whether its cal_data_dir is run, else how to run it)."""
     from .config import find_config
 
     cfg, files = find_config(paths[0]) if paths else (None, [])
     if cfg is not None:
-        console.print(Text(f"config: {cfg.path} (its working_dir holds the stages; --no-config to leave it out)",
+        how = "" if runs_data else f"; its cal_data_dir runs with --config {cfg.path}"
+        console.print(Text(f"config: {cfg.path} (its working_dir holds the stages{how}; --no-config to leave it out)",
                            style="dim"), no_wrap=True, overflow=line_overflow(console), crop=console.is_terminal)
     elif len(files) > 1:
         console.print(Text(f"config: {len(files)} configs write into these stages' directory ("

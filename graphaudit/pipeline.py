@@ -198,7 +198,7 @@ def _as_paths(paths) -> list:
 
 def audit(paths, *, source: str | os.PathLike | None = None, title: str = "", config=None,
           data: str | os.PathLike | None = None, log: str | os.PathLike | None = None, find_log: bool = False,
-          numeric: NumericOptions | None = None, min_stages: int = 1) -> Audit:
+          numeric: NumericOptions | None = None, min_stages: int = 1, config_data: bool = True) -> Audit:
     """Run the main job (``graphaudit explain``) on one pipeline.
 
     Parameters
@@ -210,7 +210,6 @@ def audit(paths, *, source: str | os.PathLike | None = None, title: str = "", co
     source : path-like, optional
         The user's pre-toolchain float model (stage 0).
     title : str
-        Report title.
     config : path-like or ConversionConfig, optional
         The conversion YAML: linted against the stages (C3xx), and it declares layout and colour order.
     data : path-like, optional
@@ -222,9 +221,10 @@ def audit(paths, *, source: str | os.PathLike | None = None, title: str = "", co
     log : path-like, optional
         A toolchain log or ``*_quant_info.json``; ``find_log`` looks for one beside the stages instead.
     numeric : NumericOptions, optional
-        How to run the stages; ``numeric.random`` runs random samples when no ``data`` are given.
-    min_stages : int
-        Fewer stages found in ``paths`` are refused (StageDiscoveryError); 2 for ``diff`` and ``compare``.
+        How to run the stages (``numeric.random``: random samples when no ``data`` are given).
+    min_stages, config_data : int, bool
+        Fewer stages are refused (StageDiscoveryError; 2 for ``diff``, ``compare``); ``config_data`` False: the
+        config's ``cal_data_dir`` is not run without data (``explain`` with a config found by itself).
 
     Returns
     -------
@@ -256,7 +256,7 @@ def audit(paths, *, source: str | os.PathLike | None = None, title: str = "", co
     lineage, changes, covs = _structure(stages)
     tlog, log_path = _read_log([] if loaded else list(paths), stages, log, find_log)
     idx = data_stage_of(stages)
-    given_data = _DataPlan.of(data, opts, cfg)
+    given_data = _DataPlan.of(data, opts, cfg if config_data else None)
     data, opts = given_data.data, given_data.opts
     inputs, run, numeric_error = _measure(stages, lineage, changes, given_data, idx, cfg)
     ctx = AuditContext(stages=stages, lineage=lineage, changes=changes, coverage=covs,

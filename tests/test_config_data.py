@@ -158,14 +158,19 @@ def _run_json(tmp_path: Path, *args: str) -> tuple[int, dict]:
 @pytest.mark.skipif(not SETS, reason=SKIP)
 def test_explain_project_dir_finds_its_config(tmp_path, capsys):
     """`explain PROJECT` and `explain PROJECT/model_output` use the config whose working_dir holds the stages (the
-    config hb_mapper ran with, beside its output), as --config would; --no-config leaves it out."""
+    config hb_mapper ran with, beside its output) for lint, layout and colour, but stay structural: its
+    cal_data_dir runs only when named with --config (the first line says so); --no-config leaves it out."""
     set_dir = min(SETS, key=lambda p: (p / "model_output").stat().st_size if "cls" in p.name else 1e18)
     for given in (set_dir, set_dir / "model_output"):
         _rc, rep = _run_json(tmp_path, "explain", str(given), "--max-samples", "2")
         assert rep["run"]["config"] is not None and Path(rep["run"]["config"]).resolve() == (
             set_dir / "config.yaml").resolve()
-        assert rep["run"]["data_from_config"] is True and rep["run"]["samples_used"] == 2
-        assert "config: " in capsys.readouterr().out
+        assert rep["run"]["data_from_config"] is False and rep["numeric"] is None and rep["run"]["data"] is None
+        out = capsys.readouterr().out
+        assert "config: " in out and "its cal_data_dir runs with --config " in out
+    _rc, named = _run_json(tmp_path, "explain", str(set_dir), "--config", str(set_dir / "config.yaml"),
+                           "--max-samples", "2")
+    assert named["run"]["data_from_config"] is True and named["run"]["samples_used"] == 2
     _rc, bare = _run_json(tmp_path, "explain", str(set_dir), "--no-config")
     assert bare["run"]["config"] is None and bare["numeric"] is None
 
