@@ -1,0 +1,61 @@
+"""Console rendering of ``graphaudit bisect``: the search as it runs, then the steps and the final set."""
+
+from __future__ import annotations
+
+import math
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from ..bisect_report import BisectReport
+from .text import printable
+
+__all__ = ["render_bisect", "render_bisect_start", "render_bisect_step"]
+
+#: Node names shown per unit before "... N more".
+_NAMES = 3
+
+
+def _db(x: float) -> str:
+    return "inf" if x == math.inf else ("n/a" if not math.isfinite(x) else f"{x:.1f}")
+
+
+def render_bisect_start(units: int, not_revertible: int, budget: int, samples: int, console: Console) -> None:
+    """The search's size and its stated budget, before the first hybrid runs."""
+    console.print(Text(f"bisect: {units} revertible unit{'s' if units != 1 else ''}"
+                       + (f" ({not_revertible} change(s) not revertible)" if not_revertible else "")
+                       + f"; at most {budget} hybrid evaluations on {samples} sample{'s' if samples != 1 else ''}",
+                       style="dim"))
+
+
+def render_bisect_step(step, console: Console) -> None:
+    """One hybrid evaluation as it finishes (``step``: a :class:`graphaudit.numeric.bisect.BisectStep`)."""
+    console.print(Text(f"  {step.phase:<6} {len(step.units):>5} unit(s) reverted -> {step.recovered:7.1%} of the "
+                       f"drop recovered" + ("  (kept)" if step.kept and step.phase != "ends" else ""), style="dim"))
+
+
+def _names(names: list[str]) -> str:
+    shown = ", ".join(printable(n) for n in names[:_NAMES])
+    return shown + (f" ... {len(names) - _NAMES} more" if len(names) > _NAMES else "")
+
+
+def render_bisect(rep: BisectReport, console: Console) -> None:
+    """The transition's drop, the final set (its units with their nodes and isolated SQNR) and what it recovers."""
+    console.print()
+    console.print(Text(f"{rep.a} -> {rep.b}: {rep.metric} {_db(rep.metric_b)} on {rep.samples} sample(s) "
+                       f"({rep.runtime}); {len(rep.steps)} of at most {rep.budget} hybrid evaluations", style="bold"))
+    if not rep.reached:
+        console.print(Text(f"Reverting every revertible unit recovers {rep.recovered:.1%} of the drop, below the "
+                           f"target {rep.target:.0%}: the rest is in changes that cannot be reverted "
+                           f"({rep.not_revertible}) or in how the changes interact.", style="yellow"))
+    t = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
+    for col in ("unit", "kind", "pattern", f"{rep.b} nodes", "isolated SQNR dB"):
+        t.add_column(col, overflow="fold")
+    for k in rep.chosen:
+        u = rep.units[k]
+        t.add_row(str(k), u.kind, printable(u.pattern), _names(u.b_nodes or u.a_nodes),
+                  _db(u.isolated_sqnr_db) if u.isolated_sqnr_db is not None else "-")
+    console.print(t)
+    console.print(Text(f"Reverting these {len(rep.chosen)} unit(s) recovers {rep.recovered:.1%} of the drop "
+                       f"(target {rep.target:.0%}): {rep.metric} {_db(rep.metric_b)} -> {_db(rep.metric_chosen)}."))
