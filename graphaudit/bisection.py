@@ -145,8 +145,7 @@ def bisect(paths, pair: int | None = None, *, source: str | os.PathLike | None =
     opts.validate()
     runtime = resolve_runtime(opts.runtime)
     pair = _default_pair(stages, runtime) if pair is None else pair
-    if not 0 <= pair < len(stages) - 1:
-        raise GraphAuditError(f"--pair {pair}: the pipeline has transitions 0..{len(stages) - 2}")
+    _check_pair(pair, stages)
     lineage, changes, _covs = _structure(stages)
     al, ch = lineage.alignments[pair], changes[pair]
     units = revertible(al, ch)
@@ -184,6 +183,11 @@ def bisect(paths, pair: int | None = None, *, source: str | os.PathLike | None =
         steps=[BisectStepRecord(list(s.units), s.recovered, metrics[s.units], s.phase, s.kept) for s in res.steps],
         chosen=list(res.units), recovered=res.recovered, metric_chosen=metrics.get(res.units, math.nan),
         reached=res.reached)
+
+
+def _check_pair(pair: int, stages) -> None:
+    if not 0 <= pair < len(stages) - 1:
+        raise GraphAuditError(f"--pair {pair}: the pipeline has transitions 0..{len(stages) - 2}")
 
 
 def _data(data, opts: NumericOptions, cfg: ConversionConfig | None):
