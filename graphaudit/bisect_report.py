@@ -74,6 +74,9 @@ class BisectReport:
         The final set (indices into ``units``).
     recovered, metric_chosen : float
         Its share of the drop recovered and its metric; ``reached`` whether the share reaches ``target``.
+    fix : dict or None
+        The setting to paste (:class:`graphaudit.fixes.FixSuggestion` as a dict: ``toolchain``, ``text``,
+        ``nodes``, ``note``, ``lint``).
     """
 
     a: str
@@ -93,6 +96,7 @@ class BisectReport:
     recovered: float = 0.0
     metric_chosen: float = 0.0
     reached: bool = False
+    fix: dict | None = None
 
     def chosen_units(self) -> list[BisectUnitRecord]:
         """The units of the final set."""

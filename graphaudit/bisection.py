@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import asdict, replace
 
 import numpy as np
 import onnx
@@ -22,6 +22,7 @@ from .bisect_report import BisectReport, BisectStepRecord, BisectUnitRecord
 from .classify import Change
 from .config import ConversionConfig
 from .errors import GraphAuditError
+from .fixes import suggest_fix
 from .lineage import Alignment
 from .measure import NumericOptions, data_stage_of, run_numeric, sample_source, unrunnable_stages
 from .numeric.backends import make_session, resolve_runtime
@@ -176,13 +177,15 @@ def bisect(paths, pair: int | None = None, *, source: str | os.PathLike | None =
 
     res = group_test(len(order), recovery, target, budget, progress)
     records = [_unit_record(al, ch, units[k], isolated[k]) for k in order]
-    return BisectReport(
+    rep = BisectReport(
         a=stages[pair].name, b=stages[pair + 1].name, pair=pair, metric="output SQNR (dB)", metric_a=math.inf,
         metric_b=_sqnr(noise_b, signal), samples=len(ev.ref), runtime=runtime, target=target, budget=res.budget,
         units=records, not_revertible=not_rev,
         steps=[BisectStepRecord(list(s.units), s.recovered, metrics[s.units], s.phase, s.kept) for s in res.steps],
         chosen=list(res.units), recovered=res.recovered, metric_chosen=metrics.get(res.units, math.nan),
         reached=res.reached)
+    rep.fix = asdict(suggest_fix(rep, stages, al, ch, cfg, lineage))
+    return rep
 
 
 def _check_pair(pair: int, stages) -> None:

@@ -28,7 +28,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("report", ("report", "verdict", "bisect_report")),
     ("render", ("render",)),
     ("pipeline", ("pipeline", "measure", "inputcheck", "toolchain_log", "lint", "outputs", "samples",
-                  "bisection")),
+                  "bisection", "fixes")),
     ("cli", ("cli", "cliargs", "__main__", "")),
 ]
 

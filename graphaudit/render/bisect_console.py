@@ -11,7 +11,7 @@ from rich.text import Text
 from ..bisect_report import BisectReport
 from .text import printable
 
-__all__ = ["render_bisect", "render_bisect_start", "render_bisect_step"]
+__all__ = ["render_bisect", "render_bisect_start", "render_bisect_step", "render_fix"]
 
 #: Node names shown per unit before "... N more".
 _NAMES = 3
@@ -59,3 +59,21 @@ def render_bisect(rep: BisectReport, console: Console) -> None:
     console.print(t)
     console.print(Text(f"Reverting these {len(rep.chosen)} unit(s) recovers {rep.recovered:.1%} of the drop "
                        f"(target {rep.target:.0%}): {rep.metric} {_db(rep.metric_b)} -> {_db(rep.metric_chosen)}."))
+    render_fix(rep.fix, console)
+
+
+def render_fix(fix: dict | None, console: Console) -> None:
+    """The setting to paste (``BisectReport.fix``) and its lint findings."""
+    if not fix:
+        return
+    console.print()
+    if not fix.get("text"):
+        console.print(Text(fix.get("note", ""), style="dim"))
+        return
+    console.print(Text(f"Fix ({fix['toolchain']}): {fix['note']}", style="bold"))
+    console.print(Text(fix["text"].rstrip()), soft_wrap=True)
+    for line in fix.get("lint", []):
+        console.print(Text(f"  lint: {printable(line)}", style="yellow"), soft_wrap=True)
+    if fix["toolchain"] == "hb_mapper" and not fix.get("lint"):
+        console.print(Text("  lint: no finding on node_info (names checked against the optimized_float stage)",
+                           style="dim"))
