@@ -145,8 +145,7 @@ def bisect(paths, pair: int | None = None, *, source: str | os.PathLike | None =
     opts = numeric if numeric is not None else NumericOptions()
     opts.validate()
     runtime = resolve_runtime(opts.runtime)
-    pair = _default_pair(stages, runtime) if pair is None else pair
-    _check_pair(pair, stages)
+    pair = _check_pair(_default_pair(stages, runtime) if pair is None else pair, stages)
     lineage, changes, _covs = _structure(stages)
     al, ch = lineage.alignments[pair], changes[pair]
     units = revertible(al, ch)
@@ -161,9 +160,7 @@ def bisect(paths, pair: int | None = None, *, source: str | os.PathLike | None =
     ev = _HybridEvaluator(stages, pair, al, ch, sample_source(stages, idx, data, opts_n, cfg), idx, cfg, runtime,
                           n_samples)
     noise_b, signal = ev.noise([])
-    if noise_b == 0:
-        raise GraphAuditError(f"{stages[pair].name} -> {stages[pair + 1].name}: the outputs are equal on these "
-                              "samples: no drop to bisect")
+    _check_drop(noise_b, stages, pair)
     metrics: dict[tuple[int, ...], float] = {}
     not_rev = sum(1 for j, c in enumerate(ch) if c.kind != "kept" and all(j not in u for u in units))
     budget = default_budget(len(order)) if budget is None else budget
@@ -188,9 +185,16 @@ def bisect(paths, pair: int | None = None, *, source: str | os.PathLike | None =
     return rep
 
 
-def _check_pair(pair: int, stages) -> None:
+def _check_drop(noise_b: float, stages, pair: int) -> None:
+    if noise_b == 0:
+        raise GraphAuditError(f"{stages[pair].name} -> {stages[pair + 1].name}: the outputs are equal on these "
+                              "samples: no drop to bisect")
+
+
+def _check_pair(pair: int, stages) -> int:
     if not 0 <= pair < len(stages) - 1:
         raise GraphAuditError(f"--pair {pair}: the pipeline has transitions 0..{len(stages) - 2}")
+    return pair
 
 
 def _data(data, opts: NumericOptions, cfg: ConversionConfig | None):
