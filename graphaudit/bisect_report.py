@@ -74,6 +74,13 @@ class BisectReport:
         The final set (indices into ``units``).
     recovered, metric_chosen : float
         Its share of the drop recovered and its metric; ``reached`` whether the share reaches ``target``.
+    fix_recovered : float or None
+        The share of the drop the fix is predicted to recover, measured on a model that does what the fix asks (the
+        chosen HzCalibration nodes quantizing to int16 at their thresholds), not on the float hybrid; None when the
+        fix is not a hb_mapper setting.
+    fix_units : list of int
+        The units the fix names (indices into ``units``): ``chosen``, or the result of a second search with the
+        fix's own model as the oracle when int16 at the chosen units would win back less than half of ``recovered``.
     fix : dict or None
         The setting to paste (:class:`graphaudit.fixes.FixSuggestion` as a dict: ``toolchain``, ``text``,
         ``nodes``, ``note``, ``lint``).
@@ -97,6 +104,8 @@ class BisectReport:
     metric_chosen: float = 0.0
     reached: bool = False
     fix: dict | None = None
+    fix_recovered: float | None = None
+    fix_units: list[int] = field(default_factory=list)
 
     def chosen_units(self) -> list[BisectUnitRecord]:
         """The units of the final set."""

@@ -28,7 +28,7 @@ from .measure import NumericOptions, data_stage_of, run_numeric, sample_source, 
 from .numeric.backends import make_session, resolve_runtime
 from .numeric.bisect import default_budget, group_test, order_units
 from .numeric.compare import StageFeeder
-from .numeric.hybrid import build_hybrid, hybrid_session_model, output_noise, revertible
+from .numeric.hybrid import build_hybrid, hybrid_session_model, int16_calibration, output_noise, revertible
 from .pipeline import _as_config, _structure, load_pipeline
 
 __all__ = ["bisect", "DEFAULT_BISECT_SAMPLES"]
@@ -74,9 +74,10 @@ class _HybridEvaluator:
         if not self.ref:
             raise GraphAuditError("no samples in the data")
 
-    def noise(self, revert: list[int]) -> tuple[float, float]:
-        """(noise, signal) energies of the hybrid with changes ``revert`` reverted, over every sample."""
-        model = build_hybrid(self.al, self.changes, revert, self.model_a, self.model_b)
+    def noise(self, revert: list[int], model: onnx.ModelProto | None = None) -> tuple[float, float]:
+        """(noise, signal) energies of the hybrid with changes ``revert`` reverted (or of ``model`` in b's place),
+        over every sample."""
+        model = model or build_hybrid(self.al, self.changes, revert, self.model_a, self.model_b)
         try:
             sess = make_session(hybrid_session_model(model, self.path_b, self.runtime).SerializeToString(),
                                 self.runtime)
@@ -181,8 +182,43 @@ def bisect(paths, pair: int | None = None, *, source: str | os.PathLike | None =
         steps=[BisectStepRecord(list(s.units), s.recovered, metrics[s.units], s.phase, s.kept) for s in res.steps],
         chosen=list(res.units), recovered=res.recovered, metric_chosen=metrics.get(res.units, math.nan),
         reached=res.reached)
-    rep.fix = asdict(suggest_fix(rep, stages, al, ch, cfg, lineage))
+    _fix(rep, ev, (stages, al, ch, cfg, lineage), order, units, noise_b, progress)
     return rep
+
+
+def _fix_model(ev: _HybridEvaluator, al: Alignment, changes: list[Change], unit_changes: list[int]):
+    """b as the hb_mapper fix would make it: the units' activation HzCalibration nodes quantizing to int16 at their
+    thresholds, their weight HzCalibration nodes reverted (the weight's node on the CPU, in float)."""
+    weights = [j for j in unit_changes if "weight" in changes[j].pattern]
+    acts = [al.b.nodes[n].name or n for j in unit_changes if "weight" not in changes[j].pattern
+            for n in changes[j].b_nodes]
+    return int16_calibration(build_hybrid(al, changes, weights, ev.model_a, ev.model_b), acts)
+
+
+def _fix(rep: BisectReport, ev: _HybridEvaluator, ctx, order: list[int], units: list[tuple[int, ...]],
+         noise_b: float, progress) -> None:
+    """The setting to paste (``rep.fix``) and its predicted share (``rep.fix_recovered``), measured on the model the
+    fix makes. A hb_mapper int16 fix predicted to win back less than half of what the float hybrid won is searched
+    again with that model as the oracle (clipping at a calibrated threshold stays in int16): its units are
+    ``rep.fix_units``."""
+    stages, al, ch, cfg, lineage = ctx
+    fix = suggest_fix(rep, stages, al, ch, cfg, lineage)
+    rep.fix, rep.fix_units = asdict(fix), list(rep.chosen)
+    if fix.toolchain != "hb_mapper":
+        return
+
+    def rec16(sel: tuple[int, ...]) -> float:
+        noise, _sig = ev.noise([], _fix_model(ev, al, ch, [j for k in sel for j in units[order[k]]]))
+        return 1.0 - noise / noise_b
+
+    rep.fix_recovered = rec16(tuple(rep.chosen))
+    if rep.fix_recovered >= rep.recovered / 2:
+        return
+    res = group_test(len(order), rec16, rep.target, rep.budget,
+                     None if progress is None else lambda s: progress(replace(s, phase="int16 " + s.phase)))
+    if res.reached and res.recovered > rep.fix_recovered:
+        rep.fix_units, rep.fix_recovered = list(res.units), res.recovered
+        rep.fix = asdict(suggest_fix(rep, stages, al, ch, cfg, lineage, chosen=rep.fix_units))
 
 
 def _check_drop(noise_b: float, stages, pair: int) -> None:

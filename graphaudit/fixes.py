@@ -20,6 +20,7 @@ import io
 from dataclasses import dataclass, field
 
 from ruamel.yaml import YAML
+from ruamel.yaml.scalarstring import SingleQuotedScalarString
 
 from .bisect_report import BisectReport
 from .classify import Change
@@ -99,7 +100,21 @@ def _horizon_entries(al: Alignment, changes: list[Change], units: list[list[int]
     return out
 
 
+#: Plain scalars a YAML 1.1 reader (PyYAML, which hb_mapper uses) turns into booleans or null.
+_YAML11_SPECIAL = {"y", "n", "yes", "no", "on", "off", "true", "false", "null", "~"}
+
+
+def _quoted(x):
+    """Strings a YAML 1.1 reader would not read back as strings, single-quoted (``'ON'`` unquoted is a boolean to YAML 1.1 readers such as PyYAML, hb_mapper's)."""
+    if isinstance(x, dict):
+        return {_quoted(k): _quoted(v) for k, v in x.items()}
+    if isinstance(x, str) and (x.lower() in _YAML11_SPECIAL or x.replace(".", "", 1).lstrip("+-").isdigit()):
+        return SingleQuotedScalarString(x)
+    return x
+
+
 def _dump(data) -> str:
+    data = _quoted(data)
     y = YAML()
     y.default_flow_style = False
     buf = io.StringIO()
@@ -124,7 +139,8 @@ def _lint(entries: dict, config: ConversionConfig | None, stages: list[StageGrap
 
 
 def suggest_fix(rep: BisectReport, stages: list[StageGraph], al: Alignment, changes: list[Change],
-                config: ConversionConfig | None = None, lineage=None) -> FixSuggestion:
+                config: ConversionConfig | None = None, lineage=None, chosen: list[int] | None = None
+                ) -> FixSuggestion:
     """The setting that keeps the chosen units of ``rep`` in higher precision (see the module docstring).
 
     Parameters
@@ -139,12 +155,14 @@ def suggest_fix(rep: BisectReport, stages: list[StageGraph], al: Alignment, chan
         The user's config: the snippet is linted merged into it.
     lineage : Lineage, optional
         The pipeline's lineage (the lint names what a source node became).
+    chosen : list of int, optional
+        Units (indices into ``rep.units``) to name instead of ``rep.chosen``.
 
     Returns
     -------
     FixSuggestion
     """
-    units = [rep.units[k].changes for k in rep.chosen]
+    units = [rep.units[k].changes for k in (rep.chosen if chosen is None else chosen)]
     kinds = {changes[j].kind for u in units for j in u}
     wrappers = {al.b.nodes[n].op_type for u in units for j in u for n in changes[j].b_nodes}
     if "HzCalibration" in wrappers:

@@ -59,7 +59,14 @@ def render_bisect(rep: BisectReport, console: Console) -> None:
     console.print(t)
     console.print(Text(f"Reverting these {len(rep.chosen)} unit(s) recovers {rep.recovered:.1%} of the drop "
                        f"(target {rep.target:.0%}): {rep.metric} {_db(rep.metric_b)} -> {_db(rep.metric_chosen)}."))
+    if rep.fix_units != rep.chosen and rep.fix_units:
+        console.print(Text(f"int16 at those units would keep their error (clipping at the calibrated thresholds "
+                           f"stays in int16); searched again with int16 as the fix does: units "
+                           f"{', '.join(map(str, rep.fix_units))}", style="yellow"))
     render_fix(rep.fix, console)
+    if rep.fix_recovered is not None:
+        console.print(Text(f"  predicted with the fix (measured on b with those tensors in int16 at the same "
+                           f"thresholds): {rep.fix_recovered:.1%} of the drop", style="dim"))
 
 
 def render_fix(fix: dict | None, console: Console) -> None:
