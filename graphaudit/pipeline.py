@@ -17,6 +17,7 @@ from .checks.structure import custom_ops
 from .config.refs import config_inputs
 from .classify import Change, Coverage, classify, coverage
 from .errors import DataError, GraphAuditError, StagesUnrelatedError
+from .evaluate import as_eval_hook, evaluate_stages
 from .findings import Finding
 from .inputcheck import InputData, form_effects, input_data
 from .lineage import Lineage, align, align_chain
@@ -198,7 +199,8 @@ def _as_paths(paths) -> list:
 
 def audit(paths, *, source: str | os.PathLike | None = None, title: str = "", config=None,
           data: str | os.PathLike | None = None, log: str | os.PathLike | None = None, find_log: bool = False,
-          numeric: NumericOptions | None = None, min_stages: int = 1) -> Audit:
+          numeric: NumericOptions | None = None, min_stages: int = 1, eval_hook=None,
+          eval_samples: str | os.PathLike | None = None) -> Audit:
     """Run the main job (``graphaudit explain``) on one pipeline.
 
     Parameters
@@ -225,6 +227,13 @@ def audit(paths, *, source: str | os.PathLike | None = None, title: str = "", co
         How to run the stages; ``numeric.random`` runs random samples when no ``data`` are given.
     min_stages : int
         Fewer stages found in ``paths`` are refused (StageDiscoveryError); 2 for ``diff`` and ``compare``.
+    eval_hook : str or callable, optional
+        The user's metric (``--eval``): ``"module:function"``, ``"path/to/file.py:function"`` or a callable
+        ``hook(run, samples) -> number | dict``, called once per stage with that stage's runner
+        (:func:`graphaudit.evaluate_stages`; ``numeric.runtime`` picks the runtime). ``report.metric`` holds the
+        values per stage; a hook that raises on a stage is finding N405 and the other stages go on.
+    eval_samples : path-like, optional
+        Passed to the hook (``--eval-samples``).
 
     Returns
     -------
@@ -253,16 +262,20 @@ def audit(paths, *, source: str | os.PathLike | None = None, title: str = "", co
     if not isinstance(opts, NumericOptions):
         raise GraphAuditError(f"numeric: expected NumericOptions, got {type(opts).__name__}")
     opts.validate()
+    hook = as_eval_hook(eval_hook) if eval_hook is not None else None  # a bad spec fails before any work
     lineage, changes, covs = _structure(stages)
     tlog, log_path = _read_log([] if loaded else list(paths), stages, log, find_log)
     idx = data_stage_of(stages)
     given_data = _DataPlan.of(data, opts, cfg)
     data, opts = given_data.data, given_data.opts
     inputs, run, numeric_error = _measure(stages, lineage, changes, given_data, idx, cfg)
+    metric = evaluate_stages(stages, hook, eval_samples, runtime=opts.runtime, config=cfg,
+                             progress=opts.eval_progress) if hook is not None else None
     ctx = AuditContext(stages=stages, lineage=lineage, changes=changes, coverage=covs,
                        numeric=run.results if run else None, input_stats=inputs.stats if inputs else None,
                        data_stage=idx, data_from_pixel_files=bool(inputs and inputs.from_pixel_files),
-                       stage_failures=run.refused if run else [], **_config_fields(cfg, stages, lineage))
+                       stage_failures=run.refused if run else [], metric=metric,
+                       **_config_fields(cfg, stages, lineage))
     findings = run_checks(ctx)
     skipped = given_data.note or _skipped(numeric_error, findings, data, given_data.from_config)
     if len(stages) == 1 and (data is not None or opts.random is not None) and not skipped:
@@ -272,6 +285,7 @@ def audit(paths, *, source: str | os.PathLike | None = None, title: str = "", co
         findings = form_effects(findings, stages, data, idx, opts.raw_dtype, opts.raw_shape,
                                 run.runtime if run else "onnxruntime", cfg)
     report = _assemble(stages, changes, covs, findings, title, run, tlog)
+    report.metric = metric
     report.run = _run_info(stages, cfg, given_data, log_path if tlog is not None else None, run, skipped)
     report.verdict = build_verdict(report)
     given = [] if loaded else [Path(p) for p in paths] + ([Path(source)] if source else [])
