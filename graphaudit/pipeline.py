@@ -227,13 +227,9 @@ def audit(paths, *, source: str | os.PathLike | None = None, title: str = "", co
         How to run the stages; ``numeric.random`` runs random samples when no ``data`` are given.
     min_stages : int
         Fewer stages found in ``paths`` are refused (StageDiscoveryError); 2 for ``diff`` and ``compare``.
-    eval_hook : str or callable, optional
-        The user's metric (``--eval``): ``"module:function"``, ``"path/to/file.py:function"`` or a callable
-        ``hook(run, samples) -> number | dict``, called once per stage with that stage's runner
-        (:func:`graphaudit.evaluate_stages`; ``numeric.runtime`` picks the runtime). ``report.metric`` holds the
-        values per stage; a hook that raises on a stage is finding N405 and the other stages go on.
-    eval_samples : path-like, optional
-        Passed to the hook (``--eval-samples``).
+    eval_hook, eval_samples : optional
+        The user's metric (``--eval``: ``"module:function"``, ``"file.py:function"`` or a callable) run on every
+        stage with ``eval_samples`` (:func:`graphaudit.evaluate_stages`) into ``report.metric``; a failing hook is N405.
 
     Returns
     -------
@@ -258,38 +254,55 @@ def audit(paths, *, source: str | os.PathLike | None = None, title: str = "", co
     loaded = bool(paths) and isinstance(paths[0], StageGraph)
     stages = list(paths) if loaded else load_pipeline(paths, source, single=min_stages < 2)
     cfg = _as_config(config)
-    opts = numeric if numeric is not None else NumericOptions()
-    if not isinstance(opts, NumericOptions):
-        raise GraphAuditError(f"numeric: expected NumericOptions, got {type(opts).__name__}")
-    opts.validate()
-    hook = as_eval_hook(eval_hook) if eval_hook is not None else None  # a bad spec fails before any work
+    opts, hook = _options(numeric, eval_hook)
     lineage, changes, covs = _structure(stages)
     tlog, log_path = _read_log([] if loaded else list(paths), stages, log, find_log)
     idx = data_stage_of(stages)
     given_data = _DataPlan.of(data, opts, cfg)
     data, opts = given_data.data, given_data.opts
     inputs, run, numeric_error = _measure(stages, lineage, changes, given_data, idx, cfg)
-    metric = evaluate_stages(stages, hook, eval_samples, runtime=opts.runtime, config=cfg,
-                             progress=opts.eval_progress) if hook is not None else None
+    metric = _metric(stages, hook, eval_samples, opts, cfg)
     ctx = AuditContext(stages=stages, lineage=lineage, changes=changes, coverage=covs,
                        numeric=run.results if run else None, input_stats=inputs.stats if inputs else None,
                        data_stage=idx, data_from_pixel_files=bool(inputs and inputs.from_pixel_files),
                        stage_failures=run.refused if run else [], metric=metric,
                        **_config_fields(cfg, stages, lineage))
     findings = run_checks(ctx)
-    skipped = given_data.note or _skipped(numeric_error, findings, data, given_data.from_config)
-    if len(stages) == 1 and (data is not None or opts.random is not None) and not skipped:
-        skipped = "one stage: there is no second stage to compare it with" + (
-            " (the input checks ran on the data)" if data is not None else "")
+    skipped = _skipped_note(given_data, numeric_error, findings, len(stages))
     if inputs is not None:  # what each recognised data mistake costs at the data stage's outputs
         findings = form_effects(findings, stages, data, idx, opts.raw_dtype, opts.raw_shape,
                                 run.runtime if run else "onnxruntime", cfg)
-    report = _assemble(stages, changes, covs, findings, title, run, tlog)
-    report.metric = metric
+    report = _assemble(stages, changes, covs, findings, title, run, tlog, metric)
     report.run = _run_info(stages, cfg, given_data, log_path if tlog is not None else None, run, skipped)
     report.verdict = build_verdict(report)
     given = [] if loaded else [Path(p) for p in paths] + ([Path(source)] if source else [])
     return Audit(stages, lineage, changes, covs, report, cfg, run.results if run else [], inputs, given)
+
+
+def _options(numeric, eval_hook) -> tuple[NumericOptions, object]:
+    """The validated NumericOptions (default ones for None) and the loaded eval hook (None without one): a bad value
+    or hook spec fails here, before any work."""
+    opts = numeric if numeric is not None else NumericOptions()
+    if not isinstance(opts, NumericOptions):
+        raise GraphAuditError(f"numeric: expected NumericOptions, got {type(opts).__name__}")
+    opts.validate()
+    return opts, as_eval_hook(eval_hook) if eval_hook is not None else None
+
+
+def _metric(stages, hook, eval_samples, opts: NumericOptions, cfg):
+    """The user's metric on every stage (None without a hook), in the runtime the numeric comparison uses."""
+    if hook is None:
+        return None
+    return evaluate_stages(stages, hook, eval_samples, runtime=opts.runtime, config=cfg, progress=opts.eval_progress)
+
+
+def _skipped_note(plan: "_DataPlan", error: DataError | None, findings: list[Finding], n_stages: int) -> str | None:
+    """The report's ``run.numeric_skipped``: why the numeric comparison did not run, or None."""
+    skipped = plan.note or _skipped(error, findings, plan.data, plan.from_config)
+    if n_stages == 1 and (plan.data is not None or plan.opts.random is not None) and not skipped:
+        skipped = "one stage: there is no second stage to compare it with" + (
+            " (the input checks ran on the data)" if plan.data is not None else "")
+    return skipped
 
 
 @dataclass(frozen=True)
@@ -346,14 +359,14 @@ def _skipped(error: DataError | None, findings: list[Finding], data, from_config
     return f"{error} (the input findings {', '.join(why)} say why)"
 
 
-def _assemble(stages, changes, covs, findings, title, run: NumericRun | None, tlog) -> AuditReport:
-    """The report: stage summaries, transitions, findings and the numeric and toolchain sections."""
+def _assemble(stages, changes, covs, findings, title, run: NumericRun | None, tlog, metric=None) -> AuditReport:
+    """The report: stage summaries, transitions, findings and the numeric, toolchain and metric sections."""
     numeric = [transition_summary(r) for r in run.results] if run else None
     return AuditReport(
         stages=[summarize_stage(s, custom_ops(s)) for s in stages],
         transitions=[make_transition(a, b, ch, cv) for a, b, ch, cv in zip(stages, stages[1:], changes, covs)],
         findings=findings, title=title, tool_version=__version__, numeric=numeric,
-        toolchain=toolchain_section(tlog, stages, numeric) if tlog is not None else None)
+        toolchain=toolchain_section(tlog, stages, numeric) if tlog is not None else None, metric=metric)
 
 
 def _run_info(stages, cfg, plan: _DataPlan, log_path, run: NumericRun | None, skipped) -> RunInfo:
