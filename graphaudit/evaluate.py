@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 from typing import Callable
 
+import onnx
+
 from .errors import GraphAuditError
 from .load import load_stage
 from .measure import data_stage_of, unrunnable_stages
@@ -30,7 +32,8 @@ def as_eval_hook(hook) -> EvalHook:
 
 
 def evaluate_stages(stages, hook, samples: str | os.PathLike | None = None, *, runtime: str = "auto", config=None,
-                    progress: Callable[[str], None] | None = None) -> MetricSection:
+                    progress: Callable[[str], None] | None = None,
+                    models: dict[int, onnx.ModelProto] | None = None) -> MetricSection:
     """Run the user's metric on every stage of a pipeline.
 
     Each stage gets its own :class:`~graphaudit.numeric.evalhook.EvalRunner`, made by the runtime the numeric
@@ -54,6 +57,9 @@ def evaluate_stages(stages, hook, samples: str | os.PathLike | None = None, *, r
     config : ConversionConfig, optional
     progress : callable(str), optional
         Called with each stage's name before its hook runs.
+    models : dict of int to onnx.ModelProto, optional
+        Run ``models[i]`` in the place of stage ``i`` (same inputs; a hybrid of two stages), measured and reported
+        under that stage's name and contract.
 
     Returns
     -------
@@ -89,7 +95,8 @@ def evaluate_stages(stages, hook, samples: str | os.PathLike | None = None, *, r
     feeder = _Feeder(stages, data_stage_of(stages), "tensor", config, None)
 
     def make_runner(i: int) -> EvalRunner:
-        return EvalRunner(stages[i], rt, convert=lambda sample, i=i: feeder.feeds(i, sample, 0))
+        return EvalRunner(stages[i], rt, model=(models or {}).get(i),
+                          convert=lambda sample, i=i: feeder.feeds(i, sample, 0))
 
     metrics = evaluate_on_runners(ev, stages, None if samples is None else str(samples),
                                   dict(unrunnable_stages(stages, rt)), make_runner, progress)

