@@ -27,7 +27,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("checks", ("checks",)),
     ("report", ("report", "verdict")),
     ("render", ("render",)),
-    ("pipeline", ("pipeline", "measure", "inputcheck", "toolchain_log", "lint", "outputs", "samples")),
+    ("pipeline", ("pipeline", "measure", "evaluate", "inputcheck", "toolchain_log", "lint", "outputs", "samples")),
     ("cli", ("cli", "cliargs", "__main__", "")),
 ]
 
