@@ -46,4 +46,7 @@ if [ -f samples/build/hbenv.path ]; then
   "$hb/bin/python" -m pip install -q --disable-pip-version-check --no-input -c "$hb/hbenv-pins.txt" '.[hbtest]' \
     >"$hb/graphaudit-install.log" 2>&1 || { tail -20 "$hb/graphaudit-install.log" >&2; exit 1; }
 fi
+# Labelled samples for the eval hook examples (examples/eval_top1.py, eval_det.py): labels true by construction
+# (samples/build_eval_data.py); after the Horizon sets, whose PP-OCR cls calibration files it labels too.
+.venv/bin/python samples/build_eval_data.py
 echo "setup: done (.venv ready, samples in samples/build)"

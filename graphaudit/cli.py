@@ -221,9 +221,10 @@ def _rules(args: argparse.Namespace, console: Console) -> int:
 def _pipelines(args: argparse.Namespace) -> tuple[list[tuple[str, list]], bool]:
     """The pipelines to explain as ``(title, paths)``: the paths given, or the bundled samples (True) when none."""
     if args.command == "explain" and not args.paths:
-        for flag in ("source", "data", "log", "config"):
+        for flag in ("source", "data", "log", "config", "eval_hook", "eval_samples"):
             if getattr(args, flag, None):
-                raise GraphAuditError(f"--{flag} needs stage paths (it belongs to one pipeline)")
+                name = "eval" if flag == "eval_hook" else flag.replace("_", "-")
+                raise GraphAuditError(f"--{name} needs stage paths (it belongs to one pipeline)")
         return bundled_pipelines(), True
     return [(_title(args.paths), args.paths)], False
 
@@ -246,9 +247,10 @@ def _explain(args: argparse.Namespace, console: Console) -> int:
         kw["config"] = _found_config(args.paths, console, runs_data=args.command == "compare")
         # explain runs a found config's cal_data_dir only when asked (--config): structure stays fast
         kw["config_data"] = args.command == "compare"
-    if args.command == "compare" and not (args.data or args.random or kw["config"]):
+    if args.command == "compare" and not (args.data or args.random or kw["config"] or kw.get("eval_hook")):
         raise GraphAuditError("compare needs samples: give --data PATH, --random N, or --config YAML (its "
-                              "cal_data_dir; found by itself when the config's working_dir holds the stages)")
+                              "cal_data_dir; found by itself when the config's working_dir holds the stages), "
+                              "or --eval MODULE:FUNCTION")
     protect = [p for _t, paths in pipelines for p in user_inputs(paths, args.source, getattr(args, "config", None),
                                                                    getattr(args, "data", None), kw["log"],
                                                                    *_found_logs(paths, kw["find_log"]))]
@@ -271,7 +273,8 @@ def _explain(args: argparse.Namespace, console: Console) -> int:
                                        else DEFAULT_SAMPLE_RUN))
         audits.append(audit(paths, title=title, min_stages=1 if args.command == "explain" else 2, **one))
     reports = [au.report for au in audits]
-    if args.command == "compare" and not (args.data or args.random) and reports[0].numeric is None:
+    if args.command == "compare" and not (args.data or args.random) and reports[0].numeric is None \
+            and reports[0].metric is None:
         run = reports[0].run
         why = run.numeric_skipped if run is not None and run.numeric_skipped else (
             f"{run.config if run is not None else 'the config'} names no cal_data_dir")
@@ -359,19 +362,33 @@ def _numeric_options(args: argparse.Namespace) -> NumericOptions:
         random=getattr(args, "random", None), seed=getattr(args, "seed", 0), max_samples=getattr(args, "max_samples", None),
         raw_dtype=getattr(args, "raw_dtype", None), raw_shape=_raw_shape(getattr(args, "raw_shape", None)),
         input_shapes=_input_shapes(getattr(args, "input_shape", [])),
-        progress=progress_factory() if numeric else None, runtime=getattr(args, "runtime", "auto"), **kw)
+        progress=progress_factory() if numeric else None, runtime=getattr(args, "runtime", "auto"),
+        eval_progress=_eval_progress if getattr(args, "eval_hook", None) else None, **kw)
     bad = opts.problem()
     if bad is not None:
         raise GraphAuditError(f"--{bad[0].replace('_', '-')} {bad[1]}: {bad[2]}")
     return opts
 
 
+def _eval_progress(stage: str) -> None:
+    """Say on stderr which stage the eval hook runs on (a hook over many samples takes a while)."""
+    print(f"evaluating {stage} (--eval)", file=sys.stderr, flush=True)
+
+
 def _audit_args(args: argparse.Namespace) -> dict:
     """Keyword arguments of :func:`graphaudit.pipeline.audit` for explain/compare/diff/render arguments."""
-    return {"source": args.source, "config": _load_config(getattr(args, "config", None)),
-            "data": getattr(args, "data", None), "log": getattr(args, "log", None),
-            "find_log": args.command == "explain" and not getattr(args, "no_log", True),
-            "numeric": _numeric_options(args)}
+    hook = getattr(args, "eval_hook", None)
+    if getattr(args, "eval_samples", None) and not hook:
+        raise GraphAuditError("--eval-samples needs --eval MODULE:FUNCTION (the function that reads them)")
+    kw = {"source": args.source, "config": _load_config(getattr(args, "config", None)),
+          "data": getattr(args, "data", None), "log": getattr(args, "log", None),
+          "find_log": args.command == "explain" and not getattr(args, "no_log", True),
+          "numeric": _numeric_options(args)}
+    if hook:  # loaded here: a bad spec is exit 2 before any work
+        from .evaluate import as_eval_hook
+
+        kw.update(eval_hook=as_eval_hook(hook), eval_samples=args.eval_samples)
+    return kw
 
 
 class _TrimmedLines:

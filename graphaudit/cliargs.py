@@ -54,6 +54,7 @@ def _add_explain(sub) -> None:
                    help="exit 1 when a finding at or above this severity exists (default: error)")
     e.add_argument("-v", "--verbose", action="store_true", help="list every change and info fix")
     _numeric_args(e, required=False)
+    _eval_args(e)
     _config_arg(e)
     _report_args(e)
     e.add_argument("--log", metavar="FILE", help="hb_mapper/hb_compile log or *_quant_info.json: show the toolchain's "
@@ -79,6 +80,7 @@ def _add_compare(sub) -> None:
     c.add_argument("--json", metavar="FILE", help="write the report as JSON")
     c.add_argument("--fail-on", choices=[*SEVERITIES, "never"], default="error")
     _numeric_args(c, required=False)  # one of --data, --random, --config (its cal_data_dir): checked by the CLI
+    _eval_args(c)
     _config_arg(c)
     _no_config_arg(c)
 
@@ -204,6 +206,14 @@ def _numeric_args(p: argparse.ArgumentParser, required: bool) -> None:
                         "auto (default): Horizon's when horizon_nn imports")
     p.add_argument("--input-shape", action="append", metavar="NAME=DIMS", default=[],
                    help="concrete shape for an input with symbolic dims, e.g. x=1x3x48x192 (repeatable)")
+
+
+def _eval_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--eval", metavar="MODULE:FUNCTION", dest="eval_hook",
+                   help="your own metric per stage: a function evaluate(run, samples) -> number or dict of numbers, "
+                        "called once per stage with that stage's runner (module:function or path/to/file.py:function;"
+                        " README 'Your own metric')")
+    p.add_argument("--eval-samples", metavar="PATH", help="passed to the --eval function as its samples argument")
 
 
 def _rankdir(text: str) -> str:

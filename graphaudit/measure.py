@@ -61,6 +61,8 @@ class NumericOptions:
         Factory of a per-sample callback (the CLI passes a rich progress bar).
     runtime : {"auto", "onnxruntime", "horizon"}
         Which runtime runs the stages (:func:`graphaudit.numeric.backends.resolve_runtime`).
+    eval_progress : callable(str), optional
+        Called with a stage's name before the eval hook runs on it (``--eval``).
     """
 
     random: int | None = None
@@ -73,6 +75,7 @@ class NumericOptions:
     input_shapes: dict = field(default_factory=dict)
     progress: Callable | None = None
     runtime: str = "auto"
+    eval_progress: Callable | None = None
 
     def problem(self) -> tuple[str, object, str] | None:
         """The first field of a wrong type or out of range as ``(field name, value, reason)``, or None when all

@@ -17,6 +17,7 @@ from .checks.structure import custom_ops
 from .config.refs import config_inputs
 from .classify import Change, Coverage, classify, coverage
 from .errors import DataError, GraphAuditError, StagesUnrelatedError
+from .evaluate import as_eval_hook, evaluate_stages
 from .findings import Finding
 from .inputcheck import InputData, form_effects, input_data
 from .lineage import Lineage, align, align_chain
@@ -198,7 +199,8 @@ def _as_paths(paths) -> list:
 
 def audit(paths, *, source: str | os.PathLike | None = None, title: str = "", config=None,
           data: str | os.PathLike | None = None, log: str | os.PathLike | None = None, find_log: bool = False,
-          numeric: NumericOptions | None = None, min_stages: int = 1, config_data: bool = True) -> Audit:
+          numeric: NumericOptions | None = None, min_stages: int = 1, config_data: bool = True, eval_hook=None,
+          eval_samples: str | os.PathLike | None = None) -> Audit:
     """Run the main job (``graphaudit explain``) on one pipeline.
 
     Parameters
@@ -225,6 +227,9 @@ def audit(paths, *, source: str | os.PathLike | None = None, title: str = "", co
     min_stages, config_data : int, bool
         Fewer stages are refused (StageDiscoveryError; 2 for ``diff``, ``compare``); ``config_data`` False: the
         config's ``cal_data_dir`` is not run without data (``explain`` with a config found by itself).
+    eval_hook, eval_samples : optional
+        The user's metric (``--eval``: ``"module:function"``, ``"file.py:function"`` or a callable) run on every
+        stage with ``eval_samples`` (:func:`graphaudit.evaluate_stages`) into ``report.metric``; a failing hook is N405.
 
     Returns
     -------
@@ -249,33 +254,55 @@ def audit(paths, *, source: str | os.PathLike | None = None, title: str = "", co
     loaded = bool(paths) and isinstance(paths[0], StageGraph)
     stages = list(paths) if loaded else load_pipeline(paths, source, single=min_stages < 2)
     cfg = _as_config(config)
-    opts = numeric if numeric is not None else NumericOptions()
-    if not isinstance(opts, NumericOptions):
-        raise GraphAuditError(f"numeric: expected NumericOptions, got {type(opts).__name__}")
-    opts.validate()
+    opts, hook = _options(numeric, eval_hook)
     lineage, changes, covs = _structure(stages)
     tlog, log_path = _read_log([] if loaded else list(paths), stages, log, find_log)
     idx = data_stage_of(stages)
     given_data = _DataPlan.of(data, opts, cfg if config_data else None)
     data, opts = given_data.data, given_data.opts
     inputs, run, numeric_error = _measure(stages, lineage, changes, given_data, idx, cfg)
+    metric = _metric(stages, hook, eval_samples, opts, cfg)
     ctx = AuditContext(stages=stages, lineage=lineage, changes=changes, coverage=covs,
                        numeric=run.results if run else None, input_stats=inputs.stats if inputs else None,
                        data_stage=idx, data_from_pixel_files=bool(inputs and inputs.from_pixel_files),
-                       stage_failures=run.refused if run else [], **_config_fields(cfg, stages, lineage))
+                       stage_failures=run.refused if run else [], metric=metric,
+                       **_config_fields(cfg, stages, lineage))
     findings = run_checks(ctx)
-    skipped = given_data.note or _skipped(numeric_error, findings, data, given_data.from_config)
-    if len(stages) == 1 and (data is not None or opts.random is not None) and not skipped:
-        skipped = "one stage: there is no second stage to compare it with" + (
-            " (the input checks ran on the data)" if data is not None else "")
+    skipped = _skipped_note(given_data, numeric_error, findings, len(stages))
     if inputs is not None:  # what each recognised data mistake costs at the data stage's outputs
         findings = form_effects(findings, stages, data, idx, opts.raw_dtype, opts.raw_shape,
                                 run.runtime if run else "onnxruntime", cfg)
-    report = _assemble(stages, changes, covs, findings, title, run, tlog)
+    report = _assemble(stages, changes, covs, findings, title, run, tlog, metric)
     report.run = _run_info(stages, cfg, given_data, log_path if tlog is not None else None, run, skipped)
     report.verdict = build_verdict(report)
     given = [] if loaded else [Path(p) for p in paths] + ([Path(source)] if source else [])
     return Audit(stages, lineage, changes, covs, report, cfg, run.results if run else [], inputs, given)
+
+
+def _options(numeric, eval_hook) -> tuple[NumericOptions, object]:
+    """The validated NumericOptions (default ones for None) and the loaded eval hook (None without one): a bad value
+    or hook spec fails here, before any work."""
+    opts = numeric if numeric is not None else NumericOptions()
+    if not isinstance(opts, NumericOptions):
+        raise GraphAuditError(f"numeric: expected NumericOptions, got {type(opts).__name__}")
+    opts.validate()
+    return opts, as_eval_hook(eval_hook) if eval_hook is not None else None
+
+
+def _metric(stages, hook, eval_samples, opts: NumericOptions, cfg):
+    """The user's metric on every stage (None without a hook), in the runtime the numeric comparison uses."""
+    if hook is None:
+        return None
+    return evaluate_stages(stages, hook, eval_samples, runtime=opts.runtime, config=cfg, progress=opts.eval_progress)
+
+
+def _skipped_note(plan: "_DataPlan", error: DataError | None, findings: list[Finding], n_stages: int) -> str | None:
+    """The report's ``run.numeric_skipped``: why the numeric comparison did not run, or None."""
+    skipped = plan.note or _skipped(error, findings, plan.data, plan.from_config)
+    if n_stages == 1 and (plan.data is not None or plan.opts.random is not None) and not skipped:
+        skipped = "one stage: there is no second stage to compare it with" + (
+            " (the input checks ran on the data)" if plan.data is not None else "")
+    return skipped
 
 
 @dataclass(frozen=True)
@@ -332,14 +359,14 @@ def _skipped(error: DataError | None, findings: list[Finding], data, from_config
     return f"{error} (the input findings {', '.join(why)} say why)"
 
 
-def _assemble(stages, changes, covs, findings, title, run: NumericRun | None, tlog) -> AuditReport:
-    """The report: stage summaries, transitions, findings and the numeric and toolchain sections."""
+def _assemble(stages, changes, covs, findings, title, run: NumericRun | None, tlog, metric=None) -> AuditReport:
+    """The report: stage summaries, transitions, findings and the numeric, toolchain and metric sections."""
     numeric = [transition_summary(r) for r in run.results] if run else None
     return AuditReport(
         stages=[summarize_stage(s, custom_ops(s)) for s in stages],
         transitions=[make_transition(a, b, ch, cv) for a, b, ch, cv in zip(stages, stages[1:], changes, covs)],
         findings=findings, title=title, tool_version=__version__, numeric=numeric,
-        toolchain=toolchain_section(tlog, stages, numeric) if tlog is not None else None)
+        toolchain=toolchain_section(tlog, stages, numeric) if tlog is not None else None, metric=metric)
 
 
 def _run_info(stages, cfg, plan: _DataPlan, log_path, run: NumericRun | None, skipped) -> RunInfo:

@@ -13,7 +13,7 @@ from typing import Any
 
 from .classify import CHANGE_KINDS, Change, Coverage
 from .findings import Finding
-from .numeric.summary import TransitionSummary
+from .numeric.summary import MetricSection, TransitionSummary
 from .stage import StageGraph
 from .toolchains.section import ToolchainSection
 from .toolchains.ops import HORIZON_DOMAIN
@@ -22,7 +22,7 @@ __all__ = ["SCHEMA_VERSION", "VERDICT_CAUSES", "VerdictLine", "AuditReport", "St
            "summarize_stage", "make_transition"]
 
 #: Version of the JSON layout written by :meth:`AuditReport.to_dict` (documented in README.md).
-SCHEMA_VERSION = "1.6"
+SCHEMA_VERSION = "1.7"
 
 
 @dataclass
@@ -310,10 +310,12 @@ class AuditReport:
     run: RunInfo | None = None
     #: 1.6: the verdict, most important line first (:func:`graphaudit.verdict.build_verdict`).
     verdict: list[VerdictLine] = field(default_factory=list)
+    #: 1.7: the user's metric per stage (``--eval``, :func:`graphaudit.evaluate_stages`); None without a hook.
+    metric: MetricSection | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict: ``{"schema_version", "tool", "title", "verdict", "stages", "transitions", "findings",
-        "numeric", "toolchain", "run"}`` (README "JSON report")."""
+        "numeric", "toolchain", "run", "metric"}`` (README "JSON report")."""
         return {"schema_version": SCHEMA_VERSION, "tool": {"name": "graphaudit", "version": self.tool_version},
                 "title": self.title, "verdict": [v.to_dict() for v in self.verdict],
                 "stages": [vars(s) for s in self.stages],
@@ -321,7 +323,8 @@ class AuditReport:
                 "findings": [f.to_dict() for f in self.findings],
                 "numeric": [n.to_dict() for n in self.numeric] if self.numeric is not None else None,
                 "toolchain": self.toolchain.to_dict() if self.toolchain is not None else None,
-                "run": self.run.to_dict() if self.run is not None else None}
+                "run": self.run.to_dict() if self.run is not None else None,
+                "metric": self.metric.to_dict() if self.metric is not None else None}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "AuditReport":
@@ -342,4 +345,5 @@ class AuditReport:
                    numeric=[TransitionSummary.from_dict(n) for n in num] if num is not None else None,
                    toolchain=ToolchainSection.from_dict(tc) if tc is not None else None,
                    run=RunInfo.from_dict(run) if run is not None else None,
-                   verdict=[VerdictLine.from_dict(v) for v in d.get("verdict", [])])
+                   verdict=[VerdictLine.from_dict(v) for v in d.get("verdict", [])],
+                   metric=MetricSection.from_dict(d["metric"]) if d.get("metric") is not None else None)

@@ -27,7 +27,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("checks", ("checks",)),
     ("report", ("report", "verdict", "bisect_report")),
     ("render", ("render",)),
-    ("pipeline", ("pipeline", "measure", "inputcheck", "toolchain_log", "lint", "outputs", "samples",
+    ("pipeline", ("pipeline", "measure", "evaluate", "inputcheck", "toolchain_log", "lint", "outputs", "samples",
                   "bisection", "fixes")),
     ("cli", ("cli", "cliargs", "__main__", "")),
 ]

@@ -27,8 +27,9 @@ import horizon_check as hc  # noqa: E402
 #: typed: the bundled Horizon sample with its config, --random 2 and a toolchain log, and without any of them.
 GOLDEN = Path(__file__).resolve().parent / "data" / "report_layout_1.5.json"
 
-# Keys in the order README's "JSON report (schema 1.6)" section lists them, written out by hand.
-TOP = ["schema_version", "tool", "title", "verdict", "stages", "transitions", "findings", "numeric", "toolchain", "run"]
+# Keys in the order README's "JSON report (schema 1.7)" section lists them, written out by hand.
+TOP = ["schema_version", "tool", "title", "verdict", "stages", "transitions", "findings", "numeric", "toolchain", "run",
+       "metric"]
 TOOL = ["name", "version"]
 STAGE = ["name", "role", "path", "ir_version", "opsets", "producer", "nodes", "op_histogram", "custom_ops", "inputs",
          "outputs"]
@@ -133,7 +134,7 @@ def test_round_trip(horizon_reports):
 
 def test_layout_is_readme_schema(horizon_reports):
     full, bare = (r.to_dict() for r in horizon_reports)
-    assert full["schema_version"] == SCHEMA_VERSION == "1.6"
+    assert full["schema_version"] == SCHEMA_VERSION == "1.7"
     assert list(full) == list(bare) == TOP and list(full["tool"]) == TOOL
     assert full["verdict"] and bare["verdict"] and all(list(v) == VERDICT for v in full["verdict"] + bare["verdict"])
     st = full["stages"][0]
@@ -157,10 +158,10 @@ def test_layout_is_readme_schema(horizon_reports):
     assert bare["numeric"] is None and bare["toolchain"] is None
 
 
-#: Keys added after the untyped writer (schema 1.6): without them the layout is the golden 1.5 one (minor versions only
-#: add fields).
+#: Keys added after the untyped writer (schema 1.6, 1.7): without them the layout is the golden 1.5 one (minor
+#: versions only add fields).
 ADDED_SINCE_1_5 = {"verdict", "a_node", "b_node", "source_node", "source_nodes", "data_from_config", "samples_used",
-                   "reference", "vs_reference"}
+                   "reference", "vs_reference", "metric"}
 
 
 def _without(x, keys: set[str]):

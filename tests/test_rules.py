@@ -29,7 +29,7 @@ def test_every_rule_has_why_fix_examples_and_a_check():
 
 def test_table_equals_the_catalogue_in_code_order():
     assert list(TABLE) == sorted(RULES, key=table.code_order)
-    assert list(TABLE)[:1] == ["S101"] and list(TABLE)[-1] == "N404"
+    assert list(TABLE)[:1] == ["S101"] and list(TABLE)[-1] == "N405"
     assert CONFIG_CODES == tuple(c for c in sorted(RULES, key=table.code_order) if c.startswith("C"))
     for code, fn in TABLE.items():
         assert fn.__name__ != "<lambda>" and fn.__doc__, f"{code}: a named function with a docstring"
@@ -143,6 +143,9 @@ def _run_example(tmp_path, case):
         return check_inputs(stages, tmp_path / "data.npy")[1]
     if len(stages) == 1:
         return run_checks(AuditContext(stages=stages))
+    if case.get("eval"):  # the hook's source, loaded as path/to/file.py:evaluate
+        (tmp_path / "hook.py").write_text(case["eval"])
+        return audit(stages, eval_hook=f"{tmp_path / 'hook.py'}:evaluate").report.findings
     if case.get("numeric"):
         from graphaudit.measure import NumericOptions
 

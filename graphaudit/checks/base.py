@@ -33,6 +33,7 @@ class AuditContext:
     config_data: object | None = None  # calibration data directory overriding the config's cal_data_dir
     data_from_pixel_files: bool = False  # the data are hb_mapper raw pixel files (cal_data_dir), fed as x - 128
     stage_failures: list = field(default_factory=list)  # (stage index, reason): stages the runtime could not run
+    metric: object | None = None  # graphaudit.numeric.summary.MetricSection: the user's metric per stage (--eval)
 
 
 def make_finding(code: str, message: str, stage: str = "", location: dict | None = None,

@@ -169,3 +169,19 @@ def check_stage_not_run(ctx: AuditContext) -> Iterator[Finding]:
             "N403", f"{st.name} could not be run, so it and the stages after it ({', '.join(later) or 'none'}) are "
             f"missing from the numeric comparison: {why}", stage=st.name, location={"file": str(st.path)},
             evidence={"stage_index": i, "reason": why, "not_compared": [st.name, *later]})
+
+
+def check_eval_hook_failed(ctx: AuditContext) -> Iterator[Finding]:
+    """Rule N405 (graphaudit/rules/numeric.yaml): one finding per stage on which the user's eval hook raised or
+    returned something else than numbers (``ctx.metric``, :class:`graphaudit.numeric.summary.MetricSection`)."""
+    if ctx.metric is None:
+        return
+    for m in ctx.metric.stages:
+        if m.error is None:
+            continue
+        st = next((s for s in ctx.stages if s.name == m.stage), None)
+        yield make_finding(
+            "N405", f"the eval hook {ctx.metric.hook} failed on {m.stage} after {m.samples} sample(s): {m.error}; "
+            "its metric is missing for that stage only", stage=m.stage,
+            location={"file": str(st.path)} if st is not None else {},
+            evidence={"hook": ctx.metric.hook, "error": m.error, "samples": m.samples, "runtime": m.runtime})

@@ -84,6 +84,7 @@ RULES: dict[str, Rule] = {
     "N402": N.check_worst_isolated,
     "N403": N.check_stage_not_run,
     "N404": N.check_isolated_outlier,
+    "N405": N.check_eval_hook_failed,
 }
 
 #: The config rule codes (``graphaudit lint``), in code order.

@@ -28,6 +28,9 @@ class StageRunner:
         ``"onnxruntime"``: stock onnxruntime, Horizon's custom ops lowered first
         (:func:`graphaudit.numeric.lower.lower_model`); ``"horizon"``: Horizon's own runtime runs the file as the
         toolchain wrote it, fixed-point stage included (:mod:`graphaudit.numeric.backends`).
+    model : onnx.ModelProto, optional
+        Run this model instead of the file at ``stage.path`` (a model built from the stage, such as a hybrid of two
+        stages; ``stage`` still names it and gives its input contract). Not modified.
 
     Raises
     ------
@@ -37,11 +40,12 @@ class StageRunner:
         Its custom ops cannot be lowered, or the runtime refuses the model.
     """
 
-    def __init__(self, stage: StageGraph, capture: Iterable[str], runtime: str = "onnxruntime"):
+    def __init__(self, stage: StageGraph, capture: Iterable[str], runtime: str = "onnxruntime",
+                 model: onnx.ModelProto | None = None):
         self.stage = stage
         self.runtime = runtime
         try:
-            model = onnx.load(stage.path)
+            model = onnx.load(stage.path) if model is None else _copy(model)
         except Exception as e:  # noqa: BLE001 - external data or protobuf problems become one line
             raise GraphAuditError(f"{stage.path}: cannot load weights for execution ({e})") from e
         self.lowered: dict[str, int] = {}
@@ -92,6 +96,12 @@ class StageRunner:
             raise StageRunError(f"{self.stage.path}: {who} failed on the data ({_first_line(e)})",
                                 str(self.stage.path)) from e
         return dict(zip(self.output_names, values))
+
+
+def _copy(model: onnx.ModelProto) -> onnx.ModelProto:
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    return out
 
 
 def _first_line(e: Exception) -> str:

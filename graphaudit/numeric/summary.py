@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any, Union
 if TYPE_CHECKING:  # the run's accumulators, read by attribute
     from .compare import RegionError, TensorError, TransitionNumeric
 
-__all__ = ["Figure", "ErrorFigures", "TensorSummary", "RegionSummary", "TransitionSummary", "transition_summary"]
+__all__ = ["Figure", "ErrorFigures", "TensorSummary", "RegionSummary", "TransitionSummary", "transition_summary",
+           "StageMetric", "MetricSection"]
 
 #: A metric as the report holds it: a float, ``"nan"``/``"inf"``/``"-inf"``, or None (not measured).
 Figure = Union[float, str, None]
@@ -332,3 +333,121 @@ def transition_summary(res: TransitionNumeric, worst: int = 10) -> TransitionSum
         reference=res.reference or None,
         vs_reference=[_tensor_summary(t) for t in (res.outputs() if res.a == res.reference else res.vs_reference)
                       if t.stats.samples])
+
+
+@dataclass(kw_only=True)
+class StageMetric:
+    """The user's metric on one stage (``--eval``; an entry of the report's ``metric.stages``, schema 1.7).
+
+    Attributes
+    ----------
+    stage : str
+        Stage name.
+    runtime : str or None
+        The runtime that measured it, with its version; None when not run.
+    values : dict of str to float or str
+        What the hook returned (a number alone under its ``metric_name``, default ``"metric"``); non-finite
+        values as ``"nan"``/``"inf"``/``"-inf"``. Empty when not run or the hook failed.
+    samples : int
+        Samples the hook ran through the stage (calls of the runner).
+    seconds : float
+        Wall time of the hook on this stage.
+    error : str or None
+        The hook raised (or returned something else than numbers): the exception's type and first line (finding
+        N405). None otherwise.
+    not_run : str or None
+        Why the stage was not evaluated (the runtime cannot run it), else None.
+    """
+
+    stage: str
+    runtime: str | None = None
+    values: dict[str, Figure] = field(default_factory=dict)
+    samples: int = 0
+    seconds: float = 0.0
+    error: str | None = None
+    not_run: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"stage", "runtime", "values", "samples", "seconds", "error", "not_run"}``."""
+        return {"stage": self.stage, "runtime": self.runtime, "values": dict(self.values), "samples": self.samples,
+                "seconds": self.seconds, "error": self.error, "not_run": self.not_run}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "StageMetric":
+        """Inverse of :meth:`to_dict` (ValueError naming a key of the wrong type)."""
+        if not isinstance(d, dict) or not isinstance(d.get("stage"), str):
+            raise ValueError("a metric stage entry is a JSON object with a 'stage' string")
+        for k in ("runtime", "error", "not_run"):
+            if d.get(k) is not None and not isinstance(d[k], str):
+                raise ValueError(f"metric {k!r} cannot be {_short(d[k])}")
+        vals = d.get("values", {})
+        if not isinstance(vals, dict) or not all(isinstance(k, str) for k in vals):
+            raise ValueError(f"metric 'values' cannot be {_short(vals)}")
+        for v in vals.values():
+            _check_field("cosine", v)  # a figure: a number, "nan"/"inf"/"-inf" or null
+        if not _is_int(d.get("samples", 0)):
+            raise ValueError(f"metric 'samples' cannot be {_short(d.get('samples'))}")
+        sec = d.get("seconds", 0.0)
+        if isinstance(sec, bool) or not isinstance(sec, (int, float)):
+            raise ValueError(f"metric 'seconds' cannot be {_short(sec)}")
+        return cls(stage=d["stage"], runtime=d.get("runtime"), values=dict(vals), samples=d.get("samples", 0),
+                   seconds=float(sec), error=d.get("error"), not_run=d.get("not_run"))
+
+
+@dataclass
+class MetricSection:
+    """The user's metric on every stage (the report's ``metric``, schema 1.7).
+
+    Attributes
+    ----------
+    hook : str
+        The ``--eval`` spec.
+    samples : str or None
+        The ``--eval-samples`` path given to the hook.
+    lower_is_better : list of str
+        Value names that are better when lower (the rest: higher is better).
+    stages : list of StageMetric
+        One per stage, in pipeline order.
+    """
+
+    hook: str
+    samples: str | None = None
+    lower_is_better: list[str] = field(default_factory=list)
+    stages: list[StageMetric] = field(default_factory=list)
+
+    def names(self) -> list[str]:
+        """Every value name, in first-seen order."""
+        return list(dict.fromkeys(k for s in self.stages for k in s.values))
+
+    def changes(self, name: str) -> list[tuple[str, str, float | None]]:
+        """Per consecutive pair of stages that both have ``name``: ``(a, b, change)``, where ``change`` is
+        ``b - a`` signed so that a negative number is a loss (``a - b`` for a lower-is-better value); None when
+        either value is not finite."""
+        have = [(s.stage, s.values[name]) for s in self.stages if name in s.values]
+        sign = -1.0 if name in self.lower_is_better else 1.0
+        out = []
+        for (a, va), (b, vb) in zip(have, have[1:]):
+            ok = all(isinstance(v, (int, float)) and math.isfinite(v) for v in (va, vb))
+            out.append((a, b, sign * (vb - va) if ok else None))
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"hook", "samples", "lower_is_better", "stages": [StageMetric]}``."""
+        return {"hook": self.hook, "samples": self.samples, "lower_is_better": list(self.lower_is_better),
+                "stages": [s.to_dict() for s in self.stages]}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "MetricSection":
+        """Inverse of :meth:`to_dict` (ValueError naming a key of the wrong type)."""
+        if not isinstance(d, dict) or not isinstance(d.get("hook"), str):
+            raise ValueError("the metric section is a JSON object with a 'hook' string")
+        if d.get("samples") is not None and not isinstance(d["samples"], str):
+            raise ValueError(f"metric 'samples' cannot be {_short(d['samples'])}")
+        lib = d.get("lower_is_better", [])
+        if not isinstance(lib, list) or not all(isinstance(x, str) for x in lib):
+            raise ValueError(f"metric 'lower_is_better' cannot be {_short(lib)}")
+        st = d.get("stages", [])
+        if not isinstance(st, list):
+            raise ValueError(f"metric 'stages' cannot be {_short(st)}")
+        return cls(hook=d["hook"], samples=d.get("samples"), lower_is_better=list(lib),
+                   stages=[StageMetric.from_dict(s) for s in st])

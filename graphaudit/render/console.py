@@ -13,6 +13,7 @@ from ..catalogue import Rule
 from ..report import AuditReport, Transition
 from ..toolchains.ops import HORIZON_DOMAIN
 from .brief import render_brief, render_brief_findings, render_opening, run_line
+from .metric import render_metric
 from .styles import KIND_STYLE as _KIND_STYLE
 from .styles import SEV_STYLE as _SEV_STYLE
 from .styles import fmt as _fmt
@@ -123,6 +124,7 @@ def render_explain(report: AuditReport, console: Console, verbose: bool = False)
     render_opening(report, console, verbose)
     if not verbose:
         render_brief(report, console)
+        render_metric(report, console)
         _toolchain(report, console, False, top=5)
         render_brief_findings(report, console)
         return
@@ -131,6 +133,7 @@ def render_explain(report: AuditReport, console: Console, verbose: bool = False)
     for tr in report.transitions:
         _transition(console, tr, verbose)
     _numeric(report, console)  # report already made safe above
+    render_metric(report, console)
     _toolchain(report, console, verbose)
     _findings(report, console, verbose)
 
@@ -169,6 +172,7 @@ def render_numeric(report: AuditReport, console: Console) -> None:
     rep = safe_report(report)
     run_line(rep, console, blank_before=False)
     _numeric(rep, console)
+    render_metric(rep, console)
 
 
 def _numeric(report: AuditReport, console: Console) -> None:

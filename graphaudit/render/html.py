@@ -166,9 +166,22 @@ def _section(sid: str, rep: AuditReport, pans: list[GraphPanel]) -> dict[str, An
     link = Linker(sid, pans)
     spec = stage_chart(rep)
     return {"id": sid, "report": rep, "numeric": [_numeric_view(n, link) for n in rep.numeric or []],
-            "severity": sev, "contract_errors": bad, "link": link,
+            "severity": sev, "contract_errors": bad, "link": link, "metric": _metric_view(rep.metric),
             "stage_chart": Markup(chart_json(spec)) if spec else None,
             "panels": [{"panel": p, "svg": Markup(p.svg), "index": Markup(chart_json(p.index))} for p in pans]}
+
+
+def _metric_view(m) -> dict[str, Any] | None:
+    """What the template shows of the user's metric (``--eval``): per value name, per stage ``(value, change from
+    the stage before, signed so that negative is a loss)``; the stages not measured and the hook's failures."""
+    if m is None:
+        return None
+    rows = []
+    for name in m.names():
+        change = {b: c for _a, b, c in m.changes(name)}
+        rows.append({"name": name, "lower": name in m.lower_is_better,
+                     "cells": [(s.values.get(name), change.get(s.stage)) for s in m.stages]})
+    return {"data": m, "rows": rows}
 
 
 def _numeric_view(n, link: Linker) -> dict[str, Any]:

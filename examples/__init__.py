@@ -1,0 +1,1 @@
+"""Example eval hooks for ``graphaudit --eval`` (README "Your own metric (--eval)")."""

