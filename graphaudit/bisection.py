@@ -22,6 +22,7 @@ from .bisect_report import BisectReport, BisectStepRecord, BisectUnitRecord
 from .classify import Change
 from .config import ConversionConfig
 from .errors import GraphAuditError
+from .bisect_eval import HookOracle
 from .fixes import suggest_fix
 from .lineage import Alignment
 from .measure import NumericOptions, data_stage_of, run_numeric, sample_source, unrunnable_stages
@@ -108,7 +109,8 @@ def _default_pair(stages, runtime: str) -> int:
 def bisect(paths, pair: int | None = None, *, source: str | os.PathLike | None = None, config=None,
            data: str | os.PathLike | None = None, numeric: NumericOptions | None = None, target: float = 0.8,
            budget: int | None = None, progress: Callable | None = None,
-           on_start: Callable[[int, int, int, int], None] | None = None) -> BisectReport:
+           on_start: Callable[[int, int, int, int], None] | None = None, eval_hook=None,
+           eval_samples: str | os.PathLike | None = None) -> BisectReport:
     """Find a small set of transition ``pair``'s changes whose reversion recovers ``target`` of its drop.
 
     Parameters
@@ -130,6 +132,10 @@ def bisect(paths, pair: int | None = None, *, source: str | os.PathLike | None =
         Called with each :class:`graphaudit.numeric.bisect.BisectStep`.
     on_start : callable, optional
         Called once before the search as ``on_start(units, not_revertible, budget, samples)``.
+    eval_hook, eval_samples : optional
+        The user's metric (``--eval``, :class:`graphaudit.bisect_eval.HookOracle`) instead of the output SQNR: the
+        share recovered is ``(m(hybrid) - m(b)) / (m(a) - m(b))`` in its first value. Without data, 4 random
+        samples order the units by isolated error.
 
     Returns
     -------
@@ -149,9 +155,9 @@ def bisect(paths, pair: int | None = None, *, source: str | os.PathLike | None =
     pair = _check_pair(_default_pair(stages, runtime) if pair is None else pair, stages)
     lineage, changes, _covs = _structure(stages)
     al, ch = lineage.alignments[pair], changes[pair]
-    units = revertible(al, ch)
-    if not units:
-        raise GraphAuditError(f"{stages[pair].name} -> {stages[pair + 1].name}: no change that can be reverted")
+    units = _units(al, ch, stages, pair)
+    if eval_hook is not None and data is None and opts.random is None and cfg is None:
+        opts = replace(opts, random=4)
     data = _data(data, opts, cfg)
     n_samples = opts.max_samples or DEFAULT_BISECT_SAMPLES
     opts_n = replace(opts, max_samples=n_samples, progress=None)
@@ -162,28 +168,49 @@ def bisect(paths, pair: int | None = None, *, source: str | os.PathLike | None =
                           n_samples)
     noise_b, signal = ev.noise([])
     _check_drop(noise_b, stages, pair)
-    metrics: dict[tuple[int, ...], float] = {}
+    hook = None if eval_hook is None else HookOracle(stages, pair, eval_hook, eval_samples, runtime, cfg, idx)
     not_rev = sum(1 for j, c in enumerate(ch) if c.kind != "kept" and all(j not in u for u in units))
     budget = default_budget(len(order)) if budget is None else budget
     if on_start is not None:
         on_start(len(order), not_rev, budget, len(ev.ref))
-
-    def recovery(sel: tuple[int, ...]) -> float:
-        noise, sig = ev.noise([j for k in sel for j in units[order[k]]])
-        metrics[sel] = _sqnr(noise, sig)
-        return 1.0 - noise / noise_b
-
+    recovery, metrics = _oracle(ev, hook, al, ch, [units[k] for k in order], noise_b)
     res = group_test(len(order), recovery, target, budget, progress)
-    records = [_unit_record(al, ch, units[k], isolated[k]) for k in order]
     rep = BisectReport(
-        a=stages[pair].name, b=stages[pair + 1].name, pair=pair, metric="output SQNR (dB)", metric_a=math.inf,
-        metric_b=_sqnr(noise_b, signal), samples=len(ev.ref), runtime=runtime, target=target, budget=res.budget,
-        units=records, not_revertible=not_rev,
+        a=stages[pair].name, b=stages[pair + 1].name, pair=pair,
+        metric=hook.name if hook else "output SQNR (dB)", metric_a=hook.a if hook else math.inf,
+        metric_b=hook.b if hook else _sqnr(noise_b, signal), samples=len(ev.ref), runtime=runtime,
+        target=target, budget=res.budget, not_revertible=not_rev,
+        units=[_unit_record(al, ch, units[k], isolated[k]) for k in order],
         steps=[BisectStepRecord(list(s.units), s.recovered, metrics[s.units], s.phase, s.kept) for s in res.steps],
         chosen=list(res.units), recovered=res.recovered, metric_chosen=metrics.get(res.units, math.nan),
         reached=res.reached)
     _fix(rep, ev, (stages, al, ch, cfg, lineage), order, units, noise_b, progress)
     return rep
+
+
+def _units(al: Alignment, changes: list[Change], stages, pair: int) -> list[tuple[int, ...]]:
+    units = revertible(al, changes)
+    if not units:
+        raise GraphAuditError(f"{stages[pair].name} -> {stages[pair + 1].name}: no change that can be reverted")
+    return units
+
+
+def _oracle(ev: _HybridEvaluator, hook: HookOracle | None, al: Alignment, changes: list[Change],
+            ordered: list[tuple[int, ...]], noise_b: float):
+    """``(recovery(sel) -> share, metrics)``: the share of the drop the hybrid of the units ``sel`` (indices into
+    ``ordered``) recovers, in output SQNR or the hook's metric; ``metrics[sel]`` keeps each measured value."""
+    metrics: dict[tuple[int, ...], float] = {}
+
+    def recovery(sel: tuple[int, ...]) -> float:
+        revert = [j for k in sel for j in ordered[k]]
+        if hook is not None:
+            metrics[sel] = hook.value(build_hybrid(al, changes, revert, ev.model_a, ev.model_b))
+            return hook.share(metrics[sel])
+        noise, sig = ev.noise(revert)
+        metrics[sel] = _sqnr(noise, sig)
+        return 1.0 - noise / noise_b
+
+    return recovery, metrics
 
 
 def _fix_model(ev: _HybridEvaluator, al: Alignment, changes: list[Change], unit_changes: list[int]):

@@ -308,13 +308,14 @@ def _bisect(args: argparse.Namespace, console: Console) -> int:
     kw = _audit_args(args)
     if kw["config"] is None and not args.no_config and not (args.data or args.random):
         kw["config"] = _found_config(args.paths, console, runs_data=True)
-    protect = user_inputs(args.paths, args.source, args.config, args.data)
+    protect = user_inputs(args.paths, args.source, args.config, args.data, args.eval_samples)
     if args.json is not None:
         check_output_path(args.json, protect)
     rep = bisect(args.paths, args.pair, source=args.source, config=kw["config"], data=args.data,
                  numeric=kw["numeric"], target=args.target, budget=args.budget,
                  progress=lambda step: render_bisect_step(step, console),
-                 on_start=lambda *a: render_bisect_start(*a, console))
+                 on_start=lambda *a: render_bisect_start(*a, console), eval_hook=kw.get("eval_hook"),
+                 eval_samples=kw.get("eval_samples"))
     render_bisect(rep, console)
     if args.json is not None:
         write_json(rep, args.json, protect=protect)

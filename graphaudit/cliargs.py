@@ -112,6 +112,7 @@ def _add_bisect(sub) -> None:
     b.add_argument("--source", help="the pre-toolchain float model, added as stage 0")
     b.add_argument("--json", metavar="FILE", help="write the bisection as JSON")
     _numeric_args(b, required=False)  # --data, --random or --config (its cal_data_dir)
+    _eval_args(b)
     _config_arg(b)
     _no_config_arg(b)
 

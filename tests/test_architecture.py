@@ -28,7 +28,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("report", ("report", "verdict", "bisect_report")),
     ("render", ("render",)),
     ("pipeline", ("pipeline", "measure", "evaluate", "inputcheck", "toolchain_log", "lint", "outputs", "samples",
-                  "bisection", "fixes")),
+                  "bisection", "bisect_eval", "fixes")),
     ("cli", ("cli", "cliargs", "__main__", "")),
 ]
 

@@ -167,3 +167,32 @@ def test_real_set_recovery_is_measured_again_here(tmp_path):
         noise_h += sum(float(np.sum((np.float64(h) - a) ** 2)) for a, h in zip(ya, yh))
     assert 1 - noise_h / noise_b == pytest.approx(rep["recovered"], abs=1e-6)
     assert math.isfinite(float(rep["metric_b"]))
+
+
+@needs_cls
+def test_eval_hook_is_the_oracle(tmp_path, samples):
+    """With --eval (top-1 of examples/eval_top1.py on the labelled PP-OCR cls samples), a calibrated stage whose
+    second trunk hardswish HzCalibration clips at 1/1000 of its threshold loses top-1; bisect names that node alone
+    and its hybrid wins back the whole drop in top-1."""
+    out = tmp_path / "planted"
+    out.mkdir()
+    src = CLS / "model_output"
+    for role in ("original_float", "optimized_float"):
+        shutil.copy(_stage(src, role), out)
+    m = onnx.load(_stage(src, "calibrated"))
+    inits = {t.name for t in m.graph.initializer}
+    victim = [n for n in m.graph.node if n.op_type == "HzCalibration" and n.input[0] not in inits
+              and n.input[0].startswith("hardswish")][1]
+    for a in victim.attribute:
+        if a.name in ("thresholds", "scales"):
+            vals = [v / 1000 for v in a.floats]
+            del a.floats[:]
+            a.floats.extend(vals)
+    onnx.save(m, out / _stage(src, "calibrated").name)
+    root = Path(__file__).resolve().parent.parent
+    eval_dir = samples / "data" / "eval" / "ppocr_cls_hb"
+    rc, rep = _run(tmp_path, str(out), "--pair", "1", "--random", "2", "--input-shape", "x=1x3x48x192",
+                   "--eval", f"{root / 'examples' / 'eval_top1.py'}:evaluate", "--eval-samples", str(eval_dir))
+    assert rc == 0 and rep["metric"] == "top1" and rep["metric_b"] < rep["metric_a"]
+    assert [rep["units"][k]["b_nodes"] for k in rep["chosen"]] == [[victim.name]]
+    assert rep["recovered"] == pytest.approx(1.0) and rep["metric_chosen"] == rep["metric_a"]

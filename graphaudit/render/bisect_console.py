@@ -21,6 +21,11 @@ def _db(x: float) -> str:
     return "inf" if x == math.inf else ("n/a" if not math.isfinite(x) else f"{x:.1f}")
 
 
+def _value(rep: BisectReport, x: float) -> str:
+    """A metric value: dB with one decimal, the user's metric with four significant digits."""
+    return _db(x) if "SQNR" in rep.metric else ("n/a" if not math.isfinite(x) else f"{x:.4g}")
+
+
 def render_bisect_start(units: int, not_revertible: int, budget: int, samples: int, console: Console) -> None:
     """The search's size and its stated budget, before the first hybrid runs."""
     console.print(Text(f"bisect: {units} revertible unit{'s' if units != 1 else ''}"
@@ -43,8 +48,10 @@ def _names(names: list[str]) -> str:
 def render_bisect(rep: BisectReport, console: Console) -> None:
     """The transition's drop, the final set (its units with their nodes and isolated SQNR) and what it recovers."""
     console.print()
-    console.print(Text(f"{rep.a} -> {rep.b}: {rep.metric} {_db(rep.metric_b)} on {rep.samples} sample(s) "
-                       f"({rep.runtime}); {len(rep.steps)} of at most {rep.budget} hybrid evaluations", style="bold"))
+    where = f" on {rep.samples} sample(s)" if "SQNR" in rep.metric else ""
+    console.print(Text(f"{rep.a} -> {rep.b}: {rep.metric} {_value(rep, rep.metric_a)} -> {_value(rep, rep.metric_b)}"
+                       f"{where} ({rep.runtime}); {len(rep.steps)} of at most {rep.budget} hybrid evaluations",
+                       style="bold"))
     if not rep.reached:
         console.print(Text(f"Reverting every revertible unit recovers {rep.recovered:.1%} of the drop, below the "
                            f"target {rep.target:.0%}: the rest is in changes that cannot be reverted "
@@ -58,15 +65,20 @@ def render_bisect(rep: BisectReport, console: Console) -> None:
                   _db(u.isolated_sqnr_db) if u.isolated_sqnr_db is not None else "-")
     console.print(t)
     console.print(Text(f"Reverting these {len(rep.chosen)} unit(s) recovers {rep.recovered:.1%} of the drop "
-                       f"(target {rep.target:.0%}): {rep.metric} {_db(rep.metric_b)} -> {_db(rep.metric_chosen)}."))
+                       f"(target {rep.target:.0%}): {rep.metric} {_value(rep, rep.metric_b)} -> "
+                       f"{_value(rep, rep.metric_chosen)}."))
     if rep.fix_units != rep.chosen and rep.fix_units:
         console.print(Text(f"int16 at those units would keep their error (clipping at the calibrated thresholds "
                            f"stays in int16); searched again with int16 as the fix does: units "
                            f"{', '.join(map(str, rep.fix_units))}", style="yellow"))
     render_fix(rep.fix, console)
     if rep.fix_recovered is not None:
+        weak = rep.fix_recovered < rep.recovered / 2
         console.print(Text(f"  predicted with the fix (measured on b with those tensors in int16 at the same "
-                           f"thresholds): {rep.fix_recovered:.1%} of the drop", style="dim"))
+                           f"thresholds): {rep.fix_recovered:.1%} of the drop" + (
+                               "; int16 keeps what clips at the calibrated thresholds: recalibrate those tensors "
+                               "(calibration_type max, or a higher max_percentile) or run their consumers on the "
+                               "CPU" if weak else ""), style="yellow" if weak else "dim"))
 
 
 def render_fix(fix: dict | None, console: Console) -> None:

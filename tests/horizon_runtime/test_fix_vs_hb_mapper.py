@@ -6,7 +6,6 @@ Horizon's runtime measuring stage a and every hybrid.
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 
 import onnx
 import pytest
