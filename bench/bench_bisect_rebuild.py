@@ -29,6 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from graphaudit.bisection import _HybridEvaluator, bisect  # noqa: E402
+from graphaudit.fixes import yaml11_safe  # noqa: E402
 from graphaudit.measure import NumericOptions, data_stage_of, sample_source  # noqa: E402
 from graphaudit.pipeline import _as_config, _structure, load_pipeline  # noqa: E402
 
@@ -53,7 +54,7 @@ def _output_noise(set_dir: Path, cfg_path: Path, samples: int) -> tuple[float, f
 def _with_node_info(cfg_text: str, snippet: str) -> str:
     y = YAML()
     data = y.load(cfg_text)
-    add = YAML(typ="safe").load(snippet)["model_parameters"]["node_info"]
+    add = yaml11_safe(YAML(typ="safe").load(snippet)["model_parameters"]["node_info"])
     mp = data["model_parameters"]
     mp["node_info"] = {**(mp.get("node_info") or {}), **add}
     buf = io.StringIO()

@@ -29,7 +29,7 @@ from .lineage import Alignment
 from .lint import lint_config
 from .stage import StageGraph
 
-__all__ = ["FixSuggestion", "suggest_fix"]
+__all__ = ["FixSuggestion", "suggest_fix", "yaml11_safe"]
 
 
 @dataclass
@@ -102,6 +102,12 @@ def _horizon_entries(al: Alignment, changes: list[Change], units: list[list[int]
 
 #: Plain scalars a YAML 1.1 reader (PyYAML, which hb_mapper uses) turns into booleans or null.
 _YAML11_SPECIAL = {"y", "n", "yes", "no", "on", "off", "true", "false", "null", "~"}
+
+
+def yaml11_safe(x):
+    """``x`` (nested dicts of strings) with the strings a YAML 1.1 reader (PyYAML, which hb_mapper uses) would read
+    back as booleans, null or numbers wrapped to be written single-quoted by ruamel.yaml."""
+    return _quoted(x)
 
 
 def _quoted(x):
