@@ -300,8 +300,31 @@ def _explain(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def _bisect(args: argparse.Namespace, console: Console) -> int:
+    """bisect: the library's bisection over one transition, printed and optionally written as JSON."""
+    from .bisection import bisect
+    from .render.bisect_console import render_bisect, render_bisect_start, render_bisect_step
+
+    kw = _audit_args(args)
+    if kw["config"] is None and not args.no_config and not (args.data or args.random):
+        kw["config"] = _found_config(args.paths, console, runs_data=True)
+    protect = user_inputs(args.paths, args.source, args.config, args.data, args.eval_samples)
+    if args.json is not None:
+        check_output_path(args.json, protect)
+    rep = bisect(args.paths, args.pair, source=args.source, config=kw["config"], data=args.data,
+                 numeric=kw["numeric"], target=args.target, budget=args.budget,
+                 progress=lambda step: render_bisect_step(step, console),
+                 on_start=lambda *a: render_bisect_start(*a, console), eval_hook=kw.get("eval_hook"),
+                 eval_samples=kw.get("eval_samples"))
+    render_bisect(rep, console)
+    if args.json is not None:
+        write_json(rep, args.json, protect=protect)
+        console.print(Text(f"\nJSON: {args.json}"))
+    return 0 if rep.reached else 1
+
+
 #: Sub-command -> handler ``(args, console) -> exit code``.
-HANDLERS = {"explain": _explain, "diff": _explain, "compare": _explain, "render": _render,
+HANDLERS = {"explain": _explain, "diff": _explain, "compare": _explain, "bisect": _bisect, "render": _render,
             "check-inputs": _check_inputs, "lint": _lint, "lower": _lower, "rules": _rules}
 
 

@@ -38,8 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
                 "inputs and the conversion config are right.")
     p.add_argument("--version", action="version", version=f"graphaudit {__version__}")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    for add in (_add_explain, _add_diff, _add_compare, _add_check_inputs, _add_lower, _add_render, _add_lint,
-                _add_rules):
+    for add in (_add_explain, _add_diff, _add_compare, _add_bisect, _add_check_inputs, _add_lower, _add_render,
+                _add_lint, _add_rules):
         add(sub)
     return p
 
@@ -83,6 +83,38 @@ def _add_compare(sub) -> None:
     _eval_args(c)
     _config_arg(c)
     _no_config_arg(c)
+
+
+def _share(text: str) -> float:
+    """A share of the drop in (0, 1] (``0.8`` or ``80%``)."""
+    try:
+        value = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a share such as 0.8 or 80%") from None
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: the share must be in (0, 1]")
+    return value
+
+
+def _add_bisect(sub) -> None:
+    b = sub.add_parser("bisect", help="find the few changes of a transition that cost most of its accuracy "
+                                      "(hybrid models: b with changes reverted to a's version)",
+                       description="Revert sets of a transition's changes in stage b (aligned regions as splice "
+                                   "units) and search, by group testing over the units ordered by isolated error, "
+                                   "a small set whose reversion recovers a share of the drop of the outputs.")
+    b.add_argument("paths", nargs="+", help="a stage directory, or stage files in pipeline order")
+    b.add_argument("--pair", type=int, metavar="I", help="transition stages[I] -> stages[I+1] (default: the last "
+                                                        "one the runtime runs: where quantization happens)")
+    b.add_argument("--target", type=_share, default=0.8, metavar="SHARE",
+                   help="share of the drop to recover (default 0.8)")
+    b.add_argument("--budget", type=positive_int, metavar="N", help="most hybrid evaluations (default: stated "
+                                                                    "before the search, 1 + log2(units) + 13)")
+    b.add_argument("--source", help="the pre-toolchain float model, added as stage 0")
+    b.add_argument("--json", metavar="FILE", help="write the bisection as JSON")
+    _numeric_args(b, required=False)  # --data, --random or --config (its cal_data_dir)
+    _eval_args(b)
+    _config_arg(b)
+    _no_config_arg(b)
 
 
 def _add_check_inputs(sub) -> None:

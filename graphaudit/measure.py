@@ -22,7 +22,7 @@ from .stage import StageGraph
 from .toolchains.contracts import stage_contracts
 from .toolchains.ops import is_fixed_point
 
-__all__ = ["NumericOptions", "NumericRun", "run_numeric", "data_stage_of", "unrunnable_stages", "NUMERIC_CODES",
+__all__ = ["NumericOptions", "NumericRun", "run_numeric", "data_stage_of", "unrunnable_stages", "sample_source", "NUMERIC_CODES",
            "MAX_RANDOM_SAMPLES", "CONFIG_DATA_SAMPLES", "config_data"]
 
 #: Largest random sample count (each sample runs every stage).
@@ -222,7 +222,7 @@ def _compare_runnable(stages: list[StageGraph], cut: int, compare) -> tuple[list
     return [], failed, cut
 
 
-def _sample_source(stages: list[StageGraph], idx: int, data, opts: NumericOptions, config):
+def sample_source(stages: list[StageGraph], idx: int, data, opts: NumericOptions, config):
     """The samples to run: the user's data (``data``) or seeded random samples in the data stage's domain."""
     specs = input_specs(stages[idx])
     if opts.input_shapes:
@@ -273,7 +273,7 @@ def run_numeric(stages: list[StageGraph], lineage: Lineage, changes: list[list[C
     except ValueError as e:
         raise GraphAuditError(f"runtime: {e}") from e
     idx = data_stage_of(stages) if data_stage is None else data_stage
-    src = _sample_source(stages, idx, data, o, config)
+    src = sample_source(stages, idx, data, o, config)
     total = len(src) if o.max_samples is None else min(len(src), o.max_samples)
     tick = o.progress(total) if o.progress else None
     names = [str(f) for f in src.files] if len(getattr(src, "files", [])) == len(src) else None

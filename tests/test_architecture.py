@@ -25,9 +25,10 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("config", ("config",)),
     ("numeric", ("numeric",)),
     ("checks", ("checks",)),
-    ("report", ("report", "verdict")),
+    ("report", ("report", "verdict", "bisect_report")),
     ("render", ("render",)),
-    ("pipeline", ("pipeline", "measure", "evaluate", "inputcheck", "toolchain_log", "lint", "outputs", "samples")),
+    ("pipeline", ("pipeline", "measure", "evaluate", "inputcheck", "toolchain_log", "lint", "outputs", "samples",
+                  "bisection", "bisect_eval", "fixes")),
     ("cli", ("cli", "cliargs", "__main__", "")),
 ]
 

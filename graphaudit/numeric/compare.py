@@ -20,7 +20,7 @@ from .metrics import ErrorStats, top1_agreement
 from .regions import COMPARABLE_KINDS, RegionRunner, region_io
 from .runner import StageRunner
 
-__all__ = ["TensorError", "FixedPointCodec", "RegionError", "TransitionNumeric", "CompareOptions", "compare_stages",
+__all__ = ["TensorError", "FixedPointCodec", "RegionError", "TransitionNumeric", "CompareOptions", "compare_stages", "StageFeeder",
            "DEFAULT_COSINE_THRESHOLD"]
 
 #: Changes measured on their own per transition (each needs its own onnxruntime session, extracted from the
@@ -413,6 +413,10 @@ class _Feeder:
                 raise GraphAuditError(f"{s.path}: {e}") from e
             _check_feed(out[name], ic, s, _label(self.names, k))
         return out
+
+
+#: Public name of the per-stage feed conversion (the bisection and the eval hook feed stages the same way).
+StageFeeder = _Feeder
 
 
 def _reduce_tensors(res: TransitionNumeric, va: dict, vb: dict) -> None:

@@ -1,0 +1,298 @@
+"""``graphaudit bisect``: the smallest set of a transition's changes whose reversion recovers most of its drop.
+
+Steps: load and align the pipeline; take the revertible splice units of transition ``pair``
+(:func:`graphaudit.numeric.hybrid.revertible`); order them by isolated error, measured by the numeric comparison of
+the stages up to b; search with :func:`graphaudit.numeric.bisect.group_test`, each step one hybrid model
+(:func:`graphaudit.numeric.hybrid.build_hybrid`) run on the same samples as stage a. The default metric is the
+SQNR of the graph outputs against stage a's; the share of the drop a hybrid recovers is ``1 - noise(hybrid) /
+noise(b)``, with noise the sum over samples and outputs of the squared difference from a's outputs (float64).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable
+from dataclasses import asdict, replace
+
+import numpy as np
+import onnx
+
+from .bisect_report import BisectReport, BisectStepRecord, BisectUnitRecord
+from .classify import Change
+from .config import ConversionConfig
+from .errors import GraphAuditError
+from .bisect_eval import HookOracle
+from .fixes import suggest_fix
+from .lineage import Alignment
+from .measure import NumericOptions, data_stage_of, run_numeric, sample_source, unrunnable_stages
+from .numeric.backends import make_session, resolve_runtime
+from .numeric.bisect import default_budget, group_test, order_units
+from .numeric.compare import StageFeeder
+from .numeric.hybrid import build_hybrid, hybrid_session_model, int16_calibration, output_noise, revertible
+from .pipeline import _as_config, _structure, load_pipeline
+
+__all__ = ["bisect", "DEFAULT_BISECT_SAMPLES"]
+
+#: Samples each hybrid evaluation runs when neither ``numeric.max_samples`` nor ``--max-samples`` says otherwise.
+DEFAULT_BISECT_SAMPLES = 8
+
+
+class _HybridEvaluator:
+    """Runs hybrids of one transition on the samples and accumulates their output noise against stage a.
+
+    Stage a's graph outputs are computed once per sample and kept (outputs only, not the captured tensors of the
+    numeric comparison); each evaluation then streams the samples again through one hybrid session.
+    """
+
+    def __init__(self, stages, pair: int, al: Alignment, changes: list[Change], source, idx: int, config,
+                 runtime: str, max_samples: int):
+        self.al, self.changes, self.pair, self.runtime = al, changes, pair, runtime
+        self.path_b = stages[pair + 1].path
+        self.model_a, self.model_b = onnx.load(stages[pair].path), onnx.load(self.path_b)
+        self.feeder = StageFeeder(stages, idx, source.domain, config, None)
+        sess_a = make_session(hybrid_session_model(self.model_a, stages[pair].path, runtime).SerializeToString(),
+                              runtime)
+        outs_a = [o.name for o in sess_a.get_outputs()]
+        self.b_outputs = [o.name for o in self.model_b.graph.output]
+        pick = []
+        for k, name in enumerate(self.b_outputs):
+            tm = al.tensor_map.get(name)
+            a_name = tm.a if tm is not None and tm.a in outs_a else (outs_a[k] if len(outs_a) == len(
+                self.b_outputs) else None)
+            if a_name is None:
+                raise GraphAuditError(f"{self.path_b}: output {name!r} has no counterpart among "
+                                      f"{stages[pair].name}'s outputs")
+            pick.append(outs_a.index(a_name))
+        self.samples: list[dict[str, np.ndarray]] = []  # stage b's feeds per sample
+        self.ref: list[list[np.ndarray]] = []  # stage a's outputs per sample, in b's output order
+        for k, sample in enumerate(source):
+            if k >= max_samples:
+                break
+            ya = sess_a.run(None, self.feeder.feeds(pair, sample, k))
+            self.ref.append([ya[p] for p in pick])
+            self.samples.append(self.feeder.feeds(pair + 1, sample, k))
+        if not self.ref:
+            raise GraphAuditError("no samples in the data")
+
+    def noise(self, revert: list[int], model: onnx.ModelProto | None = None) -> tuple[float, float]:
+        """(noise, signal) energies of the hybrid with changes ``revert`` reverted (or of ``model`` in b's place),
+        over every sample."""
+        model = model or build_hybrid(self.al, self.changes, revert, self.model_a, self.model_b)
+        try:
+            sess = make_session(hybrid_session_model(model, self.path_b, self.runtime).SerializeToString(),
+                                self.runtime)
+        except Exception as e:  # noqa: BLE001 - onnxruntime raises several unrelated types
+            raise GraphAuditError(f"{self.path_b}: the hybrid with {len(revert)} change(s) reverted does not "
+                                  f"load ({str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__})"
+                                  ) from e
+        noise = signal = 0.0
+        for feeds, ref in zip(self.samples, self.ref):
+            got = sess.run(self.b_outputs, feeds)
+            n, s = output_noise(ref, got)
+            noise, signal = noise + n, signal + s
+        return noise, signal
+
+
+def _sqnr(noise: float, signal: float) -> float:
+    return math.inf if noise == 0 else (10 * math.log10(signal / noise) if signal > 0 else -math.inf)
+
+
+def _default_pair(stages, runtime: str) -> int:
+    """The last transition whose two stages the runtime runs (where quantization happens in a Horizon set)."""
+    cut = next((i for i, _why in unrunnable_stages(stages, runtime)), len(stages))
+    if cut < 2:
+        raise GraphAuditError("bisect needs two consecutive stages the runtime can run")
+    return cut - 2
+
+
+def bisect(paths, pair: int | None = None, *, source: str | os.PathLike | None = None, config=None,
+           data: str | os.PathLike | None = None, numeric: NumericOptions | None = None, target: float = 0.8,
+           budget: int | None = None, progress: Callable | None = None,
+           on_start: Callable[[int, int, int, int], None] | None = None, eval_hook=None,
+           eval_samples: str | os.PathLike | None = None) -> BisectReport:
+    """Find a small set of transition ``pair``'s changes whose reversion recovers ``target`` of its drop.
+
+    Parameters
+    ----------
+    paths : path-like or list of path-like
+        The stages (a directory or files in pipeline order), as for :func:`graphaudit.audit`.
+    pair : int, optional
+        Transition ``stages[pair] -> stages[pair + 1]``; default the last one the runtime runs.
+    source, config, data
+        As for :func:`graphaudit.audit` (the config declares layout and colour; its ``cal_data_dir`` is used when
+        neither ``data`` nor ``numeric.random`` are given).
+    numeric : NumericOptions, optional
+        Runtime, random samples, ``max_samples`` (default :data:`DEFAULT_BISECT_SAMPLES`).
+    target : float
+        Share of the drop to recover, in (0, 1].
+    budget : int, optional
+        Most hybrid evaluations (:func:`graphaudit.numeric.bisect.default_budget` by default).
+    progress : callable, optional
+        Called with each :class:`graphaudit.numeric.bisect.BisectStep`.
+    on_start : callable, optional
+        Called once before the search as ``on_start(units, not_revertible, budget, samples)``.
+    eval_hook, eval_samples : optional
+        The user's metric (``--eval``, :class:`graphaudit.bisect_eval.HookOracle`) instead of the output SQNR: the
+        share recovered is ``(m(hybrid) - m(b)) / (m(a) - m(b))`` in its first value. Without data, 4 random
+        samples order the units by isolated error.
+
+    Returns
+    -------
+    BisectReport
+
+    Raises
+    ------
+    GraphAuditError
+        Bad paths, data or options; a transition without a drop or without revertible changes; stages the runtime
+        cannot run (one line each).
+    """
+    stages = load_pipeline(paths if isinstance(paths, (list, tuple)) else [paths], source)
+    cfg = _as_config(config)
+    opts = numeric if numeric is not None else NumericOptions()
+    opts.validate()
+    runtime = resolve_runtime(opts.runtime)
+    pair = _check_pair(_default_pair(stages, runtime) if pair is None else pair, stages)
+    lineage, changes, _covs = _structure(stages)
+    al, ch = lineage.alignments[pair], changes[pair]
+    units = _units(al, ch, stages, pair)
+    if eval_hook is not None and data is None and opts.random is None and cfg is None:
+        opts = replace(opts, random=4)
+    data = _data(data, opts, cfg)
+    n_samples = opts.max_samples or DEFAULT_BISECT_SAMPLES
+    opts_n = replace(opts, max_samples=n_samples, progress=None)
+    idx = data_stage_of(stages)
+    isolated = _isolated_db(stages[:pair + 2], lineage, changes, data, opts_n, idx, cfg, pair, units)
+    order = order_units(isolated)
+    ev = _HybridEvaluator(stages, pair, al, ch, sample_source(stages, idx, data, opts_n, cfg), idx, cfg, runtime,
+                          n_samples)
+    noise_b, signal = ev.noise([])
+    _check_drop(noise_b, stages, pair)
+    hook = None if eval_hook is None else HookOracle(stages, pair, eval_hook, eval_samples, runtime, cfg, idx)
+    not_rev = sum(1 for j, c in enumerate(ch) if c.kind != "kept" and all(j not in u for u in units))
+    budget = default_budget(len(order)) if budget is None else budget
+    if on_start is not None:
+        on_start(len(order), not_rev, budget, len(ev.ref))
+    recovery, metrics = _oracle(ev, hook, al, ch, [units[k] for k in order], noise_b)
+    res = group_test(len(order), recovery, target, budget, progress)
+    rep = BisectReport(
+        a=stages[pair].name, b=stages[pair + 1].name, pair=pair,
+        metric=hook.name if hook else "output SQNR (dB)", metric_a=hook.a if hook else math.inf,
+        metric_b=hook.b if hook else _sqnr(noise_b, signal), samples=len(ev.ref), runtime=runtime,
+        target=target, budget=res.budget, not_revertible=not_rev,
+        units=[_unit_record(al, ch, units[k], isolated[k]) for k in order],
+        steps=[BisectStepRecord(list(s.units), s.recovered, metrics[s.units], s.phase, s.kept) for s in res.steps],
+        chosen=list(res.units), recovered=res.recovered, metric_chosen=metrics.get(res.units, math.nan),
+        reached=res.reached)
+    _fix(rep, ev, (stages, al, ch, cfg, lineage), order, units, noise_b, progress)
+    return rep
+
+
+def _units(al: Alignment, changes: list[Change], stages, pair: int) -> list[tuple[int, ...]]:
+    units = revertible(al, changes)
+    if not units:
+        raise GraphAuditError(f"{stages[pair].name} -> {stages[pair + 1].name}: no change that can be reverted")
+    return units
+
+
+def _oracle(ev: _HybridEvaluator, hook: HookOracle | None, al: Alignment, changes: list[Change],
+            ordered: list[tuple[int, ...]], noise_b: float):
+    """``(recovery(sel) -> share, metrics)``: the share of the drop the hybrid of the units ``sel`` (indices into
+    ``ordered``) recovers, in output SQNR or the hook's metric; ``metrics[sel]`` keeps each measured value."""
+    metrics: dict[tuple[int, ...], float] = {}
+
+    def recovery(sel: tuple[int, ...]) -> float:
+        revert = [j for k in sel for j in ordered[k]]
+        if hook is not None:
+            metrics[sel] = hook.value(build_hybrid(al, changes, revert, ev.model_a, ev.model_b))
+            return hook.share(metrics[sel])
+        noise, sig = ev.noise(revert)
+        metrics[sel] = _sqnr(noise, sig)
+        return 1.0 - noise / noise_b
+
+    return recovery, metrics
+
+
+def _fix_model(ev: _HybridEvaluator, al: Alignment, changes: list[Change], unit_changes: list[int]):
+    """b as the hb_mapper fix would make it: the units' activation HzCalibration nodes quantizing to int16 at their
+    thresholds, their weight HzCalibration nodes reverted (the weight's node on the CPU, in float)."""
+    weights = [j for j in unit_changes if "weight" in changes[j].pattern]
+    acts = [al.b.nodes[n].name or n for j in unit_changes if "weight" not in changes[j].pattern
+            for n in changes[j].b_nodes]
+    return int16_calibration(build_hybrid(al, changes, weights, ev.model_a, ev.model_b), acts)
+
+
+def _fix(rep: BisectReport, ev: _HybridEvaluator, ctx, order: list[int], units: list[tuple[int, ...]],
+         noise_b: float, progress) -> None:
+    """The setting to paste (``rep.fix``) and its predicted share (``rep.fix_recovered``), measured on the model the
+    fix makes. A hb_mapper int16 fix predicted to win back less than half of what the float hybrid won is searched
+    again with that model as the oracle (clipping at a calibrated threshold stays in int16): its units are
+    ``rep.fix_units``."""
+    stages, al, ch, cfg, lineage = ctx
+    fix = suggest_fix(rep, stages, al, ch, cfg, lineage)
+    rep.fix, rep.fix_units = asdict(fix), list(rep.chosen)
+    if fix.toolchain != "hb_mapper":
+        return
+
+    def rec16(sel: tuple[int, ...]) -> float:
+        noise, _sig = ev.noise([], _fix_model(ev, al, ch, [j for k in sel for j in units[order[k]]]))
+        return 1.0 - noise / noise_b
+
+    rep.fix_recovered = rec16(tuple(rep.chosen))
+    if rep.fix_recovered >= rep.recovered / 2:
+        return
+    res = group_test(len(order), rec16, rep.target, rep.budget,
+                     None if progress is None else lambda s: progress(replace(s, phase="int16 " + s.phase)))
+    if res.reached and res.recovered > rep.fix_recovered:
+        rep.fix_units, rep.fix_recovered = list(res.units), res.recovered
+        rep.fix = asdict(suggest_fix(rep, stages, al, ch, cfg, lineage, chosen=rep.fix_units))
+
+
+def _check_drop(noise_b: float, stages, pair: int) -> None:
+    if noise_b == 0:
+        raise GraphAuditError(f"{stages[pair].name} -> {stages[pair + 1].name}: the outputs are equal on these "
+                              "samples: no drop to bisect")
+
+
+def _check_pair(pair: int, stages) -> int:
+    if not 0 <= pair < len(stages) - 1:
+        raise GraphAuditError(f"--pair {pair}: the pipeline has transitions 0..{len(stages) - 2}")
+    return pair
+
+
+def _data(data, opts: NumericOptions, cfg: ConversionConfig | None):
+    """The data to run: given, random, or the config's cal_data_dir."""
+    if data is not None or opts.random is not None:
+        return data
+    if cfg is not None:
+        from .measure import config_data
+
+        folder, note = config_data(cfg)
+        if folder is not None and note is None:
+            return folder
+        if note:
+            raise GraphAuditError(f"{cfg.path}: {note}")
+    raise GraphAuditError("bisect needs samples: give --data PATH, --random N, or --config YAML with a cal_data_dir")
+
+
+def _isolated_db(stages, lineage, changes, data, opts: NumericOptions, idx: int, cfg, pair: int,
+                 units: list[tuple[int, ...]]) -> list[float | None]:
+    """Per unit, the worst isolated SQNR (dB) of its changes from the numeric comparison, or None."""
+    run = run_numeric(stages, lineage, changes, data, opts, idx, cfg)
+    if len(run.results) <= pair:
+        return [None] * len(units)
+    by_change: dict[int, float] = {}
+    index = {id(c): j for j, c in enumerate(changes[pair])}
+    for r in run.results[pair].regions:
+        j = index.get(id(r.change))
+        if j is not None and r.stats.samples:
+            by_change[j] = min(by_change.get(j, math.inf), r.stats.sqnr_db)
+    return [min((by_change[j] for j in u if j in by_change), default=None) for u in units]
+
+
+def _unit_record(al: Alignment, changes: list[Change], unit: tuple[int, ...], db: float | None) -> BisectUnitRecord:
+    first = changes[unit[0]]
+    a_nodes = [al.a.nodes[n].name or n for j in unit for n in changes[j].a_nodes]
+    b_nodes = [al.b.nodes[n].name or n for j in unit for n in changes[j].b_nodes]
+    return BisectUnitRecord(list(unit), first.kind, first.pattern, list(dict.fromkeys(a_nodes)),
+                            list(dict.fromkeys(b_nodes)), db if db is None or math.isfinite(db) else None)

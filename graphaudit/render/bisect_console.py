@@ -1,0 +1,98 @@
+"""Console rendering of ``graphaudit bisect``: the search as it runs, then the steps and the final set."""
+
+from __future__ import annotations
+
+import math
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from ..bisect_report import BisectReport
+from .text import printable
+
+__all__ = ["render_bisect", "render_bisect_start", "render_bisect_step", "render_fix"]
+
+#: Node names shown per unit before "... N more".
+_NAMES = 3
+
+
+def _db(x: float) -> str:
+    return "inf" if x == math.inf else ("n/a" if not math.isfinite(x) else f"{x:.1f}")
+
+
+def _value(rep: BisectReport, x: float) -> str:
+    """A metric value: dB with one decimal, the user's metric with four significant digits."""
+    return _db(x) if "SQNR" in rep.metric else ("n/a" if not math.isfinite(x) else f"{x:.4g}")
+
+
+def render_bisect_start(units: int, not_revertible: int, budget: int, samples: int, console: Console) -> None:
+    """The search's size and its stated budget, before the first hybrid runs."""
+    console.print(Text(f"bisect: {units} revertible unit{'s' if units != 1 else ''}"
+                       + (f" ({not_revertible} change(s) not revertible)" if not_revertible else "")
+                       + f"; at most {budget} hybrid evaluations on {samples} sample{'s' if samples != 1 else ''}",
+                       style="dim"))
+
+
+def render_bisect_step(step, console: Console) -> None:
+    """One hybrid evaluation as it finishes (``step``: a :class:`graphaudit.numeric.bisect.BisectStep`)."""
+    console.print(Text(f"  {step.phase:<6} {len(step.units):>5} unit(s) reverted -> {step.recovered:7.1%} of the "
+                       f"drop recovered" + ("  (kept)" if step.kept and step.phase != "ends" else ""), style="dim"))
+
+
+def _names(names: list[str]) -> str:
+    shown = ", ".join(printable(n) for n in names[:_NAMES])
+    return shown + (f" ... {len(names) - _NAMES} more" if len(names) > _NAMES else "")
+
+
+def render_bisect(rep: BisectReport, console: Console) -> None:
+    """The transition's drop, the final set (its units with their nodes and isolated SQNR) and what it recovers."""
+    console.print()
+    where = f" on {rep.samples} sample(s)" if "SQNR" in rep.metric else ""
+    console.print(Text(f"{rep.a} -> {rep.b}: {rep.metric} {_value(rep, rep.metric_a)} -> {_value(rep, rep.metric_b)}"
+                       f"{where} ({rep.runtime}); {len(rep.steps)} of at most {rep.budget} hybrid evaluations",
+                       style="bold"))
+    if not rep.reached:
+        console.print(Text(f"Reverting every revertible unit recovers {rep.recovered:.1%} of the drop, below the "
+                           f"target {rep.target:.0%}: the rest is in changes that cannot be reverted "
+                           f"({rep.not_revertible}) or in how the changes interact.", style="yellow"))
+    t = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
+    for col in ("unit", "kind", "pattern", f"{rep.b} nodes", "isolated SQNR dB"):
+        t.add_column(col, overflow="fold")
+    for k in rep.chosen:
+        u = rep.units[k]
+        t.add_row(str(k), u.kind, printable(u.pattern), _names(u.b_nodes or u.a_nodes),
+                  _db(u.isolated_sqnr_db) if u.isolated_sqnr_db is not None else "-")
+    console.print(t)
+    console.print(Text(f"Reverting these {len(rep.chosen)} unit(s) recovers {rep.recovered:.1%} of the drop "
+                       f"(target {rep.target:.0%}): {rep.metric} {_value(rep, rep.metric_b)} -> "
+                       f"{_value(rep, rep.metric_chosen)}."))
+    if rep.fix_units != rep.chosen and rep.fix_units:
+        console.print(Text(f"int16 at those units would keep their error (clipping at the calibrated thresholds "
+                           f"stays in int16); searched again with int16 as the fix does: units "
+                           f"{', '.join(map(str, rep.fix_units))}", style="yellow"))
+    render_fix(rep.fix, console)
+    if rep.fix_recovered is not None:
+        weak = rep.fix_recovered < rep.recovered / 2
+        console.print(Text(f"  predicted with the fix (measured on b with those tensors in int16 at the same "
+                           f"thresholds): {rep.fix_recovered:.1%} of the drop" + (
+                               "; int16 keeps what clips at the calibrated thresholds: recalibrate those tensors "
+                               "(calibration_type max, or a higher max_percentile) or run their consumers on the "
+                               "CPU" if weak else ""), style="yellow" if weak else "dim"))
+
+
+def render_fix(fix: dict | None, console: Console) -> None:
+    """The setting to paste (``BisectReport.fix``) and its lint findings."""
+    if not fix:
+        return
+    console.print()
+    if not fix.get("text"):
+        console.print(Text(fix.get("note", ""), style="dim"))
+        return
+    console.print(Text(f"Fix ({fix['toolchain']}): {fix['note']}", style="bold"))
+    console.print(Text(fix["text"].rstrip()), soft_wrap=True)
+    for line in fix.get("lint", []):
+        console.print(Text(f"  lint: {printable(line)}", style="yellow"), soft_wrap=True)
+    if fix["toolchain"] == "hb_mapper" and not fix.get("lint"):
+        console.print(Text("  lint: no finding on node_info (names checked against the optimized_float stage)",
+                           style="dim"))
