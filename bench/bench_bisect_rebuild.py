@@ -103,7 +103,7 @@ def main() -> int:
             fix = rep.fix or {}
             if fix.get("toolchain") != "hb_mapper":
                 rows.append((name, len(rep.chosen), rep.recovered, None, rep.metric_b, rep.metric_chosen, None,
-                             fix.get("note", "")))
+                             fix.get("note", ""), None))
                 continue
             noise_b, _s = _output_noise(src, src / "config.yaml", args.samples)
             dst, secs = _rebuild(src, Path(tmp), fix["text"])
@@ -113,13 +113,14 @@ def main() -> int:
             obtained = 1 - noise_r / noise_b
             rows.append((name, len(rep.chosen), rep.recovered, obtained, rep.metric_b, rep.metric_chosen,
                          10 * math.log10(sig_r / noise_r) if noise_r else math.inf,
-                         f"node_info {', '.join(fix['nodes'])}; rebuild {secs:.0f} s"))
-    print("| set | units | predicted recovery | obtained recovery | obtained / predicted | output SQNR dB: "
-          "built -> hybrid -> rebuilt | node_info |")
-    print("|---|---|---|---|---|---|---|")
-    for name, n, pred, got, sq_b, sq_h, sq_r, note in rows:
+                         f"node_info {', '.join(fix['nodes'])}; rebuild {secs:.0f} s", rep.fix_recovered))
+    print("| set | units | hybrid (float) recovery | int16 model of the fix | rebuilt recovery | rebuilt / hybrid | "
+          "output SQNR dB: built -> hybrid -> rebuilt | node_info |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name, n, pred, got, sq_b, sq_h, sq_r, note, fix_pred in rows:
         ratio = f"{got / pred:.2f}" if got is not None and pred else "-"
-        print(f"| {name} | {n} | {pred:.1%} | {'-' if got is None else f'{got:.1%}'} | {ratio} | "
+        print(f"| {name} | {n} | {pred:.1%} | {'-' if fix_pred is None else f'{fix_pred:.1%}'} | "
+              f"{'-' if got is None else f'{got:.1%}'} | {ratio} | "
               f"{sq_b:.1f} -> {sq_h:.1f} -> {'-' if sq_r is None else f'{sq_r:.1f}'} | {note} |")
     return 0
 
