@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 import os
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable
 
@@ -52,15 +54,21 @@ def _shape_of(type_proto: onnx.TypeProto) -> tuple[str, tuple | None]:
     return dtype_name(tt.elem_type), tuple(dims)
 
 
-def _expected_nbytes(t: onnx.TensorProto) -> int | None:
-    """Bytes implied by dims and element type (None for strings, unknown types or bad dims)."""
+@lru_cache(maxsize=None)
+def _itemsize(data_type: int) -> int | None:
+    """Bytes per element of an ONNX element type, None when numpy has no such type."""
     try:
-        itemsize = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(t.data_type)).itemsize
+        return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(data_type)).itemsize
     except (KeyError, TypeError, ValueError):
         return None
-    if any(d < 0 for d in t.dims) or t.data_type == onnx.TensorProto.STRING:
+
+
+def _expected_nbytes(t: onnx.TensorProto) -> int | None:
+    """Bytes implied by dims and element type (None for strings, unknown types or bad dims)."""
+    itemsize = _itemsize(t.data_type)
+    if itemsize is None or any(d < 0 for d in t.dims) or t.data_type == onnx.TensorProto.STRING:
         return None
-    return int(np.prod(t.dims, dtype=np.int64)) * itemsize
+    return math.prod(t.dims) * itemsize
 
 
 def _tensor_reader(t: onnx.TensorProto, base_dir: Path) -> Callable[[], bytes]:
