@@ -83,7 +83,7 @@ class Alignment:
     absorbed: dict[str, tuple[str, str]]
     view_a: StageView = field(repr=False, default=None)  # type: ignore[assignment]
     view_b: StageView = field(repr=False, default=None)  # type: ignore[assignment]
-    _by_activation: dict[str, str] | None = field(repr=False, default=None, compare=False)
+    _by_activation: dict[str, str] | None = field(init=False, repr=False, default=None, compare=False)
 
     def absorbed_output(self, node_id: str) -> str | None:
         """The a tensor written by activation node ``node_id`` when that activation was absorbed into quantization
