@@ -126,7 +126,8 @@ def _fixed_point_confidence(al: Alignment, a_core: list[str], b_core: list[str])
 def _classify_region(al: Alignment, r: Region) -> Change:
     a_core = [n for n in r.a_nodes if al.a.nodes[n].op_type != "Constant"]
     b_core = [n for n in r.b_nodes if al.b.nodes[n].op_type != "Constant"]
-    tensors = r.inputs + [t for t in r.outputs if t not in r.inputs]
+    ins = set(r.inputs)
+    tensors = r.inputs + [t for t in r.outputs if t not in ins]
     pattern = _pattern(al, r)
     if not a_core and not b_core:
         # weight-holding Constant nodes only
@@ -177,9 +178,8 @@ def _classify_region(al: Alignment, r: Region) -> Change:
 
 def _removed(al: Alignment, r: Region, a_core: list[str], tensors: list[str]) -> Change:
     a_ops = _ops(al.a, a_core)
-    absorbed = {act: t for t, (_out, act) in al.absorbed.items()}
-    if len(a_core) == 1 and a_core[0] in absorbed:
-        t = absorbed[a_core[0]]
+    t = al.absorbed_output(a_core[0]) if len(a_core) == 1 else None
+    if t is not None:
         out_b = al.absorbed[t][0]
         qdq = list(al.view_b.chain(out_b))
         return Change("fused", r.a_nodes, qdq, [t], f"{a_ops[0]} absorbed into quantization",

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 import os
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable
 
@@ -52,15 +54,21 @@ def _shape_of(type_proto: onnx.TypeProto) -> tuple[str, tuple | None]:
     return dtype_name(tt.elem_type), tuple(dims)
 
 
-def _expected_nbytes(t: onnx.TensorProto) -> int | None:
-    """Bytes implied by dims and element type (None for strings, unknown types or bad dims)."""
+@lru_cache(maxsize=None)
+def _itemsize(data_type: int) -> int | None:
+    """Bytes per element of an ONNX element type, None when numpy has no such type."""
     try:
-        itemsize = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(t.data_type)).itemsize
+        return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(data_type)).itemsize
     except (KeyError, TypeError, ValueError):
         return None
-    if any(d < 0 for d in t.dims) or t.data_type == onnx.TensorProto.STRING:
+
+
+def _expected_nbytes(t: onnx.TensorProto) -> int | None:
+    """Bytes implied by dims and element type (None for strings, unknown types or bad dims)."""
+    itemsize = _itemsize(t.data_type)
+    if itemsize is None or any(d < 0 for d in t.dims) or t.data_type == onnx.TensorProto.STRING:
         return None
-    return int(np.prod(t.dims, dtype=np.int64)) * itemsize
+    return math.prod(t.dims) * itemsize
 
 
 def _tensor_reader(t: onnx.TensorProto, base_dir: Path) -> Callable[[], bytes]:
@@ -244,7 +252,12 @@ def _validate(b: _Builder, g: nx.MultiDiGraph) -> None:
                 raise ModelLoadError(f"{b.path}: node {top_level[0]!r} reads tensor {name!r}, which no node, "
                                      "input or initializer defines")
             t.kind = "missing"  # an outer-scope name read inside a subgraph that we could not resolve
-    if not nx.is_directed_acyclic_graph(g):
+    # file order is topological in valid ONNX (subgraph nodes follow their parent): then there is no cycle, and
+    # networkx's search runs only for the files that are not in that order
+    pos = {nid: i for i, nid in enumerate(b.nodes)}
+    in_order = all(pos[t.producer] < pos[c] for t in b.tensors.values() if t.producer is not None
+                   for c, _k in t.consumers)
+    if not in_order and not nx.is_directed_acyclic_graph(g):
         cycle = nx.find_cycle(g)
         raise ModelLoadError(f"{b.path}: the graph has a cycle through node {cycle[0][0]!r}")
 
@@ -294,13 +307,9 @@ def load_stage(path: str | os.PathLike, role: str = "custom", name: str | None =
     b = _Builder(model, p)
     b.add_graph(model.graph, None, "")
     g = nx.MultiDiGraph()
-    for nid, info in b.nodes.items():
-        g.add_node(nid, info=info)
-    for tname, t in b.tensors.items():
-        if t.producer is None:
-            continue
-        for consumer, _k in t.consumers:
-            g.add_edge(t.producer, consumer, key=tname)
+    g.add_nodes_from((nid, {"info": info}) for nid, info in b.nodes.items())
+    g.add_edges_from((t.producer, consumer, tname, {}) for tname, t in b.tensors.items() if t.producer is not None
+                     for consumer, _k in t.consumers)
     _validate(b, g)
     opsets = {("" if _text(o.domain) == "ai.onnx" else _text(o.domain)): int(o.version) for o in model.opset_import}
     inputs = [_text(vi.name) for vi in model.graph.input if b.tensors[_text(vi.name)].kind == "input"]

@@ -7,7 +7,9 @@ report is assembled once at the end. ``graphaudit explain``, ``diff``, ``compare
 
 from __future__ import annotations
 
+import gc
 import os
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -101,14 +103,31 @@ def load_pipeline(paths: list[str | os.PathLike], source: str | os.PathLike | No
     StageDiscoveryError, ModelLoadError
     """
     files = discover_stages(paths, source, min_stages=1 if single else 2)
-    return [load_stage(f.path, role=f.role, name=f.name) for f in files]
+    with _no_cyclic_gc():
+        return [load_stage(f.path, role=f.role, name=f.name) for f in files]
+
+
+@contextmanager
+def _no_cyclic_gc():
+    """Pause Python's cyclic garbage collector while a step builds many long-lived objects (stage graphs, view
+    tables, alignments): each full collection walks every object built so far, which took a quarter of the
+    structure step on a 37,500-node pipeline, and these steps make almost no cyclic garbage. Reference counting
+    still frees everything; the collector resumes (if it was on) when the step ends or raises."""
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            gc.enable()
 
 
 def _structure(stages: list[StageGraph]) -> tuple[Lineage, list[list[Change]], list[Coverage]]:
     """Align, classify and measure coverage; refuse stages that are not one pipeline."""
-    lineage = align_chain(stages)
-    changes = [classify(al) for al in lineage.alignments]
-    covs = [coverage(al, ch) for al, ch in zip(lineage.alignments, changes)]
+    with _no_cyclic_gc():
+        lineage = align_chain(stages)
+        changes = [classify(al) for al in lineage.alignments]
+        covs = [coverage(al, ch) for al, ch in zip(lineage.alignments, changes)]
     for al, cov in zip(lineage.alignments, covs):
         if max(cov.a_ratio, cov.b_ratio) < MIN_RELATED_COVERAGE:
             raise StagesUnrelatedError(

@@ -83,6 +83,14 @@ class Alignment:
     absorbed: dict[str, tuple[str, str]]
     view_a: StageView = field(repr=False, default=None)  # type: ignore[assignment]
     view_b: StageView = field(repr=False, default=None)  # type: ignore[assignment]
+    _by_activation: dict[str, str] | None = field(init=False, repr=False, default=None, compare=False)
+
+    def absorbed_output(self, node_id: str) -> str | None:
+        """The a tensor written by activation node ``node_id`` when that activation was absorbed into quantization
+        (the inverse of :attr:`absorbed`, built once), else None."""
+        if self._by_activation is None:
+            self._by_activation = {act: t for t, (_out, act) in self.absorbed.items()}
+        return self._by_activation.get(node_id)
 
     def b_for(self, a_tensor: str) -> str | None:
         """The b tensor that b's consumers read in place of ``a_tensor``, or None.
@@ -269,8 +277,8 @@ def _regions(m: Matching) -> list[Region]:
 def _boundary(view: StageView, node_ids: list[str]) -> tuple[list[str], list[str]]:
     st = view.stage
     inside = set(node_ids)
-    ins: list[str] = []
-    outs: list[str] = []
+    ins: dict[str, None] = {}  # ordered sets: first-seen order
+    outs: dict[str, None] = {}
     for nid in node_ids:
         n = st.nodes[nid]
         for x in n.inputs:
@@ -278,16 +286,15 @@ def _boundary(view: StageView, node_ids: list[str]) -> tuple[list[str], list[str
                 continue
             r = view.root.get(x, x)
             p = st.tensors[r].producer
-            if (p is None or p not in inside) and not st.tensors[r].is_param and r not in ins:
-                ins.append(r)
+            if (p is None or p not in inside) and not st.tensors[r].is_param:
+                ins.setdefault(r)
         for x in n.outputs:
             if not x:
                 continue
             t = st.tensors[x]
             if t.is_graph_output or any(c not in inside for c, _i, _t in view.consumers.get(x, [])):
-                if x not in outs:
-                    outs.append(x)
-    return ins, outs
+                outs.setdefault(x)
+    return list(ins), list(outs)
 
 
 def _core_count(view: StageView) -> int:

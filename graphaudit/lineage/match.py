@@ -36,11 +36,13 @@ __all__ = ["match_stages"]
 def _seed_io(m: Matching) -> None:
     a, b = m.a, m.b
     for names_a, names_b, what in ((a.inputs, b.inputs, "graph input"), (a.outputs, b.outputs, "graph output")):
-        common = [n for n in names_a if n in set(names_b)]
+        in_b = set(names_b)
+        common = [n for n in names_a if n in in_b]
         for n in common:
             m.map(m.root_a(n), m.root_b(n), "exact", 1.0, f"{what} {n!r} in both", "io")
-        rest_a = [n for n in names_a if n not in common]
-        rest_b = [n for n in names_b if n not in common]
+        in_common = set(common)
+        rest_a = [n for n in names_a if n not in in_common]
+        rest_b = [n for n in names_b if n not in in_common]
         if rest_a and len(rest_a) == len(rest_b):
             for na, nb in zip(rest_a, rest_b):
                 sa, sb = a.tensors[na].shape, b.tensors[nb].shape
@@ -103,7 +105,7 @@ def _seed_names(m: Matching) -> None:
         if q_out is not None and pa.inputs and pa.inputs[0] and kind == "exact":
             # onnxruntime's QDQ quantizer renames the producer's output to the activation's name: b's name-alike is the pre-activation; a's value is the dequantized output.
             pre = m.root_a(pa.inputs[0])
-            m.absorbed[ra] = (q_out, pa.id)
+            m.absorb(ra, q_out, pa.id)
             m.worklist.append((ra, rb))
             m.map(pre, rb, "exact", 0.9,
                   f"{bn!r} in {b.name} is produced by {pb.op_type}: the {pa.op_type} was absorbed into quantization, "

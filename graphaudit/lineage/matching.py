@@ -49,6 +49,9 @@ class Matching:
     node_b2a: dict[str, str] = field(default_factory=dict)
     node_conf: dict[str, tuple[float, str]] = field(default_factory=dict)  # a node -> (confidence, evidence)
     worklist: list[tuple[str, str]] = field(default_factory=list)
+    #: b root -> b wrapper outputs below it that hold an absorbed activation's value (the index of ``absorbed`` that
+    #: forward propagation looks up per pair; kept by :meth:`absorb`).
+    absorbed_below: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def a(self) -> StageGraph:
@@ -67,6 +70,14 @@ class Matching:
         if not self.a.tensors[ra].is_param:
             self.worklist.append((ra, rb))
         return True
+
+    def absorb(self, ra: str, out_b: str, act: str) -> None:
+        """Record that a's tensor ``ra`` (output of activation node ``act``) is b's wrapper output ``out_b``."""
+        if ra in self.absorbed:  # recorded again: the index forgets the earlier output, as ``absorbed`` does
+            old = self.absorbed[ra][0]
+            self.absorbed_below[self.root_b(old)].remove(old)
+        self.absorbed[ra] = (out_b, act)
+        self.absorbed_below.setdefault(self.root_b(out_b), []).append(out_b)
 
     def pair_nodes(self, na: str, nb: str, conf: float, evidence: str) -> None:
         self.node_a2b[na], self.node_b2a[nb] = nb, na

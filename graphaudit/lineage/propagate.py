@@ -75,13 +75,15 @@ def try_pair(m: Matching, na: NodeInfo, nb: NodeInfo, conf: float, evidence: str
     """Pair two nodes and map their outputs and inputs; an output steps over a's followers that b's node
     absorbed only when b's node was changed (a fold changes its weights)."""
     m.pair_nodes(na.id, nb.id, conf, evidence)
-    changed = node_changed(m, na, nb)
+    changed = None  # node_changed may hash weights: asked only when an output is left to map
     for i, (xa, xb) in enumerate(zip(na.outputs, nb.outputs)):
         if not xa or not xb:
             continue
         ra, rb = m.root_a(xa), m.root_b(xb)
         if rb in m.b2a or ra in m.a2b:
             continue
+        if changed is None:
+            changed = node_changed(m, na, nb)
         target, skipped = skip_fused_followers(m, ra, rb) if changed else (ra, 0)
         ev = f"output {i} of matched {na.op_type} {na.name or na.id!r}"
         if skipped:
@@ -107,8 +109,8 @@ def _forward(m: Matching, ra: str, rb: str) -> None:
     cons_b = m.vb.consumers.get(rb, [])
     if ra in m.absorbed:
         cons_b = [c for c in cons_b if _reads_below(m, m.absorbed[ra][0], c[2])]
-    elif m.absorbed:
-        below = [out for out, _ in m.absorbed.values() if m.root_b(out) == rb]
+    elif rb in m.absorbed_below:
+        below = m.absorbed_below[rb]
         cons_b = [c for c in cons_b if not any(_reads_below(m, out, c[2]) for out in below)]
     if not cons_a or not cons_b:
         return

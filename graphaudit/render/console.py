@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 
 from rich.console import Console
@@ -111,8 +112,18 @@ def _printable(x):
 
 
 def safe_report(report: AuditReport) -> AuditReport:
-    """A copy of ``report`` fit for a terminal (see :func:`_printable`)."""
-    return AuditReport.from_dict(_printable(report.to_dict()))
+    """``report`` fit for a terminal (see :func:`_printable`): a copy with escaped strings, or ``report`` itself
+    when no string needs escaping (checked in one pass over its JSON text: with ``ensure_ascii=False`` json escapes
+    only C0 controls, quotes and backslashes, so a text without a backslash whose every character is printable
+    holds no control character; a report with one takes the walk through every string)."""
+    data = report.to_dict()
+    try:
+        text = json.dumps(data, ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = "\\"
+    if "\\" not in text and text.isprintable():
+        return report
+    return AuditReport.from_dict(_printable(data))
 
 
 def render_explain(report: AuditReport, console: Console, verbose: bool = False) -> None:

@@ -13,4 +13,6 @@ _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\
 
 def printable(text: str) -> str:
     """``text`` with control characters shown as escapes (``"\\x1b"``, ``"\\n"``), safe to print on a terminal."""
+    if text.isprintable():  # no control, separator or format character (a superset of _CONTROL): the common case
+        return text
     return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)

@@ -1,0 +1,265 @@
+"""Benchmark: the structure step (``graphaudit diff``) against the parse floor (``onnx.load``), issue 17 part 1.
+
+Each measurement is a whole fresh process (interpreter start and imports included, as a user sees it): its CPU
+seconds (user + system, from ``getrusage(RUSAGE_CHILDREN)``) and its wall seconds, the median of ``--repeat`` runs,
+the floor and graphaudit runs interleaved. Ratios and targets are on CPU seconds: on a machine shared with other
+jobs, wall time measures the neighbours (a bare ``import onnx`` took 0.2 s or 3 s depending on them) far more than
+CPU time does.
+
+- floor: ``python -c "import onnx; onnx.load(f) for each stage file"`` (``load_external_data=False``);
+- graphaudit: ``python -m graphaudit diff FILES`` (load, align, classify, checks, console output to /dev/null).
+
+Cases: every bundled pipeline (``samples/build/horizon/*``, ``samples/build/ort/*``), and generated models of
+1,000 / 10,000 / 100,000 nodes in three stages, built deterministically with ``onnx.helper``:
+
+1. original: blocks Conv -> BatchNormalization -> Relu (even blocks) or Clip(0, 6) (odd blocks) -> Add (residual),
+   on a [1, 8, 4, 4] tensor: 4 nodes per block;
+2. optimized: what onnxruntime's basic optimizer writes (ConvBNFusion: the BatchNormalization folded into the
+   Conv's weight and bias, the Conv writing the BatchNormalization's output name; Relu/Clip and Add kept);
+3. QDQ: what onnxruntime's QDQ quantizer writes for it (QuantizeLinear/DequantizeLinear on every activation, int8
+   weights and int32 biases behind DequantizeLinear, and each Relu/Clip absorbed into the quantization of the
+   Conv output, the Conv writing the activation's output name).
+
+Targets (issue 17): <= 2x the floor on the bundled pipelines, <= 3x on the 10k model, the 100k-node pair
+(optimized -> QDQ) in <= 10 s, and linear growth: 10x the nodes -> <= 11x the time (1k -> 10k -> 100k, on
+graphaudit's CPU time minus the fixed start-up and imports, i.e. ``diff --help``).
+
+Usage: python bench/bench_structure.py [--repeat 3] [--sizes 1000 10000 100000] [--no-bundled] [--timeout 600]
+       [--code DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+REPO = Path(__file__).resolve().parents[1]
+C = 8  # channels
+SHAPE = [1, C, 4, 4]
+
+
+def _block_params(rng: np.random.Generator) -> dict[str, np.ndarray]:
+    return {"w": (rng.standard_normal((C, C, 1, 1)) * 0.1).astype(np.float32),
+            "s": (1 + 0.1 * rng.standard_normal(C)).astype(np.float32),
+            "b": (0.1 * rng.standard_normal(C)).astype(np.float32),
+            "m": (0.01 * rng.standard_normal(C)).astype(np.float32),
+            "v": (1 + 0.1 * rng.random(C)).astype(np.float32)}
+
+
+def _activation(i: int, src: str, dst: str) -> onnx.NodeProto:
+    if i % 2 == 0:
+        return helper.make_node("Relu", [src], [dst], name=f"relu{i}")
+    return helper.make_node("Clip", [src, "clip_min", "clip_max"], [dst], name=f"clip{i}")
+
+
+def _model(nodes, inits, name: str) -> onnx.ModelProto:
+    g = helper.make_graph(nodes, name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, SHAPE)],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, SHAPE)], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], producer_name="bench_structure")
+
+
+def _out(i: int, blocks: int) -> str:
+    return "y" if i == blocks - 1 else f"a{i}"
+
+
+def generate(n_nodes: int, out_dir: Path) -> list[Path]:
+    """Write gen_original.onnx, gen_optimized.onnx, gen_qdq.onnx (see the module docstring) with ``n_nodes // 4``
+    blocks into ``out_dir``; returns the three paths in pipeline order. Deterministic (seed 0)."""
+    blocks = max(1, n_nodes // 4)
+    rng = np.random.default_rng(0)
+    params = [_block_params(rng) for _ in range(blocks)]
+    clip = [numpy_helper.from_array(np.array(0, np.float32), "clip_min"),
+            numpy_helper.from_array(np.array(6, np.float32), "clip_max")]
+    # 1. original
+    nodes, inits, prev = [], list(clip), "x"
+    for i, p in enumerate(params):
+        inits += [numpy_helper.from_array(p[k], f"{k}{i}") for k in "wsbmv"]
+        nodes += [helper.make_node("Conv", [prev, f"w{i}"], [f"c{i}"], name=f"conv{i}"),
+                  helper.make_node("BatchNormalization", [f"c{i}", f"s{i}", f"b{i}", f"m{i}", f"v{i}"], [f"n{i}"],
+                                   name=f"bn{i}"),
+                  _activation(i, f"n{i}", f"r{i}"),
+                  helper.make_node("Add", [f"r{i}", prev], [_out(i, blocks)], name=f"add{i}")]
+        prev = _out(i, blocks)
+    files = [out_dir / "gen_original.onnx", out_dir / "gen_optimized.onnx", out_dir / "gen_qdq.onnx"]
+    onnx.save(_model(nodes, inits, "original"), files[0])
+    # 2. optimized: ConvBNFusion (w' = w * s / sqrt(v + eps), b' = (0 - m) * s / sqrt(v + eps) + b, eps = 1e-5)
+    folded = []
+    for p in params:
+        k = p["s"] / np.sqrt(p["v"] + 1e-5)
+        folded.append(((p["w"] * k[:, None, None, None]).astype(np.float32), ((0 - p["m"]) * k + p["b"]).astype(np.float32)))
+    nodes, inits, prev = [], list(clip), "x"
+    for i, (w, b) in enumerate(folded):
+        inits += [numpy_helper.from_array(w, f"w{i}"), numpy_helper.from_array(b, f"conv{i}_bn_bias")]
+        nodes += [helper.make_node("Conv", [prev, f"w{i}", f"conv{i}_bn_bias"], [f"n{i}"], name=f"conv{i}"),
+                  _activation(i, f"n{i}", f"r{i}"),
+                  helper.make_node("Add", [f"r{i}", prev], [_out(i, blocks)], name=f"add{i}")]
+        prev = _out(i, blocks)
+    onnx.save(_model(nodes, inits, "optimized"), files[1])
+    # 3. QDQ (onnxruntime's names: <t>_QuantizeLinear_Output, <t>_DequantizeLinear_Output, <w>_quantized, ...)
+    nodes, inits = [], []
+
+    def qdq(t: str) -> str:
+        inits.extend([numpy_helper.from_array(np.array(0.05, np.float32), f"{t}_scale"),
+                      numpy_helper.from_array(np.array(0, np.uint8), f"{t}_zero_point")])
+        nodes.extend([helper.make_node("QuantizeLinear", [t, f"{t}_scale", f"{t}_zero_point"],
+                                       [f"{t}_QuantizeLinear_Output"], name=f"{t}_QuantizeLinear"),
+                      helper.make_node("DequantizeLinear", [f"{t}_QuantizeLinear_Output", f"{t}_scale",
+                                                            f"{t}_zero_point"], [f"{t}_DequantizeLinear_Output"],
+                                       name=f"{t}_DequantizeLinear")])
+        return f"{t}_DequantizeLinear_Output"
+
+    def weight(name: str, arr: np.ndarray, dtype, scale: float) -> str:
+        q = np.clip(np.round(arr / scale), -127 if dtype == np.int8 else -2**31, 127 if dtype == np.int8 else 2**31 - 1)
+        inits.extend([numpy_helper.from_array(q.astype(dtype), f"{name}_quantized"),
+                      numpy_helper.from_array(np.array(scale, np.float32), f"{name}_scale"),
+                      numpy_helper.from_array(np.array(0, dtype), f"{name}_zero_point")])
+        nodes.append(helper.make_node("DequantizeLinear", [f"{name}_quantized", f"{name}_scale", f"{name}_zero_point"],
+                                      [f"{name}_DequantizeLinear_Output"], name=f"{name}_DequantizeLinear"))
+        return f"{name}_DequantizeLinear_Output"
+
+    prev_dq = qdq("x")
+    for i, (w, b) in enumerate(folded):
+        wd, bd = weight(f"w{i}", w, np.int8, 0.01), weight(f"conv{i}_bn_bias", b, np.int32, 0.0005)
+        nodes.append(helper.make_node("Conv", [prev_dq, wd, bd], [f"r{i}"], name=f"conv{i}"))  # Relu/Clip absorbed
+        r_dq = qdq(f"r{i}")
+        nodes.append(helper.make_node("Add", [r_dq, prev_dq], [_out(i, blocks)], name=f"add{i}"))
+        prev_dq = qdq(_out(i, blocks)) if i < blocks - 1 else prev_dq
+    onnx.save(_model(nodes, inits, "qdq"), files[2])
+    return files
+
+
+#: Seconds after which one run is stopped and reported as "> TIMEOUT" (the quadratic code of main took 41 min on
+#: the 100k case); set by --timeout.
+TIMEOUT = 600.0
+
+
+#: Where ``python -m graphaudit`` is imported from (--code: another checkout, e.g. the code before a change).
+CODE = REPO
+
+
+def _run(cmd: list[str]) -> tuple[float, float]:
+    """(wall seconds, CPU seconds user + system) of one child process; past TIMEOUT, (inf, CPU seconds so far)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    env = {**os.environ, "PYTHONPATH": str(CODE)}
+    try:
+        p = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=CODE, env=env,
+                           timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:  # stopped: wall time unknown (inf), CPU time so far a lower bound
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return float("inf"), (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    dt = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if p.returncode not in (0, 1):  # 1: findings of error severity (e.g. unmatched nodes), still a full run
+        raise RuntimeError(f"{' '.join(cmd[:4])}...: exit {p.returncode}: {p.stderr.strip()[-400:]}")
+    return dt, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def measure(files: list[Path], repeat: int) -> dict[str, float]:
+    """Medians over ``repeat`` interleaved runs: floor and graphaudit, wall and CPU seconds."""
+    load = [sys.executable, "-c", "import sys, onnx\nfor f in sys.argv[1:]: onnx.load(f, load_external_data=False)",
+            *map(str, files)]
+    diff = [sys.executable, "-m", "graphaudit", "diff", *map(str, files)]
+    runs: dict[str, list[float]] = {"floor": [], "floor_cpu": [], "ga": [], "ga_cpu": []}
+    for _ in range(repeat):
+        for key, cmd in (("floor", load), ("ga", diff)):
+            wall, cpu = _run(cmd)
+            runs[key].append(wall)
+            runs[key + "_cpu"].append(cpu)
+        if runs["ga"][-1] == float("inf"):
+            break  # one run past the timeout says enough
+    return {k: statistics.median(v) for k, v in runs.items()}
+
+
+def _bundled() -> list[tuple[str, list[Path]]]:
+    sys.path.insert(0, str(REPO))
+    from graphaudit.samples import bundled_pipelines
+    from graphaudit.toolchains import discover_stages
+
+    return [(title.replace(" pipeline", "").replace(" stages", ""), [f.path for f in discover_stages(paths)])
+            for title, paths in bundled_pipelines()]
+
+
+def _count(files: list[Path]) -> int:
+    """Nodes in the files (protobuf count)."""
+    return sum(len(onnx.load(str(f), load_external_data=False).graph.node) for f in files)
+
+
+def _row(case: str, nodes: int, r: dict[str, float], target: str, bound: float | None) -> None:
+    """One table row; the ratio and the target are on CPU seconds (user + system), which the other users of a shared
+    machine disturb far less than wall time (also shown)."""
+    ratio = r["ga_cpu"] / r["floor_cpu"]
+    if target.endswith(" s"):  # an absolute bound (seconds of CPU)
+        met = None if bound is None else r["ga_cpu"] <= bound
+    else:
+        met = None if bound is None else ratio <= bound
+    verdict = "" if met is None else ("met" if met else "NOT met")
+    ga = (f"> {r['ga_cpu']:.0f} s (stopped at {TIMEOUT:.0f} s)" if r["ga"] == float("inf")
+          else f"{r['ga_cpu']:.2f} s ({r['ga']:.2f} s)")
+    print(f"| {case} | {nodes:,} | {r['floor_cpu']:.2f} s ({r['floor']:.2f} s) | {ga} | {ratio:.1f}x | {target} | "
+          f"{verdict} |", flush=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--sizes", type=int, nargs="*", default=[1000, 10000, 100000])
+    ap.add_argument("--no-bundled", action="store_true")
+    ap.add_argument("--timeout", type=float, default=TIMEOUT, help="seconds before one run is stopped")
+    ap.add_argument("--pair", action="store_true", help="also time the optimized -> QDQ pair of every size")
+    ap.add_argument("--pair-only", action="store_true", help="time only the optimized -> QDQ pairs")
+    ap.add_argument("--code", help="import graphaudit from this directory instead (e.g. an export of an older commit)")
+    args = ap.parse_args()
+    globals()["TIMEOUT"] = args.timeout
+    if args.code:
+        globals()["CODE"] = Path(args.code).resolve()
+    print(f"graphaudit from {CODE}; CPU seconds (user + system) of each whole process, wall seconds in brackets; "
+          f"median of {args.repeat}")
+    print("| case | nodes (all stages) | onnx.load floor | graphaudit diff | ratio (CPU) | target | |")
+    print("|---|---|---|---|---|---|---|")
+    if not args.no_bundled:
+        for title, files in _bundled():
+            n = sum(len(onnx.load(str(f), load_external_data=False).graph.node) for f in files)
+            _row(f"{title} ({len(files)} stages)", n, measure(files, args.repeat), "<= 2x", 2.0)
+    startup = statistics.median(_run([sys.executable, "-m", "graphaudit", "diff", "--help"])[1]
+                                for _ in range(args.repeat))
+    net: dict[int, float] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for size in args.sizes:
+            d = Path(tmp) / str(size)
+            d.mkdir()
+            files = generate(size, d)
+            n = _count(files)
+            if args.pair_only:
+                r = measure(files[1:], args.repeat)
+                _row(f"generated {size:,}: pair optimized -> QDQ", _count(files[1:]), r, "<= 10 s", 10.0)
+                continue
+            r = measure(files, args.repeat)
+            net[size] = r["ga_cpu"] - startup
+            _row(f"generated {size:,} nodes x 3 stages", n, r, *(("<= 3x", 3.0) if size == 10000 else ("", None)))
+            if size == 100000 or args.pair:
+                pair = files[1:]
+                n = sum(len(onnx.load(str(f), load_external_data=False).graph.node) for f in pair)
+                _row(f"generated {size:,}: pair optimized -> QDQ", n, measure(pair, args.repeat), "<= 10 s", 10.0)
+    sizes = sorted(net)
+    for lo, hi in zip(sizes, sizes[1:]):
+        growth = net[hi] / net[lo] if net[lo] > 0 else float("inf")
+        bound = 1.1 * hi / lo
+        print(f"growth {lo:,} -> {hi:,} nodes (CPU minus start-up {startup:.2f} s): {net[lo]:.2f} s -> {net[hi]:.2f} s "
+              f"= {growth:.1f}x for {hi / lo:.0f}x the nodes (target <= {bound:.0f}x): "
+              f"{'met' if growth <= bound else 'NOT met'}")
+
+
+if __name__ == "__main__":
+    main()

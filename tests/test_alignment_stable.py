@@ -1,0 +1,186 @@
+"""No-regression guard for the structure step: alignment results are unchanged by work on its speed.
+
+For every bundled pipeline (``samples/build/horizon/*``, ``samples/build/ort/*``) and every real Horizon stage set
+(``samples/build/hb/*/model_output``, skipped when set-up did not build them), the structure-only audit (no data, no
+config, no log: what ``graphaudit diff`` computes) is compared with a golden record in
+``tests/data/alignment_golden/digests.json``. The results compared are
+
+- the report JSON (stages, transitions with their changes and coverage, findings, verdict) with the tool name and
+  version removed (the report has no timing field) and the absolute sample root replaced by ``<samples>``;
+- per transition, the alignment itself: every tensor pair (b tensor -> a tensor, match kind, confidence, basis,
+  evidence), every node pair with its confidence and evidence, and every activation absorbed into quantization.
+
+The golden record holds a SHA-256 per section (per transition: changes, coverage, summary, tensor pairs, node
+pairs, absorbed) and the section's size, not the results themselves: they are built from models that are not part
+of the repository, and a digest names the section that changed just as well (``--dump DIR`` writes the full
+snapshots of two versions of the code to compare them).
+
+The golden record is the output of the code *before* the speed work of issue 17 (main at 81f0ef9), written by
+``python tests/test_alignment_stable.py --regenerate``. Using the code's own earlier output as the expected value is
+deliberate here and only here: this test does not say the alignment is right (test_pipelines.py,
+test_change_kinds.py and test_horizon_real.py do, against independent expectations); it says that a change meant
+to leave the results alone did. Regenerate only for a change meant to alter alignment results, and say so in the
+commit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from graphaudit.pipeline import audit
+from graphaudit.samples import samples_dir
+
+GOLDEN = Path(__file__).resolve().parent / "data" / "alignment_golden" / "digests.json"
+
+
+def _bundled() -> list[tuple[str, list[Path]]]:
+    """(golden name, stage paths) of every bundled pipeline: Horizon-format directories and onnxruntime PTQ
+    directories (the files in pipeline order are found by the discovery, as ``graphaudit diff DIR`` does)."""
+    root = samples_dir()
+    out = []
+    for kind in ("horizon", "ort"):
+        d = root / kind
+        for p in sorted(d.glob("*/")) if d.is_dir() else []:
+            out.append((f"{kind}-{p.name}", [p]))
+    return out
+
+
+def _real_sets() -> list[tuple[str, list[Path]]]:
+    """(golden name, [model_output]) of every real set whose build.json says hb_mapper succeeded."""
+    hb = samples_dir() / "hb"
+    out = []
+    for p in sorted(hb.glob("*/")) if hb.is_dir() else []:
+        try:
+            ok = json.loads((p / "build.json").read_text()).get("status") == "ok"
+        except (OSError, ValueError):
+            ok = False
+        if ok and (p / "model_output").is_dir():
+            out.append((f"hb-{p.name}", [p / "model_output"]))
+    return out
+
+
+def _normalise(value, roots: list[str]):
+    """``value`` with every occurrence of a sample root (absolute, resolved or not) replaced by ``<samples>``."""
+    if isinstance(value, str):
+        for r in roots:
+            value = value.replace(r, "<samples>")
+        return value
+    if isinstance(value, list):
+        return [_normalise(v, roots) for v in value]
+    if isinstance(value, dict):
+        return {k: _normalise(v, roots) for k, v in value.items()}
+    return value
+
+
+def snapshot(paths: list[Path]) -> dict:
+    """The structure results of one pipeline as plain JSON data (see the module docstring)."""
+    au = audit(paths)
+    rep = au.report.to_dict()
+    rep.pop("tool", None)  # name and version
+    alignments = []
+    for al in au.lineage.alignments:
+        alignments.append({
+            "a": al.a.name, "b": al.b.name,
+            "tensor_pairs": {b: [tm.a, tm.kind, round(tm.confidence, 9), tm.basis, tm.evidence]
+                             for b, tm in sorted(al.tensor_map.items())},
+            "node_pairs": {na: [nb, round(al.node_confidence[na][0], 9), al.node_confidence[na][1]]
+                           for na, nb in sorted(al.node_pairs.items())},
+            "absorbed": {t: list(v) for t, v in sorted(al.absorbed.items())},
+        })
+    root = samples_dir()
+    roots = sorted({str(root.resolve()), str(root.absolute())}, key=len, reverse=True)
+    return _normalise({"report": rep, "alignments": alignments}, roots)
+
+
+def sections(snap: dict) -> dict[str, list]:
+    """The snapshot cut into named sections, each as ``[SHA-256 of its canonical JSON, size]`` (size = items in
+    the section): a mismatch names the section that changed without the golden file holding the results themselves
+    (they are built from models that are not part of the repository)."""
+    rep = snap["report"]
+    parts: dict[str, object] = {"stages": rep["stages"], "findings": rep["findings"], "verdict": rep["verdict"],
+                                "run": rep["run"], "rest": {k: v for k, v in rep.items()
+                                                            if k not in ("stages", "transitions", "findings",
+                                                                         "verdict", "run")}}
+    for i, (tr, al) in enumerate(zip(rep["transitions"], snap["alignments"])):
+        where = f"{i}:{tr['a']}->{tr['b']}"
+        parts[f"{where}/changes"] = tr["changes"]
+        parts[f"{where}/coverage"] = tr["coverage"]
+        parts[f"{where}/summary"] = {k: v for k, v in tr.items() if k not in ("changes", "coverage")}
+        for key in ("tensor_pairs", "node_pairs", "absorbed"):
+            parts[f"{where}/{key}"] = al[key]
+    out = {}
+    for k, v in parts.items():
+        text = json.dumps(v, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        out[k] = [hashlib.sha256(text.encode("utf-8")).hexdigest(), len(v) if isinstance(v, (list, dict)) else 1]
+    return out
+
+
+def _golden() -> dict[str, dict[str, list]]:
+    return json.loads(GOLDEN.read_text(encoding="utf-8"))
+
+
+def _check(name: str, paths: list[Path]) -> None:
+    golden = _golden()
+    assert name in golden, f"no golden entry for {name}: regenerate only if the pipeline is new"
+    want, got = golden[name], sections(snapshot(paths))
+    changed = [f"{k} (size {want[k][1]} -> {got[k][1]})" for k in want if k in got and want[k] != got[k]]
+    assert set(want) == set(got), f"sections lost {sorted(set(want) - set(got))}, added {sorted(set(got) - set(want))}"
+    assert not changed, (f"{name}: results changed in {', '.join(changed)} (compare the full snapshots: "
+                         "python tests/test_alignment_stable.py --dump DIR, on both versions)")
+
+
+BUNDLED = _bundled()
+REAL = _real_sets()
+
+
+@pytest.mark.skipif(not BUNDLED, reason="the bundled sample pipelines are not built (samples/build_samples.py)")
+@pytest.mark.parametrize("name,paths", BUNDLED, ids=[n for n, _ in BUNDLED])
+def test_bundled_alignment_unchanged(name, paths):
+    _check(name, paths)
+
+
+@pytest.mark.skipif(not REAL, reason="no real Horizon stage set in samples/build/hb (set-up builds them with the "
+                    "toolchain environment, which needs Python 3.10)")
+@pytest.mark.parametrize("name,paths", REAL, ids=[n for n, _ in REAL])
+def test_real_set_alignment_unchanged(name, paths):
+    _check(name, paths)
+
+
+def test_every_golden_has_a_pipeline():
+    """A golden entry whose pipeline is no longer found means a pipeline silently stopped being checked (real sets
+    count only when samples/build/hb exists at all)."""
+    if not BUNDLED:
+        pytest.skip("the bundled sample pipelines are not built")
+    names = {n for n, _ in BUNDLED + REAL}
+    have_hb = (samples_dir() / "hb").is_dir()
+    entries = set(_golden())
+    missing = {f for f in entries - names if have_hb or not f.startswith("hb-")}
+    assert not missing, f"golden entries with no pipeline: {sorted(missing)}"
+    assert names <= entries, f"pipelines with no golden entry: {sorted(names - entries)}"
+
+
+def _main(argv: list[str]) -> None:
+    """``--regenerate``: write the golden digests; ``--dump DIR``: write each full snapshot as DIR/<name>.json (to
+    compare two versions of the code when a section changed)."""
+    if argv == ["--regenerate"]:
+        golden = {name: sections(snapshot(paths)) for name, paths in BUNDLED + REAL}
+        GOLDEN.parent.mkdir(parents=True, exist_ok=True)
+        GOLDEN.write_text(json.dumps(golden, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        print(f"{len(golden)} pipelines -> {GOLDEN}")
+    elif len(argv) == 2 and argv[0] == "--dump":
+        out = Path(argv[1])
+        out.mkdir(parents=True, exist_ok=True)
+        for name, paths in BUNDLED + REAL:
+            (out / f"{name}.json").write_text(json.dumps(snapshot(paths), indent=1, sort_keys=True), encoding="utf-8")
+        print(f"{len(BUNDLED + REAL)} snapshots -> {out}")
+    else:
+        sys.exit("usage: python tests/test_alignment_stable.py --regenerate | --dump DIR")
+
+
+if __name__ == "__main__":
+    _main(sys.argv[1:])
