@@ -151,8 +151,12 @@ def bisect(paths, pair: int | None = None, *, source: str | os.PathLike | None =
     cfg = _as_config(config)
     opts = numeric if numeric is not None else NumericOptions()
     opts.validate()
-    runtime = resolve_runtime(opts.runtime)
-    pair = _check_pair(_default_pair(stages, runtime) if pair is None else pair, stages)
+    runtime = _runtime(opts.runtime)
+    pair = _check_pair(_default_pair(stages, runtime) if pair is None else pair, stages, runtime)
+    if budget is not None and budget < 2:
+        raise GraphAuditError(f"--budget {budget}: at least 2 hybrid evaluations")
+    if not 0 < target <= 1:
+        raise GraphAuditError(f"--target {target}: the share must be in (0, 1]")
     lineage, changes, _covs = _structure(stages)
     al, ch = lineage.alignments[pair], changes[pair]
     units = _units(al, ch, stages, pair)
@@ -254,9 +258,20 @@ def _check_drop(noise_b: float, stages, pair: int) -> None:
                               "samples: no drop to bisect")
 
 
-def _check_pair(pair: int, stages) -> int:
+def _runtime(name: str) -> str:
+    try:
+        return resolve_runtime(name)
+    except ValueError as e:
+        raise GraphAuditError(f"--runtime {name}: {e}") from e
+
+
+def _check_pair(pair: int, stages, runtime: str) -> int:
+    """``pair`` when it names a transition whose two stages the runtime runs, else one line saying why not."""
     if not 0 <= pair < len(stages) - 1:
         raise GraphAuditError(f"--pair {pair}: the pipeline has transitions 0..{len(stages) - 2}")
+    for i, why in unrunnable_stages(stages, runtime):
+        if i in (pair, pair + 1):
+            raise GraphAuditError(f"--pair {pair} ({stages[pair].name} -> {stages[pair + 1].name}): {why}")
     return pair
 
 
