@@ -188,7 +188,8 @@ def bisect(paths, pair: int | None = None, *, source: str | os.PathLike | None =
         steps=[BisectStepRecord(list(s.units), s.recovered, metrics[s.units], s.phase, s.kept) for s in res.steps],
         chosen=list(res.units), recovered=res.recovered, metric_chosen=metrics.get(res.units, math.nan),
         reached=res.reached)
-    _fix(rep, ev, (stages, al, ch, cfg, lineage), order, units, noise_b, progress)
+    if math.isfinite(rep.recovered):  # NaN: nothing measured to predict a fix against
+        _fix(rep, ev, (stages, al, ch, cfg, lineage), order, units, noise_b, progress)
     return rep
 
 
@@ -253,6 +254,9 @@ def _fix(rep: BisectReport, ev: _HybridEvaluator, ctx, order: list[int], units: 
 
 
 def _check_drop(noise_b: float, stages, pair: int) -> None:
+    if not math.isfinite(noise_b):
+        raise GraphAuditError(f"{stages[pair].name} -> {stages[pair + 1].name}: the outputs hold NaN or infinite "
+                              f"values on these samples (output noise {noise_b}): no drop can be measured")
     if noise_b == 0:
         raise GraphAuditError(f"{stages[pair].name} -> {stages[pair + 1].name}: the outputs are equal on these "
                               "samples: no drop to bisect")
