@@ -152,11 +152,7 @@ def bisect(paths, pair: int | None = None, *, source: str | os.PathLike | None =
     opts = numeric if numeric is not None else NumericOptions()
     opts.validate()
     runtime = _runtime(opts.runtime)
-    pair = _check_pair(_default_pair(stages, runtime) if pair is None else pair, stages, runtime)
-    if budget is not None and budget < 2:
-        raise GraphAuditError(f"--budget {budget}: at least 2 hybrid evaluations")
-    if not 0 < target <= 1:
-        raise GraphAuditError(f"--target {target}: the share must be in (0, 1]")
+    pair = _check_pair(pair, stages, runtime, budget, target)
     lineage, changes, _covs = _structure(stages)
     al, ch = lineage.alignments[pair], changes[pair]
     units = _units(al, ch, stages, pair)
@@ -188,8 +184,7 @@ def bisect(paths, pair: int | None = None, *, source: str | os.PathLike | None =
         steps=[BisectStepRecord(list(s.units), s.recovered, metrics[s.units], s.phase, s.kept) for s in res.steps],
         chosen=list(res.units), recovered=res.recovered, metric_chosen=metrics.get(res.units, math.nan),
         reached=res.reached)
-    if math.isfinite(rep.recovered):  # NaN: nothing measured to predict a fix against
-        _fix(rep, ev, (stages, al, ch, cfg, lineage), order, units, noise_b, progress)
+    _fix(rep, ev, (stages, al, ch, cfg, lineage), order, units, noise_b, progress)
     return rep
 
 
@@ -234,6 +229,8 @@ def _fix(rep: BisectReport, ev: _HybridEvaluator, ctx, order: list[int], units: 
     again with that model as the oracle (clipping at a calibrated threshold stays in int16): its units are
     ``rep.fix_units``."""
     stages, al, ch, cfg, lineage = ctx
+    if not math.isfinite(rep.recovered):  # NaN: nothing measured to predict a fix against
+        return
     fix = suggest_fix(rep, stages, al, ch, cfg, lineage)
     rep.fix, rep.fix_units = asdict(fix), list(rep.chosen)
     if fix.toolchain != "hb_mapper":
@@ -269,8 +266,14 @@ def _runtime(name: str) -> str:
         raise GraphAuditError(f"--runtime {name}: {e}") from e
 
 
-def _check_pair(pair: int, stages, runtime: str) -> int:
-    """``pair`` when it names a transition whose two stages the runtime runs, else one line saying why not."""
+def _check_pair(pair: int | None, stages, runtime: str, budget: int | None, target: float) -> int:
+    """``pair`` (None: :func:`_default_pair`) when it names a transition whose two stages the runtime runs and the
+    search's ``budget`` and ``target`` are valid, else one line saying why not."""
+    if budget is not None and budget < 2:
+        raise GraphAuditError(f"--budget {budget}: at least 2 hybrid evaluations")
+    if not 0 < target <= 1:
+        raise GraphAuditError(f"--target {target}: the share must be in (0, 1]")
+    pair = _default_pair(stages, runtime) if pair is None else pair
     if not 0 <= pair < len(stages) - 1:
         raise GraphAuditError(f"--pair {pair}: the pipeline has transitions 0..{len(stages) - 2}")
     for i, why in unrunnable_stages(stages, runtime):
