@@ -109,3 +109,15 @@ def test_hook_nan_on_every_hybrid_is_not_a_result(tmp_path, capsys):
     assert "not a number" in out and "nodes_to_exclude" not in out
     assert main([*base, "--eval", f"{hook}:leave"]) == 2
     _one_line_error(capsys, "SystemExit")
+
+
+@needs_ort_cls
+def test_a_source_that_is_not_the_float_model_does_not_crash_the_isolated_measure(tmp_path, capsys):
+    """--source given the QDQ model (a user's mix-up): the isolated measurement feeds a's tensors into b regions
+    they do not fit (24 channels into an 8-channel Conv); onnxruntime's Fail used to escape as a traceback (exit 1).
+    Such a region is skipped like one that cannot load, and the bisection still runs: exit 0 or 1, JSON written."""
+    js = tmp_path / "b.json"
+    rc = main(["bisect", str(ORT_CLS), "--source", str(ORT_CLS / "ppocr_cls_qdq.onnx"), "--random", "1",
+               "--max-samples", "1", "--input-shape", "x=1x3x48x192", "--budget", "2", "--json", str(js)])
+    assert rc in (0, 1) and js.is_file()
+    assert "Traceback" not in capsys.readouterr().err
