@@ -88,7 +88,12 @@ class _HybridEvaluator:
                                   ) from e
         noise = signal = 0.0
         for feeds, ref in zip(self.samples, self.ref):
-            got = sess.run(self.b_outputs, feeds)
+            try:
+                got = sess.run(self.b_outputs, feeds)
+            except Exception as e:  # noqa: BLE001 - onnxruntime (stock or Horizon's fork) raises several types
+                raise GraphAuditError(f"{self.path_b}: the hybrid with {len(revert)} change(s) reverted does not "
+                                      f"run ({str(e).strip().splitlines()[0][:300] if str(e).strip() else type(e).__name__})"
+                                      ) from e
             n, s = output_noise(ref, got)
             noise, signal = noise + n, signal + s
         return noise, signal
