@@ -47,7 +47,11 @@ class HookOracle:
         self.lower = self.name in self.hook.lower_names([self.name])
         self.a = first[self.name]
         self.b = self.value(None)
-        if not math.isfinite(self.a) or not math.isfinite(self.b) or self._gain(self.a, self.b) <= 0:
+        for st, v in ((stages[pair], self.a), (stages[pair + 1], self.b)):
+            if not math.isfinite(v):
+                raise GraphAuditError(f"--eval {self.hook.spec}: {self.name} on {st.name} is {v}, not a finite "
+                                      "number: nothing to measure a drop against")
+        if self._gain(self.a, self.b) <= 0:
             raise GraphAuditError(f"--eval {self.hook.spec}: {self.name} does not drop from {stages[pair].name} "
                                   f"({self.a}) to {stages[pair + 1].name} ({self.b}): no drop to bisect")
 

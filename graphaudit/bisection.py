@@ -88,7 +88,12 @@ class _HybridEvaluator:
                                   ) from e
         noise = signal = 0.0
         for feeds, ref in zip(self.samples, self.ref):
-            got = sess.run(self.b_outputs, feeds)
+            try:
+                got = sess.run(self.b_outputs, feeds)
+            except Exception as e:  # noqa: BLE001 - onnxruntime (stock or Horizon's fork) raises several types
+                raise GraphAuditError(f"{self.path_b}: the hybrid with {len(revert)} change(s) reverted does not "
+                                      f"run ({str(e).strip().splitlines()[0][:300] if str(e).strip() else type(e).__name__})"
+                                      ) from e
             n, s = output_noise(ref, got)
             noise, signal = noise + n, signal + s
         return noise, signal
@@ -151,8 +156,8 @@ def bisect(paths, pair: int | None = None, *, source: str | os.PathLike | None =
     cfg = _as_config(config)
     opts = numeric if numeric is not None else NumericOptions()
     opts.validate()
-    runtime = resolve_runtime(opts.runtime)
-    pair = _check_pair(_default_pair(stages, runtime) if pair is None else pair, stages)
+    runtime = _runtime(opts.runtime)
+    pair = _check_pair(pair, stages, runtime, budget, target)
     lineage, changes, _covs = _structure(stages)
     al, ch = lineage.alignments[pair], changes[pair]
     units = _units(al, ch, stages, pair)
@@ -229,6 +234,8 @@ def _fix(rep: BisectReport, ev: _HybridEvaluator, ctx, order: list[int], units: 
     again with that model as the oracle (clipping at a calibrated threshold stays in int16): its units are
     ``rep.fix_units``."""
     stages, al, ch, cfg, lineage = ctx
+    if not math.isfinite(rep.recovered):  # NaN: nothing measured to predict a fix against
+        return
     fix = suggest_fix(rep, stages, al, ch, cfg, lineage)
     rep.fix, rep.fix_units = asdict(fix), list(rep.chosen)
     if fix.toolchain != "hb_mapper":
@@ -249,14 +256,34 @@ def _fix(rep: BisectReport, ev: _HybridEvaluator, ctx, order: list[int], units: 
 
 
 def _check_drop(noise_b: float, stages, pair: int) -> None:
+    if not math.isfinite(noise_b):
+        raise GraphAuditError(f"{stages[pair].name} -> {stages[pair + 1].name}: the outputs hold NaN or infinite "
+                              f"values on these samples (output noise {noise_b}): no drop can be measured")
     if noise_b == 0:
         raise GraphAuditError(f"{stages[pair].name} -> {stages[pair + 1].name}: the outputs are equal on these "
                               "samples: no drop to bisect")
 
 
-def _check_pair(pair: int, stages) -> int:
+def _runtime(name: str) -> str:
+    try:
+        return resolve_runtime(name)
+    except ValueError as e:
+        raise GraphAuditError(f"--runtime {name}: {e}") from e
+
+
+def _check_pair(pair: int | None, stages, runtime: str, budget: int | None, target: float) -> int:
+    """``pair`` (None: :func:`_default_pair`) when it names a transition whose two stages the runtime runs and the
+    search's ``budget`` and ``target`` are valid, else one line saying why not."""
+    if budget is not None and budget < 2:
+        raise GraphAuditError(f"--budget {budget}: at least 2 hybrid evaluations")
+    if not 0 < target <= 1:
+        raise GraphAuditError(f"--target {target}: the share must be in (0, 1]")
+    pair = _default_pair(stages, runtime) if pair is None else pair
     if not 0 <= pair < len(stages) - 1:
         raise GraphAuditError(f"--pair {pair}: the pipeline has transitions 0..{len(stages) - 2}")
+    for i, why in unrunnable_stages(stages, runtime):
+        if i in (pair, pair + 1):
+            raise GraphAuditError(f"--pair {pair} ({stages[pair].name} -> {stages[pair + 1].name}): {why}")
     return pair
 
 

@@ -308,7 +308,11 @@ def _bisect(args: argparse.Namespace, console: Console) -> int:
     kw = _audit_args(args)
     if kw["config"] is None and not args.no_config and not (args.data or args.random):
         kw["config"] = _found_config(args.paths, console, runs_data=True)
-    protect = user_inputs(args.paths, args.source, args.config, args.data, args.eval_samples)
+    protect = user_inputs(args.paths, args.source, args.config, args.data, args.eval_samples, _hook_file(args))
+    if kw["config"] is not None:  # a config found beside the stages, and what it names (cal_data_dir), are inputs
+        from .config import config_inputs
+
+        protect += [Path(kw["config"].path), *config_inputs(kw["config"])]
     if args.json is not None:
         check_output_path(args.json, protect)
     rep = bisect(args.paths, args.pair, source=args.source, config=kw["config"], data=args.data,
@@ -321,6 +325,13 @@ def _bisect(args: argparse.Namespace, console: Console) -> int:
         write_json(rep, args.json, protect=protect)
         console.print(Text(f"\nJSON: {args.json}"))
     return 0 if rep.reached else 1
+
+
+def _hook_file(args: argparse.Namespace) -> Path | None:
+    """The file of an ``--eval path/to/file.py:function`` hook (an input: never overwritten), else None."""
+    spec = getattr(args, "eval_hook", None) or ""
+    head = spec.rpartition(":")[0]
+    return Path(head) if head.endswith(".py") else None
 
 
 #: Sub-command -> handler ``(args, console) -> exit code``.

@@ -96,6 +96,18 @@ def _share(text: str) -> float:
     return value
 
 
+def _budget(text: str) -> int:
+    """argparse type: a budget of hybrid evaluations, an integer >= 2 (b itself and every unit reverted)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+    if value < 2:
+        raise argparse.ArgumentTypeError(f"{value}: at least 2 hybrid evaluations (every unit reverted, then one "
+                                         "prefix)")
+    return value
+
+
 def _add_bisect(sub) -> None:
     b = sub.add_parser("bisect", help="find the few changes of a transition that cost most of its accuracy "
                                       "(hybrid models: b with changes reverted to a's version)",
@@ -107,7 +119,7 @@ def _add_bisect(sub) -> None:
                                                         "one the runtime runs: where quantization happens)")
     b.add_argument("--target", type=_share, default=0.8, metavar="SHARE",
                    help="share of the drop to recover (default 0.8)")
-    b.add_argument("--budget", type=positive_int, metavar="N", help="most hybrid evaluations (default: stated "
+    b.add_argument("--budget", type=_budget, metavar="N", help="most hybrid evaluations (default: stated "
                                                                     "before the search, 1 + log2(units) + 13)")
     b.add_argument("--source", help="the pre-toolchain float model, added as stage 0")
     b.add_argument("--json", metavar="FILE", help="write the bisection as JSON")

@@ -84,7 +84,8 @@ def group_test(n: int, recovery: Callable[[tuple[int, ...]], float], target: flo
     n : int
         Number of units, already ordered worst isolated error first (unit ``0`` is the most suspect).
     recovery : callable
-        ``recovery(units) -> float``: the measured share of the drop recovered with those units reverted.
+        ``recovery(units) -> float``: the measured share of the drop recovered with those units reverted; NaN
+        counts as not reaching the target.
     target : float
         Share to reach, in (0, 1]; 0.8 by default (the issue's "80% of the drop").
     budget : int, optional
@@ -123,7 +124,7 @@ def group_test(n: int, recovery: Callable[[tuple[int, ...]], float], target: flo
 
     every = tuple(range(n))
     r_all = measure(every, "ends")
-    if r_all < target:
+    if not r_all >= target:  # NaN (a hybrid whose metric or outputs are not numbers) does not reach it either
         return BisectResult(every, r_all, target, budget, steps, False)
     lo, hi, best = 0, n, r_all  # prefix lo does not reach the target (the empty set recovers 0), prefix hi does
     while hi - lo > 1 and len(steps) < budget:

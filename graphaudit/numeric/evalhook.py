@@ -248,7 +248,8 @@ def run_hook(hook: EvalHook, runner: EvalRunner, samples: str | None) -> StageMe
     t0 = time.perf_counter()
     try:
         values, error = _values(hook.fn(runner, samples), hook), None
-    except Exception as e:  # noqa: BLE001 - the user's code: anything it raises becomes a finding
+    except (Exception, SystemExit) as e:  # noqa: BLE001 - the user's code: anything it raises (sys.exit too)
+        # becomes a finding; KeyboardInterrupt still stops the run
         values, error = {}, _one_line(e)
     return StageMetric(stage=runner.stage, runtime=runner.runtime, samples=runner.samples_run,
                        values={k: json_number(v) for k, v in values.items()},

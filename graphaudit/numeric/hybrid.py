@@ -211,6 +211,11 @@ def _bypass(al: Alignment, c: Change, j: int, b_outs: list[str], inits_a: dict |
     if len(roots) != 1 or not b_outs:
         raise HybridError(f"{b.path}: the inserted {c.pattern} does not wrap one tensor")
     root = b.tensors[roots[0]]
+    for x in b_outs:  # the rest of b reads an int32 where the wrapper computed it (Horizon's quantized stage)
+        t = b.tensors.get(x)
+        if not root.is_param and root.dtype and t is not None and t.dtype and t.dtype != root.dtype:
+            raise HybridError(f"{b.path}: the inserted {c.pattern} turns {roots[0]!r} ({root.dtype}) into {x!r} "
+                              f"({t.dtype}), which the rest of b reads")
     if not (root.is_param and str(root.dtype).upper().startswith(("INT", "UINT"))):
         return [onnx.helper.make_node("Identity", [roots[0]], [x], name=f"{_PREFIX}{j}/bypass_{k}")
                 for k, x in enumerate(b_outs)], []

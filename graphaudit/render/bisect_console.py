@@ -26,6 +26,11 @@ def _value(rep: BisectReport, x: float) -> str:
     return _db(x) if "SQNR" in rep.metric else ("n/a" if not math.isfinite(x) else f"{x:.4g}")
 
 
+def _share(x: float) -> str:
+    """A share of the drop as a percentage, 7 characters wide; "n/a" for NaN or an infinity."""
+    return f"{x:7.1%}" if math.isfinite(x) else f"{'n/a':>7}"
+
+
 def render_bisect_start(units: int, not_revertible: int, budget: int, samples: int, console: Console) -> None:
     """The search's size and its stated budget, before the first hybrid runs."""
     console.print(Text(f"bisect: {units} revertible unit{'s' if units != 1 else ''}"
@@ -36,7 +41,7 @@ def render_bisect_start(units: int, not_revertible: int, budget: int, samples: i
 
 def render_bisect_step(step, console: Console) -> None:
     """One hybrid evaluation as it finishes (``step``: a :class:`graphaudit.numeric.bisect.BisectStep`)."""
-    console.print(Text(f"  {step.phase:<6} {len(step.units):>5} unit(s) reverted -> {step.recovered:7.1%} of the "
+    console.print(Text(f"  {step.phase:<6} {len(step.units):>5} unit(s) reverted -> {_share(step.recovered)} of the "
                        f"drop recovered" + ("  (kept)" if step.kept and step.phase != "ends" else ""), style="dim"))
 
 
@@ -52,7 +57,11 @@ def render_bisect(rep: BisectReport, console: Console) -> None:
     console.print(Text(f"{rep.a} -> {rep.b}: {rep.metric} {_value(rep, rep.metric_a)} -> {_value(rep, rep.metric_b)}"
                        f"{where} ({rep.runtime}); {len(rep.steps)} of at most {rep.budget} hybrid evaluations",
                        style="bold"))
-    if not rep.reached:
+    if not rep.reached and not math.isfinite(rep.recovered):
+        console.print(Text(f"Reverting every revertible unit gives {rep.metric} {_value(rep, rep.metric_chosen)}: "
+                           "not a number (the hybrid's outputs, or the metric on them, are NaN or infinite), so no "
+                           "share of the drop can be measured.", style="yellow"))
+    elif not rep.reached:
         console.print(Text(f"Reverting every revertible unit recovers {rep.recovered:.1%} of the drop, below the "
                            f"target {rep.target:.0%}: the rest is in changes that cannot be reverted "
                            f"({rep.not_revertible}) or in how the changes interact.", style="yellow"))
@@ -64,7 +73,7 @@ def render_bisect(rep: BisectReport, console: Console) -> None:
         t.add_row(str(k), u.kind, printable(u.pattern), _names(u.b_nodes or u.a_nodes),
                   _db(u.isolated_sqnr_db) if u.isolated_sqnr_db is not None else "-")
     console.print(t)
-    console.print(Text(f"Reverting these {len(rep.chosen)} unit(s) recovers {rep.recovered:.1%} of the drop "
+    console.print(Text(f"Reverting these {len(rep.chosen)} unit(s) recovers {_share(rep.recovered).strip()} of the drop "
                        f"(target {rep.target:.0%}): {rep.metric} {_value(rep, rep.metric_b)} -> "
                        f"{_value(rep, rep.metric_chosen)}."))
     if rep.fix_units != rep.chosen and rep.fix_units:
