@@ -9,10 +9,11 @@ import shutil
 
 import onnx
 import pytest
-import yaml
 
 pytest.importorskip("horizon_tc_ui.config.mapper_conf_parser",
                     reason="hb_mapper's config parser imports only in the toolchain's Python 3.10 venv")
+
+import yaml  # noqa: E402  (PyYAML: what hb_mapper reads with; the toolchain venv has it)
 
 from graphaudit.bisection import bisect  # noqa: E402
 from graphaudit.measure import NumericOptions  # noqa: E402
