@@ -35,6 +35,9 @@ import pytest
 from graphaudit.pipeline import audit
 from graphaudit.samples import samples_dir
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import horizon_check as hc  # noqa: E402
+
 GOLDEN = Path(__file__).resolve().parent / "data" / "alignment_golden" / "digests.json"
 #: The report schema of the golden record (main 81f0ef9).
 GOLDEN_SCHEMA = "1.6"
@@ -57,16 +60,7 @@ def _bundled() -> list[tuple[str, list[Path]]]:
 
 def _real_sets() -> list[tuple[str, list[Path]]]:
     """(golden name, [model_output]) of every real set whose build.json says hb_mapper succeeded."""
-    hb = samples_dir() / "hb"
-    out = []
-    for p in sorted(hb.glob("*/")) if hb.is_dir() else []:
-        try:
-            ok = json.loads((p / "build.json").read_text()).get("status") == "ok"
-        except (OSError, ValueError):
-            ok = False
-        if ok and (p / "model_output").is_dir():
-            out.append((f"hb-{p.name}", [p / "model_output"]))
-    return out
+    return [(f"hb-{p.name}", [p / "model_output"]) for p in hc.built_sets()]
 
 
 def _normalise(value, roots: list[str]):

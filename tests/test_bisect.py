@@ -73,22 +73,21 @@ def _stage(d: Path, role: str) -> Path:
     return next(d.glob(f"*_{role}*.onnx"))
 
 
-def _plant(tmp_path: Path) -> tuple[Path, str]:
-    """A copy of mtcnn_onet_bayes-e's float stages whose calibrated stage has one activation HzCalibration (the
-    middle one in file order) with its thresholds and scales divided by 64: it clips at 1/64 of the calibrated
-    range."""
+def _plant(tmp_path: Path, set_dir: Path, pick, factor: float) -> tuple[Path, str]:
+    """A copy of ``set_dir``'s float stages whose calibrated stage has one activation HzCalibration (``pick`` of the
+    list of them in file order) with its thresholds and scales divided by ``factor``: it clips at 1/factor of its
+    calibrated range. Returns the copy and the planted node's name."""
     out = tmp_path / "planted"
     out.mkdir()
-    src = ONET / "model_output"
+    src = set_dir / "model_output"
     for role in ("original_float", "optimized_float"):
         shutil.copy(_stage(src, role), out)
     m = onnx.load(_stage(src, "calibrated"))
     inits = {t.name for t in m.graph.initializer}
-    acts = [n for n in m.graph.node if n.op_type == "HzCalibration" and n.input[0] not in inits]
-    victim = acts[len(acts) // 2]
+    victim = pick([n for n in m.graph.node if n.op_type == "HzCalibration" and n.input[0] not in inits])
     for a in victim.attribute:
         if a.name in ("thresholds", "scales"):
-            vals = [v / 64 for v in a.floats]
+            vals = [v / factor for v in a.floats]
             del a.floats[:]
             a.floats.extend(vals)
     onnx.save(m, out / _stage(src, "calibrated").name)
@@ -103,7 +102,8 @@ def _run(tmp_path: Path, *args: str) -> tuple[int, dict]:
 
 @needs_onet
 def test_planted_bad_calibration_is_found_alone(tmp_path, capsys):
-    stages, victim = _plant(tmp_path)
+    # the middle activation HzCalibration of mtcnn_onet_bayes-e, clipping at 1/64 of its calibrated range
+    stages, victim = _plant(tmp_path, ONET, lambda acts: acts[len(acts) // 2], 64)
     rc, rep = _run(tmp_path, str(stages), "--pair", "1", "--config", str(ONET / "config.yaml"), "--max-samples", "4")
     assert rc == 0 and rep["reached"]
     chosen = [rep["units"][k] for k in rep["chosen"]]
@@ -174,25 +174,11 @@ def test_eval_hook_is_the_oracle(tmp_path, samples):
     """With --eval (top-1 of examples/eval_top1.py on the labelled PP-OCR cls samples), a calibrated stage whose
     second trunk hardswish HzCalibration clips at 1/1000 of its threshold loses top-1; bisect names that node alone
     and its hybrid wins back the whole drop in top-1."""
-    out = tmp_path / "planted"
-    out.mkdir()
-    src = CLS / "model_output"
-    for role in ("original_float", "optimized_float"):
-        shutil.copy(_stage(src, role), out)
-    m = onnx.load(_stage(src, "calibrated"))
-    inits = {t.name for t in m.graph.initializer}
-    victim = [n for n in m.graph.node if n.op_type == "HzCalibration" and n.input[0] not in inits
-              and n.input[0].startswith("hardswish")][1]
-    for a in victim.attribute:
-        if a.name in ("thresholds", "scales"):
-            vals = [v / 1000 for v in a.floats]
-            del a.floats[:]
-            a.floats.extend(vals)
-    onnx.save(m, out / _stage(src, "calibrated").name)
+    out, victim = _plant(tmp_path, CLS, lambda acts: [n for n in acts if n.input[0].startswith("hardswish")][1], 1000)
     root = Path(__file__).resolve().parent.parent
     eval_dir = samples / "data" / "eval" / "ppocr_cls_hb"
     rc, rep = _run(tmp_path, str(out), "--pair", "1", "--random", "2", "--input-shape", "x=1x3x48x192",
                    "--eval", f"{root / 'examples' / 'eval_top1.py'}:evaluate", "--eval-samples", str(eval_dir))
     assert rc == 0 and rep["metric"] == "top1" and rep["metric_b"] < rep["metric_a"]
-    assert [rep["units"][k]["b_nodes"] for k in rep["chosen"]] == [[victim.name]]
+    assert [rep["units"][k]["b_nodes"] for k in rep["chosen"]] == [[victim]]
     assert rep["recovered"] == pytest.approx(1.0) and rep["metric_chosen"] == rep["metric_a"]
