@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Iterable
 
 import numpy as np
@@ -12,7 +13,13 @@ from ..stage import StageGraph
 from .backends import HORIZON_RUNTIME, make_session, session_options
 from .lower import lower_model, needs_lowering
 
-__all__ = ["StageRunner", "session_options", "extract_submodel"]
+__all__ = ["StageRunner", "session_options", "extract_submodel", "LOOP_RUN_SECONDS"]
+
+#: Longest one sample may run in a stage holding Loop nodes (stock onnxruntime): a Loop's trip count and condition
+#: are data, so a stage can run for ever (a trip count of 2**62); past this the run is stopped (onnxruntime's
+#: RunOptions.terminate) and the stage is reported as not run (N403). A graph without Loop nodes always ends and is
+#: never stopped.
+LOOP_RUN_SECONDS = 20.0
 
 
 class StageRunner:
@@ -64,13 +71,17 @@ class StageRunner:
             model.graph.output.append(onnx.ValueInfoProto(name=name))
             have.add(name)
         self.model = model
+        self.loops = [n.id for n in stage.nodes.values() if n.op_type == "Loop" and n.domain in ("", "ai.onnx")]
         try:
             self.session = make_session(model.SerializeToString(), runtime)
+            # names that are not UTF-8 load, then fail here (UnicodeDecodeError): the runtime cannot use the stage
+            self.input_names = [i.name for i in self.session.get_inputs()]
+            self.output_names = [o.name for o in self.session.get_outputs()]
         except Exception as e:  # noqa: BLE001 - onnxruntime raises several unrelated types
             who = "Horizon's runtime" if runtime == HORIZON_RUNTIME else "onnxruntime"
-            raise StageRunError(f"{stage.path}: {who} cannot load the stage ({_first_line(e)})", stage.path) from e
-        self.input_names = [i.name for i in self.session.get_inputs()]
-        self.output_names = [o.name for o in self.session.get_outputs()]
+            why = ("a name in the file is not UTF-8 text, which ONNX requires" if isinstance(e, UnicodeDecodeError)
+                   else _first_line(e))
+            raise StageRunError(f"{stage.path}: {who} cannot load the stage ({why})", stage.path) from e
 
     def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Run one sample; returns every exposed tensor by name.
@@ -83,14 +94,31 @@ class StageRunner:
             The runtime fails on the data (shapes, dtypes, a kernel error): the comparison reports the stage as not
             run (N403) and goes on with the stages before it.
         """
+        timer = None
         try:
-            values = self.session.run(None, {k: feeds[k] for k in self.input_names})
+            fed = {k: feeds[k] for k in self.input_names}
+            if self.loops and self.runtime != HORIZON_RUNTIME:
+                import onnxruntime as ort
+
+                ro = ort.RunOptions()
+                ro.log_severity_level = 4  # the stop is reported below, not logged by onnxruntime
+                timer = threading.Timer(LOOP_RUN_SECONDS, lambda: setattr(ro, "terminate", True))
+                timer.start()
+                values = self.session.run(None, fed, ro)
+            else:
+                values = self.session.run(None, fed)
         except KeyError as e:
             raise GraphAuditError(f"{self.stage.path}: no data for input {e.args[0]!r}") from e
         except Exception as e:  # noqa: BLE001
             who = "Horizon's runtime" if self.runtime == HORIZON_RUNTIME else "onnxruntime"
-            raise StageRunError(f"{self.stage.path}: {who} failed on the data ({_first_line(e)})",
-                                str(self.stage.path)) from e
+            why = _first_line(e)
+            if timer is not None and not timer.is_alive():
+                why = (f"stopped after {LOOP_RUN_SECONDS:g} s on one sample; its Loop node(s) "
+                       f"{', '.join(repr(x) for x in self.loops[:3])} may not end (trip count and condition are data)")
+            raise StageRunError(f"{self.stage.path}: {who} failed on the data ({why})", str(self.stage.path)) from e
+        finally:
+            if timer is not None:
+                timer.cancel()
         return dict(zip(self.output_names, values))
 
 
