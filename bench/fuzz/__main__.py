@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
         done[0] += 1
         bad = r.problems()
         if bad or done[0] % 50 == 0:
-            print(f"[{done[0]}/{len(cases)} {time.monotonic() - t0:.0f}s] {r.id} {r.kind} rc={r.rc} "
+            print(f"[{done[0]} {time.monotonic() - t0:.0f}s] {r.id} {r.kind} rc={r.rc} "
                   f"{r.wall_s:.1f}s {' '.join(bad)}", file=sys.stderr, flush=True)
 
     records = run_all(cases, work, jobs=args.jobs, progress=progress)

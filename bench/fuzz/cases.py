@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from typing import Iterator
 
 from . import files as F
 from . import models as M
@@ -135,12 +136,11 @@ def make_case(seed: int, index: int) -> Case:
     return Case(f"{seed}-{index}", kind, files, argv)
 
 
-def make_cases(seed: int, inputs: int) -> list[Case]:
-    """Cases ``0, 1, ...`` of ``seed`` until they hold at least ``inputs`` generated files."""
-    out: list[Case] = []
-    total = 0
+def make_cases(seed: int, inputs: int) -> Iterator[Case]:
+    """Cases ``0, 1, ...`` of ``seed`` until they hold at least ``inputs`` generated files (made one at a time)."""
+    total = i = 0
     while total < inputs:
-        c = make_case(seed, len(out))
-        out.append(c)
+        c = make_case(seed, i)
+        i += 1
         total += c.n_inputs
-    return out
+        yield c

@@ -167,8 +167,8 @@ def _attr(rng: random.Random, m: onnx.ModelProto) -> None:
         a.type = onnx.AttributeProto.FLOAT
     elif kind == 1:
         a.type = onnx.AttributeProto.UNDEFINED
-    else:
-        a.type = 99
+    else:  # a type whose value field is left empty, or an int attribute where a float is read
+        a.type = rng.choice([onnx.AttributeProto.GRAPH, onnx.AttributeProto.TENSOR, onnx.AttributeProto.SPARSE_TENSOR])
         a.i = 3
     n = m.graph.node[rng.randrange(len(m.graph.node))]
     n.attribute.append(a)
@@ -210,10 +210,11 @@ def _nested_ifs(depth: int) -> onnx.ModelProto:
     """``depth`` If nodes nested in each other's then-branch."""
     inner = h.make_graph([h.make_node("Identity", ["x"], ["o0"])], "b0", [],
                          [h.make_tensor_value_info("o0", T.FLOAT, None)])
-    for k in range(1, depth):
-        inner = h.make_graph([h.make_node("If", ["c"], [f"o{k}"], then_branch=inner, else_branch=inner)], f"b{k}",
+    leaf = inner
+    for k in range(1, depth):  # only the then-branch nests (both would double the size at every level)
+        inner = h.make_graph([h.make_node("If", ["c"], [f"o{k}"], then_branch=inner, else_branch=leaf)], f"b{k}",
                              [], [h.make_tensor_value_info(f"o{k}", T.FLOAT, None)])
-    g = h.make_graph([h.make_node("If", ["c"], ["y"], then_branch=inner, else_branch=inner)], "nested",
+    g = h.make_graph([h.make_node("If", ["c"], ["y"], then_branch=inner, else_branch=leaf)], "nested",
                      [h.make_tensor_value_info("x", T.FLOAT, [1]), h.make_tensor_value_info("c", T.BOOL, [])],
                      [h.make_tensor_value_info("y", T.FLOAT, [1])])
     return h.make_model(g, opset_imports=_OPSET)
@@ -256,7 +257,7 @@ def hostile(rng: random.Random) -> bytes:
         for _ in range(rng.randrange(1, 4)):
             _graph_damage(rng, m)
     elif kind == "nested":
-        m = _nested_ifs(rng.choice([3, 60, 70, 200]))
+        m = _nested_ifs(rng.choice([3, 12, 22]))  # protobuf parses about 100 message levels
     elif kind == "loop":
         m = loop_model(rng.choice([2 ** 62, 2 ** 40, 10]))
     else:

@@ -13,10 +13,12 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Iterable
 
 import psutil
 
@@ -117,8 +119,6 @@ def run_case(case: Case, workdir: Path, time_cap: float = TIME_CAP_S, rss_cap: i
                             stderr=subprocess.PIPE, start_new_session=True)
     ps = psutil.Process(proc.pid)
     err_chunks: list[bytes] = []
-    import threading
-
     reader = threading.Thread(target=lambda: err_chunks.append(proc.stderr.read()), daemon=True)
     reader.start()
     while True:
@@ -151,19 +151,25 @@ def run_case(case: Case, workdir: Path, time_cap: float = TIME_CAP_S, rss_cap: i
     return rec
 
 
-def run_all(cases: list[Case], workdir: Path, jobs: int = 2, progress=None, **kw) -> list[Record]:
-    """Run every case, ``jobs`` at a time; ``progress(record)`` is called as each finishes."""
+def run_all(cases: Iterable[Case], workdir: Path, jobs: int = 2, progress=None, **kw) -> list[Record]:
+    """Run every case, ``jobs`` at a time; ``progress(record)`` is called as each finishes. ``cases`` is consumed
+    lazily (at most ``2 * jobs`` cases held at once: a case holds its files' bytes)."""
     workdir.mkdir(parents=True, exist_ok=True)
     out: list[Record] = []
-
-    def one(c: Case) -> Record:
-        r = run_case(c, workdir, **kw)
-        if progress:
-            progress(r)
-        return r
-
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as ex:
-        out = list(ex.map(one, cases))
+        pending: set = set()
+        for c in cases:
+            pending.add(ex.submit(run_case, c, workdir, **kw))
+            if len(pending) >= 2 * jobs:
+                done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for f in done:
+                    out.append(f.result())
+                    if progress:
+                        progress(out[-1])
+        for f in pending:
+            out.append(f.result())
+            if progress:
+                progress(out[-1])
     return out
 
 
