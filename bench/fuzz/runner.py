@@ -95,7 +95,9 @@ def _materialize(case: Case, root: Path) -> Path:
 
 def _judge_refusal(rec: Record, err: str, case: Case) -> None:
     lines = [ln for ln in err.splitlines() if ln.strip()]
+    # the file (or directory) at fault, or the command-line option at fault (--raw-shape '0x3x8x8': ...)
     names = [Path(k).name for k in case.files] + ["data", "model_output", "in"]
+    names += [a for a in case.argv if a.startswith("--")]
     if len(lines) != 1:
         rec.bad_refusal = f"{len(lines)} lines"
     elif not any(n and n in lines[0] for n in names):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["printable"]
+__all__ = ["printable", "needs_escape"]
 
 # C0 and C1 control characters and DEL (ESC starts terminal sequences that clear the screen or set the window title),
 # line/paragraph separators, and bidirectional overrides (which reverse how a name reads).
@@ -14,3 +14,8 @@ _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\
 def printable(text: str) -> str:
     """``text`` with control characters shown as escapes (``"\\x1b"``, ``"\\n"``), safe to print on a terminal."""
     return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
+
+
+def needs_escape(text: str) -> bool:
+    """Whether :func:`printable` would change ``text``."""
+    return _CONTROL.search(text) is not None
