@@ -119,10 +119,11 @@ def _data(rng: random.Random, kind: str) -> tuple[dict[str, bytes], list[str]]:
     return files, argv
 
 
-def make_case(seed: int, index: int) -> Case:
-    """Case ``index`` of the run seeded ``seed``."""
+def make_case(seed: int, index: int, kind: str | None = None) -> Case:
+    """Case ``index`` of the run seeded ``seed`` (of ``kind`` when given, else drawn with the weights of KINDS)."""
     rng = random.Random(f"{seed}:{index}")
-    kind = rng.choices(list(KINDS), weights=list(KINDS.values()))[0]
+    drawn = rng.choices(list(KINDS), weights=list(KINDS.values()))[0]
+    kind = kind or drawn
     if kind.startswith("onnx_") and kind != "onnx_external":
         files, argv = _onnx(rng, kind)
     elif kind == "onnx_external":
@@ -144,3 +145,8 @@ def make_cases(seed: int, inputs: int) -> Iterator[Case]:
         i += 1
         total += c.n_inputs
         yield c
+
+
+def per_kind(seed: int, each: int) -> list[Case]:
+    """``each`` cases of every kind in KINDS (the CI subset: every input kind, whatever the weights)."""
+    return [make_case(seed, k * 1000 + i, kind) for k, kind in enumerate(KINDS) for i in range(each)]
