@@ -1,7 +1,8 @@
 """``python -m bench.fuzz --count 2000 --seed 1``: generate hostile inputs, run the real CLI on each, print totals.
 
 --count is the number of generated input files (a run reads 1 to 6 of them); --jobs runs at a time (default 2);
---workdir keeps the runs that show a problem (default a temporary directory); --json writes every record.
+--workdir keeps the runs that show a problem (default a temporary directory); --json writes every record; --only 45,52
+runs those cases of the seed again.
 Exit code 1 when any run shows a traceback, a hang past 60 s, more than 2 GB RSS, a modified input, a file written
 next to the inputs, or a refusal that is not one line naming an input.
 """
@@ -15,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .cases import make_cases
+from .cases import make_case, make_cases
 from .runner import as_dicts, run_all, totals
 
 
@@ -26,8 +27,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--workdir", type=Path)
     ap.add_argument("--json", type=Path, help="write every run's record here")
+    ap.add_argument("--only", help="comma-separated case indices of this seed to run again (from a PROBLEM line)")
     args = ap.parse_args(argv)
-    cases = make_cases(args.seed, args.count)
+    cases = ([make_case(args.seed, int(i)) for i in args.only.split(",")] if args.only
+             else make_cases(args.seed, args.count))
     work = args.workdir or Path(tempfile.mkdtemp(prefix="graphaudit-fuzz-"))
     done = [0]
     t0 = time.monotonic()

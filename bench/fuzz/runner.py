@@ -24,6 +24,7 @@ import psutil
 
 from .cases import Case
 
+REPO = Path(__file__).resolve().parents[2]
 TIME_CAP_S = 60.0
 RSS_CAP_BYTES = 2 * 1024 ** 3
 _POLL_S = 0.05
@@ -115,7 +116,9 @@ def run_case(case: Case, workdir: Path, time_cap: float = TIME_CAP_S, rss_cap: i
     watched = {k: v for k, v in _snapshot(root).items() if not k.startswith(("out", "cwd"))}
     argv = [a.replace("{in}", str(indir)).replace("{out}", str(root / "out")) for a in case.argv]
     rec = Record(case.id, case.kind, case.argv, case.n_inputs)
-    env = dict(os.environ, COLUMNS="160", PYTHONHASHSEED="0")
+    # the graphaudit of this checkout, whatever the environment has installed
+    path = os.pathsep.join(x for x in (str(REPO), os.environ.get("PYTHONPATH", "")) if x)
+    env = dict(os.environ, COLUMNS="160", PYTHONHASHSEED="0", PYTHONPATH=path)
     t0 = time.monotonic()
     proc = subprocess.Popen([python, "-m", "graphaudit", *argv], cwd=root / "cwd", env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, start_new_session=True)
