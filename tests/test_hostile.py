@@ -161,3 +161,42 @@ def test_loop_that_ends_is_run(tmp_path, capsys):
     sess = ort.InferenceSession(a.read_bytes(), providers=["CPUExecutionProvider"])
     (y,) = sess.run(None, {"x": np.array([0.5], np.float32)})
     assert y.tolist() == [10.5]
+
+
+def test_lower_of_a_loop_that_does_not_end_is_one_line(tmp_path, capsys, monkeypatch):
+    """`lower` runs the lowered model once as a check: a Loop of 2**62 iterations is stopped after LOOP_RUN_SECONDS
+    (2 s here) and the file refused in one line; nothing is written (found by the fuzz run, case 1-606)."""
+    from graphaudit.numeric import backends
+
+    monkeypatch.setattr(backends, "LOOP_RUN_SECONDS", 2.0)
+    src, out = tmp_path / "loop.onnx", tmp_path / "low.onnx"
+    src.write_bytes(M.loop_model(2 ** 62).SerializeToString())
+    t0 = time.monotonic()
+    rc = main(["lower", str(src), "-o", str(out)])
+    assert time.monotonic() - t0 < 30
+    err = _one_line_exit_2(capsys, rc, str(src))
+    assert "stopped after 2 s" in err and not out.exists()
+
+
+def test_npz_member_larger_than_a_sample_is_one_line(tmp_path, capsys):
+    """A .npz whose member inflates to 2**25 + 8 float32 elements (about 128 MiB from a few hundred KiB on disk):
+    refused in one line naming the file instead of taking several GB for its statistics (fuzz case 1-440)."""
+    import io
+    import zipfile
+
+    from graphaudit.data.stats import MAX_STATS_ELEMENTS
+
+    shape = (1, 8, 2 ** 22 + 1)
+    assert int(np.prod(shape)) > MAX_STATS_ELEMENTS
+    buf = io.BytesIO()
+    np.lib.format.write_array_header_1_0(buf, {"descr": "<f4", "fortran_order": False, "shape": shape})
+    data = tmp_path / "big.npz"
+    with zipfile.ZipFile(data, "w", zipfile.ZIP_DEFLATED) as z, z.open("x.npy", "w", force_zip64=True) as fh:
+        fh.write(buf.getvalue())
+        for _ in range(int(np.prod(shape)) * 4 // (1 << 20)):
+            fh.write(bytes(1 << 20))
+        fh.write(bytes(int(np.prod(shape)) * 4 % (1 << 20)))
+    a, b = _write_pair(tmp_path, M.qdq_model().SerializeToString())
+    rc = main(["compare", str(a), str(b), "--data", str(data)])
+    err = _one_line_exit_2(capsys, rc, str(data))
+    assert f"{int(np.prod(shape)):,} elements" in err

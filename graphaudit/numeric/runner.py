@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from typing import Iterable
 
 import numpy as np
@@ -10,16 +9,11 @@ import onnx
 
 from ..errors import GraphAuditError, LoweringError, StageRunError
 from ..stage import StageGraph
-from .backends import HORIZON_RUNTIME, make_session, session_options
+from .backends import HORIZON_RUNTIME, LOOP_RUN_SECONDS, make_session, run_limited, session_options
 from .lower import lower_model, needs_lowering
 
 __all__ = ["StageRunner", "session_options", "extract_submodel", "LOOP_RUN_SECONDS"]
 
-#: Longest one sample may run in a stage holding Loop nodes (stock onnxruntime): a Loop's trip count and condition
-#: are data, so a stage can run for ever (a trip count of 2**62); past this the run is stopped (onnxruntime's
-#: RunOptions.terminate) and the stage is reported as not run (N403). A graph without Loop nodes always ends and is
-#: never stopped.
-LOOP_RUN_SECONDS = 20.0
 
 
 class StageRunner:
@@ -94,31 +88,18 @@ class StageRunner:
             The runtime fails on the data (shapes, dtypes, a kernel error): the comparison reports the stage as not
             run (N403) and goes on with the stages before it.
         """
-        timer = None
+        limit = LOOP_RUN_SECONDS if self.loops and self.runtime != HORIZON_RUNTIME else None
         try:
-            fed = {k: feeds[k] for k in self.input_names}
-            if self.loops and self.runtime != HORIZON_RUNTIME:
-                import onnxruntime as ort
-
-                ro = ort.RunOptions()
-                ro.log_severity_level = 4  # the stop is reported below, not logged by onnxruntime
-                timer = threading.Timer(LOOP_RUN_SECONDS, lambda: setattr(ro, "terminate", True))
-                timer.start()
-                values = self.session.run(None, fed, ro)
-            else:
-                values = self.session.run(None, fed)
+            values = run_limited(self.session, None, {k: feeds[k] for k in self.input_names}, limit)
         except KeyError as e:
             raise GraphAuditError(f"{self.stage.path}: no data for input {e.args[0]!r}") from e
         except Exception as e:  # noqa: BLE001
             who = "Horizon's runtime" if self.runtime == HORIZON_RUNTIME else "onnxruntime"
             why = _first_line(e)
-            if timer is not None and not timer.is_alive():
-                why = (f"stopped after {LOOP_RUN_SECONDS:g} s on one sample; its Loop node(s) "
-                       f"{', '.join(repr(x) for x in self.loops[:3])} may not end (trip count and condition are data)")
+            if isinstance(e, TimeoutError):
+                why = (f"{why} on one sample; its Loop node(s) {', '.join(repr(x) for x in self.loops[:3])} may not "
+                       "end (trip count and condition are data)")
             raise StageRunError(f"{self.stage.path}: {who} failed on the data ({why})", str(self.stage.path)) from e
-        finally:
-            if timer is not None:
-                timer.cancel()
         return dict(zip(self.output_names, values))
 
 
