@@ -130,7 +130,7 @@ def input_data(stages: list[StageGraph], data: str | os.PathLike, data_stage: in
     """
     src = _open(stages, data, data_stage, raw_dtype, raw_shape, config)
     samples = _as_fed(src, stages, data_stage, config) if src.domain == "pixels" else iter(src)
-    return InputData(data_stats(samples, max_samples=max_samples), src.kind == "raw")
+    return InputData(data_stats(samples, max_samples=max_samples, label=data), src.kind == "raw")
 
 
 def _effect_line(eff: dict) -> str:

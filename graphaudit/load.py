@@ -122,7 +122,12 @@ def _attr_value(a: onnx.AttributeProto) -> Any:
         return [("graph", _text(g.name)) for g in a.graphs]
     if a.type == onnx.AttributeProto.SPARSE_TENSOR:
         return ("sparse_tensor", tuple(a.sparse_tensor.dims))
-    v = onnx.helper.get_attribute_value(a)
+    if a.ref_attr_name:  # a reference to a function's attribute: no value of its own (invalid outside a function)
+        return ("ref_attr", _text(a.ref_attr_name))
+    try:
+        v = onnx.helper.get_attribute_value(a)
+    except ValueError:  # an attribute type onnx does not define (UNDEFINED or a future enum value)
+        return ("undefined", int(a.type))
     if isinstance(v, bytes):
         return v.decode("utf-8", "replace")
     if isinstance(v, list):

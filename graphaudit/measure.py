@@ -5,7 +5,7 @@ from __future__ import annotations
 import numbers
 import os
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -13,6 +13,7 @@ from .classify import Change
 from .config.refs import config_path
 from .errors import GraphAuditError, StageRunError
 from .lineage import Lineage
+from .lineage.align import align
 from .numeric.backends import HORIZON_RUNTIME, horizon_unavailable, resolve_runtime, runtime_label
 from .numeric.compare import DEFAULT_COSINE_THRESHOLD, CompareOptions, TransitionNumeric, compare_stages
 from .data.hbcal import open_stage_data
@@ -111,17 +112,20 @@ class NumericRun:
     Attributes
     ----------
     results : list of TransitionNumeric
-        One per compared transition ``stages[i] -> stages[i + 1]``, for the first ``compared`` stages.
+        One per pair of consecutive stages compared (``ran``): ``stages[i] -> stages[i + 1]``, or, across a stage
+        the runtime refused, the stage before it -> the stage after it (``a``/``b`` name the stages).
     refused : list of (int, str)
         Stages the runtime refused to load or run, with its reason (rule N403).
     runtime : str
         The resolved runtime ("onnxruntime" or "horizon").
     compared : int
-        Number of leading stages that were run.
+        Number of stages that were run.
     not_run : list of str
         Why each stage not run was left out (refused or unrunnable in this runtime).
     samples : int
         Samples run through the stages (the data's count, capped by ``max_samples``).
+    ran : list of int or None
+        Indices of the stages that were run, in order (``None``: the first ``compared``).
     """
 
     results: list[TransitionNumeric]
@@ -130,10 +134,12 @@ class NumericRun:
     compared: int
     not_run: list[str]
     samples: int = 0
+    ran: list[int] | None = None
 
     def runtimes(self, stages: list[StageGraph]) -> dict[str, str]:
         """Stage name -> the runtime's label, for the stages that were run."""
-        return {st.name: runtime_label(self.runtime) for st in stages[:self.compared]}
+        ran = self.ran if self.ran is not None else range(self.compared)
+        return {stages[i].name: runtime_label(self.runtime) for i in ran}
 
 
 def data_stage_of(stages: list[StageGraph]) -> int:
@@ -204,22 +210,41 @@ def unrunnable_stages(stages: list, runtime: str = "onnxruntime") -> list[tuple[
     return out
 
 
-def _compare_runnable(stages: list[StageGraph], cut: int, compare) -> tuple[list[TransitionNumeric],
-                                                                           list[tuple[int, str]], int]:
-    """Run ``compare(k)`` over the first ``k = cut`` stages; when the runtime refuses a stage (StageRunError), record
-    it and compare the stages before it instead. Returns (results, refused stages with their reasons, the number of
-    stages compared)."""
+def _compare_runnable(stages: list[StageGraph], cut: int, compare, data_stage: int) -> tuple[
+        list[TransitionNumeric], list[tuple[int, str]], list[int]]:
+    """Run ``compare(indices)`` over the stages ``0 .. cut-1``; when the runtime refuses a stage (StageRunError),
+    record it and compare the others without it: the stage after a refused one is compared with the last stage
+    before it. Returns (results, refused stages with their reasons, the indices of the stages compared). A refused
+    data stage (the one the samples are in the contract of) ends the comparison."""
     failed: list[tuple[int, str]] = []
-    while cut >= 2:
+    idxs = list(range(cut))
+    while len(idxs) >= 2:
         try:
-            return compare(cut), failed, cut
+            return compare(idxs), failed, idxs
         except StageRunError as e:
-            bad = next((i for i, st in enumerate(stages[:cut]) if str(st.path) == str(e.path)), None)
+            bad = next((i for i in idxs if str(stages[i].path) == str(e.path)), None)
             if bad is None:
                 raise
             failed.append((bad, str(e)))
-            cut = bad
-    return [], failed, cut
+            idxs = [i for i in idxs if i < bad] if bad == data_stage else [i for i in idxs if i != bad]
+    return [], failed, idxs
+
+
+def _subset(stages: list[StageGraph], lineage: Lineage, changes: list[list[Change]], idxs: list[int]):
+    """The stages ``idxs`` (in order) with an alignment and changes per consecutive pair: the pipeline's own for
+    neighbours; across a stage left out a fresh alignment (:func:`graphaudit.lineage.align.align`) and no changes
+    (its tensors are compared, no change is measured alone)."""
+    als, chs = [], []
+    for j, k in zip(idxs, idxs[1:]):
+        if k == j + 1:
+            als.append(lineage.alignments[j])
+            chs.append(changes[j])
+        else:
+            als.append(align(stages[j], stages[k], check_related=False))
+            # no changes: across a left-out stage a change mixes two transitions (a BatchNorm fold and the
+            # quantization of the folded weight), so nothing is measured alone there; the tensors still are
+            chs.append([])
+    return [stages[i] for i in idxs], als, chs
 
 
 def sample_source(stages: list[StageGraph], idx: int, data, opts: NumericOptions, config):
@@ -284,7 +309,11 @@ def run_numeric(stages: list[StageGraph], lineage: Lineage, changes: list[list[C
                               + "; ".join(why for _i, why in unrunnable))
     copts = CompareOptions(data_stage=idx, data_domain=src.domain, threshold=o.threshold, isolated=o.isolated,
                            progress=tick, sample_names=names, max_samples=o.max_samples, config=config, runtime=runtime)
-    results, failed, cut = _compare_runnable(stages, cut, lambda k: compare_stages(
-        stages[:k], lineage.alignments[:k - 1], changes[:k - 1], src, copts))
-    return NumericRun(results=results, refused=failed, runtime=runtime, compared=cut,
-                      not_run=[why for _i, why in failed + unrunnable], samples=total)
+
+    def compare(idxs: list[int]) -> list[TransitionNumeric]:
+        sub, als, chs = _subset(stages, lineage, changes, idxs)
+        return compare_stages(sub, als, chs, src, replace(copts, data_stage=idxs.index(idx)))
+
+    results, failed, ran = _compare_runnable(stages, cut, compare, idx)
+    return NumericRun(results=results, refused=failed, runtime=runtime, compared=len(ran),
+                      not_run=[why for _i, why in failed + unrunnable], samples=total, ran=ran)

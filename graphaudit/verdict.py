@@ -60,8 +60,9 @@ def build_verdict(report: AuditReport) -> list[VerdictLine]:
     """
     random = report.run.random if report.run is not None else None
     lines = _harness_lines(report.findings) + _config_lines(report.findings)
-    for i, t in enumerate(report.numeric or []):
-        lines.append(_transition_line(i, t, report, random))
+    pairs = {(tr.a, tr.b): k for k, tr in enumerate(report.transitions)}
+    for t in report.numeric or []:  # the render pair of a result (a refused stage leaves a gap in the results)
+        lines.append(_transition_line(pairs.get((t.a, t.b), 0), t, report, random))
     lines += _toolchain_lines(report.findings, lines)
     lines += _not_seen_lines(report)
     rank = {c: float(i) for i, c in enumerate(VERDICT_CAUSES)}

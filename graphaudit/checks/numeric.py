@@ -31,8 +31,8 @@ _FLOAT_TRANSITIONS = NUMERICALLY_EQUAL_TRANSITIONS
 
 def check_float_divergence(ctx: AuditContext) -> Iterator[Finding]:
     """Rule N401 (graphaudit/rules/numeric.yaml): yields its findings over ``ctx``."""
-    for i, res in enumerate(ctx.numeric or []):
-        a, b = ctx.stages[i], ctx.stages[i + 1]
+    for res in ctx.numeric or []:
+        a, b = _pair(ctx, res)
         if (a.role, b.role) not in _FLOAT_TRANSITIONS or res.first_divergence is None:
             continue
         te = res.first_divergence
@@ -54,11 +54,11 @@ LOSSY_SQNR_DB = 60.0
 
 def check_worst_isolated(ctx: AuditContext) -> Iterator[Finding]:
     """Rule N402 (graphaudit/rules/numeric.yaml): yields its findings over ``ctx``."""
-    for i, res in enumerate(ctx.numeric or []):
+    for res in ctx.numeric or []:
         worst = [r for r in res.worst_regions(3) if r.stats.sqnr_db < LOSSY_SQNR_DB]
         if not worst:
             continue
-        a, b = ctx.stages[i], ctx.stages[i + 1]
+        a, b = _pair(ctx, res)
         nodes = [_node_of(res, r) for r in worst]
         parts = [f"{r.change.pattern} at {node} ({', '.join(o[1] for o in r.outputs[:2])}; SQNR "
                  f"{r.stats.sqnr_db:.1f} dB, cosine {r.stats.cosine:.5f})" for r, node in zip(worst, nodes)]
@@ -117,7 +117,7 @@ def check_isolated_outlier(ctx: AuditContext) -> Iterator[Finding]:
     """Rule N404 (graphaudit/rules/numeric.yaml): per transition, the lossy changes whose isolated SQNR is
     :data:`OUTLIER_DB` or more below the median of their peers (same kind and pattern, at least
     :data:`MIN_PEERS`), worst first, each named by its node with its threshold or scale."""
-    for i, res in enumerate(ctx.numeric or []):
+    for res in ctx.numeric or []:
         groups: dict[tuple[str, str], list] = {}
         for r in res.regions:
             if r.stats.samples and r.change.kind != "kept" and r.stats.sqnr_db == r.stats.sqnr_db:
@@ -132,7 +132,7 @@ def check_isolated_outlier(ctx: AuditContext) -> Iterator[Finding]:
         if not out:
             continue
         out.sort(key=lambda x: x[0].stats.sqnr_db)
-        a, b = ctx.stages[i], ctx.stages[i + 1]
+        a, b = _pair(ctx, res)
         items, says = [], []
         for r, med, n, group in out:
             params, node = _quant_params(b, r.change.b_nodes), _node_of(res, r)
@@ -160,15 +160,28 @@ def _little_at_outputs(res) -> bool:
     return bool(outs) and all(t.stats.sqnr_db >= SMALL_LOSS_DB and t.top1[0] == t.top1[1] for t in outs)
 
 
+def _pair(ctx: AuditContext, res) -> tuple:
+    """The stages a numeric result compares, by name (a result may span a stage the runtime refused)."""
+    by = {st.name: st for st in ctx.stages}
+    return by[res.a], by[res.b]
+
+
 def check_stage_not_run(ctx: AuditContext) -> Iterator[Finding]:
-    """Rule N403 (graphaudit/rules/numeric.yaml): one finding per stage the runtime refused (``ctx.stage_failures``)."""
+    """Rule N403 (graphaudit/rules/numeric.yaml): one finding per stage the runtime refused (``ctx.stage_failures``).
+    The stages after a refused one are still compared, with the last stage run before it; ``not_compared`` lists
+    the stages no numeric result covers."""
+    covered = {n for res in ctx.numeric or [] for n in (res.a, res.b)}
     for i, why in ctx.stage_failures:
         st = ctx.stages[i]
-        later = [s.name for s in ctx.stages[i + 1:]]
+        missing = [s.name for s in ctx.stages[i:] if s.name not in covered or s is st]
+        spans = [f"{r.a} -> {r.b}" for r in ctx.numeric or [] if
+                 ctx.stages.index(_pair(ctx, r)[0]) < i < ctx.stages.index(_pair(ctx, r)[1])]
+        after = (f"; {spans[0]} is compared across it" if spans else
+                 f"; not compared either: {', '.join(missing[1:])}" if missing[1:] else "")
         yield make_finding(
-            "N403", f"{st.name} could not be run, so it and the stages after it ({', '.join(later) or 'none'}) are "
-            f"missing from the numeric comparison: {why}", stage=st.name, location={"file": str(st.path)},
-            evidence={"stage_index": i, "reason": why, "not_compared": [st.name, *later]})
+            "N403", f"{st.name} could not be run, so it is missing from the numeric comparison{after}: {why}",
+            stage=st.name, location={"file": str(st.path)},
+            evidence={"stage_index": i, "reason": why, "not_compared": missing})
 
 
 def check_eval_hook_failed(ctx: AuditContext) -> Iterator[Finding]:

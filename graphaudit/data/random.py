@@ -14,6 +14,12 @@ __all__ = ["random_source"]
 
 _LABEL = "--random"
 
+#: Most elements one random sample may hold, all inputs together: 2**26 = 67,108,864 (256 MiB of float32). Every stage
+#: runs the sample and keeps its compared tensors, so a larger input cannot be compared within a few GB; the largest
+#: real model inputs (1x3x4096x4096 = 50,331,648) stay below it. Dims of 2**31 x 2**31 or 2**62 are refused here,
+#: in one line, instead of failing inside numpy.
+MAX_SAMPLE_ELEMENTS = 2 ** 26
+
 
 class _RandomChunk:
     """``count`` samples; sample ``i`` drawn from the generator seeded with ``(seed, i)``."""
@@ -128,8 +134,8 @@ def random_source(inputs: list[InputSpec], n: int, seed: int = 0, low: float | N
     ------
     DataError
         ``n`` or ``seed`` invalid, ``low >= high``, an empty integer range, an input of unknown rank,
-        a non-batch symbolic dim without a value in ``dims``, or a dtype random data cannot be made for
-        (complex, string).
+        a non-batch symbolic dim without a value in ``dims``, a dtype random data cannot be made for
+        (complex, string), or a sample of more than :data:`MAX_SAMPLE_ELEMENTS` elements.
     """
     inputs = check_specs(inputs, _LABEL)
     _check_args(n, seed, low, high)
@@ -141,4 +147,10 @@ def random_source(inputs: list[InputSpec], n: int, seed: int = 0, low: float | N
         shape = _shape(spec, dims, where)
         lo, hi = _value_range(dt, low, high, where)
         plans.append((spec.name, dt, shape, lo, hi))
+    total = sum(math.prod(p[2]) for p in plans)
+    if total > MAX_SAMPLE_ELEMENTS:
+        big = max(plans, key=lambda p: math.prod(p[2]))
+        raise data_error(_LABEL, f"input {big[0]!r} of shape {fmt_shape(big[2])}: one sample would hold {total:,} "
+                                 f"elements, more than the {MAX_SAMPLE_ELEMENTS:,} random samples are made for "
+                                 "(give --data, or --input-shape NAME=1x3x... for a smaller shape)")
     return DataSource("random", None, "tensor", inputs, [_RandomChunk(plans, int(n), int(seed))])

@@ -8,8 +8,14 @@ from typing import Iterable
 import numpy as np
 
 from .samplestats import SampleSet
+from .spec import data_error
 
-__all__ = ["InputStats", "data_stats", "guess_layout", "stats_dict", "MAX_SAMPLE_RANGES"]
+__all__ = ["InputStats", "data_stats", "guess_layout", "stats_dict", "MAX_SAMPLE_RANGES", "MAX_STATS_ELEMENTS"]
+
+#: Most elements of one input's sample the statistics read: 2**25 = 33,554,432 (a 4K image, 1x3x2160x3840, has
+#: 24,883,200). The float64 sums hold several copies of the sample (about 10 x 8 bytes per element, 2.7 GB here), so a
+#: larger sample is refused in one line naming the data rather than read.
+MAX_STATS_ELEMENTS = 2 ** 25
 
 #: Samples whose per-channel value range is kept (for the per-sample value-domain judgement).
 MAX_SAMPLE_RANGES = 10_000
@@ -68,10 +74,12 @@ class InputStats:
         return float(np.mean(self.channel_mean)) if self.channel_mean else float("nan")
 
 
-def data_stats(samples: Iterable[dict[str, np.ndarray]], max_samples: int | None = None) -> dict[str, InputStats]:
+def data_stats(samples: Iterable[dict[str, np.ndarray]], max_samples: int | None = None,
+               label: object = "data") -> dict[str, InputStats]:
     """Per-input statistics of streamed samples (one sample in memory at a time; sums in float64).
 
-    Returns input name -> :class:`InputStats`.
+    Returns input name -> :class:`InputStats`. Raises DataError (naming ``label``) for a sample of more than
+    :data:`MAX_STATS_ELEMENTS` elements.
     """
     out: dict[str, InputStats] = {}
     for k, sample in enumerate(samples):
@@ -79,6 +87,9 @@ def data_stats(samples: Iterable[dict[str, np.ndarray]], max_samples: int | None
             break
         for name, arr in sample.items():
             a = np.asarray(arr)
+            if a.size > MAX_STATS_ELEMENTS:
+                raise data_error(label, f"sample {k} for input {name!r} has shape {list(a.shape)} ({a.size:,} "
+                                        f"elements), more than the {MAX_STATS_ELEMENTS:,} graphaudit reads per sample")
             st = out.get(name)
             if st is None:
                 st = out[name] = InputStats(name, a.dtype.name, tuple(a.shape), guess_layout(tuple(a.shape)))

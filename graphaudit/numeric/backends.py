@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 
-__all__ = ["HORIZON_RUNTIME", "RUNTIMES", "session_options", "horizon_unavailable", "resolve_runtime", "make_session",
+__all__ = ["HORIZON_RUNTIME", "RUNTIMES", "LOOP_RUN_SECONDS", "run_limited", "session_options", "horizon_unavailable", "resolve_runtime", "make_session",
            "runtime_label"]
 
 #: The ``--runtime`` name of Horizon's own runtime (a runtime name, not the ``horizon`` op domain).
@@ -106,3 +106,43 @@ def make_session(model: bytes, runtime: str, threads: int = 0):
     import onnxruntime as ort
 
     return ort.InferenceSession(model, session_options(threads), providers=["CPUExecutionProvider"])
+
+
+#: Longest one sample may run in a stage holding Loop nodes (stock onnxruntime): a Loop's trip count and condition
+#: are data, so a stage can run for ever (a trip count of 2**62); past this the run is stopped (onnxruntime's
+#: RunOptions.terminate) and the stage is reported as not run (N403; `lower` refuses the file). A graph without Loop nodes always ends and is
+#: never stopped.
+LOOP_RUN_SECONDS = 20.0
+
+
+def run_limited(session, outputs, feeds: dict, seconds: float | None):
+    """``session.run(outputs, feeds)`` (stock onnxruntime), stopped after ``seconds`` when given.
+
+    A graph with Loop nodes may never end (its trip count and condition are data); onnxruntime's
+    ``RunOptions.terminate``, set from a timer thread, stops it between kernels and iterations.
+
+    Raises
+    ------
+    TimeoutError
+        The run was stopped after ``seconds``.
+    Exception
+        Whatever onnxruntime raises for a run that fails.
+    """
+    if seconds is None:
+        return session.run(outputs, feeds)
+    import threading
+
+    import onnxruntime as ort
+
+    ro = ort.RunOptions()
+    ro.log_severity_level = 4  # the stop is reported by the caller, not logged by onnxruntime
+    timer = threading.Timer(seconds, lambda: setattr(ro, "terminate", True))
+    timer.start()
+    try:
+        return session.run(outputs, feeds, ro)
+    except Exception as e:  # noqa: BLE001 - onnxruntime raises its own types
+        if not timer.is_alive():
+            raise TimeoutError(f"stopped after {seconds:g} s") from e
+        raise
+    finally:
+        timer.cancel()

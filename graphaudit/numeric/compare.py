@@ -16,6 +16,7 @@ from ..toolchains.ops import DEQUANTIZE_OPS
 from ..toolchains.roles import NUMERICALLY_EQUAL_TRANSITIONS
 from ..toolchains.contracts import convert_sample, pipeline_normalization, stage_contracts
 from .fixedpoint import FixedPointCodec, fixed_point_codec, nhwc_as
+from .thin import thin as _thin
 from .metrics import ErrorStats, top1_agreement
 from .regions import COMPARABLE_KINDS, RegionRunner, region_io
 from .runner import StageRunner
@@ -26,6 +27,7 @@ __all__ = ["TensorError", "FixedPointCodec", "RegionError", "TransitionNumeric",
 #: Changes measured on their own per transition (each needs its own onnxruntime session, extracted from the
 #: stage); the rest are counted as skipped. 5,000-node graphs have about 2,500 changes.
 MAX_ISOLATED_REGIONS = 400
+
 
 #: First-divergence threshold on cosine similarity (configurable per call).
 DEFAULT_COSINE_THRESHOLD = 0.999
@@ -352,7 +354,7 @@ def _plan(stages: list[StageGraph], alignments: list[Alignment], changes: list[l
           isolated: bool) -> _Plan:
     """The plan step: tensor pairs per transition, isolated regions (at most :data:`MAX_ISOLATED_REGIONS`, the
     rest and those without a closed boundary counted as skipped) and the tensors each stage must capture."""
-    pairs = [_pairs(al, ch) for al, ch in zip(alignments, changes)]
+    pairs = [_thin(_pairs(al, ch)) for al, ch in zip(alignments, changes)]
     source = _source_namer(stages, alignments)
     capture: list[set[str]] = [set() for _ in stages]
     for i, ps in enumerate(pairs):

@@ -9,10 +9,11 @@ import onnx
 
 from ..errors import GraphAuditError, LoweringError, StageRunError
 from ..stage import StageGraph
-from .backends import HORIZON_RUNTIME, make_session, session_options
+from .backends import HORIZON_RUNTIME, LOOP_RUN_SECONDS, make_session, run_limited, session_options
 from .lower import lower_model, needs_lowering
 
-__all__ = ["StageRunner", "session_options", "extract_submodel"]
+__all__ = ["StageRunner", "session_options", "extract_submodel", "LOOP_RUN_SECONDS"]
+
 
 
 class StageRunner:
@@ -68,13 +69,17 @@ class StageRunner:
             model.graph.output.append(onnx.ValueInfoProto(name=name))
             have.add(name)
         self.model = model
+        self.loops = [n.id for n in stage.nodes.values() if n.op_type == "Loop" and n.domain in ("", "ai.onnx")]
         try:
             self.session = make_session(model.SerializeToString(), runtime)
+            # names that are not UTF-8 load, then fail here (UnicodeDecodeError): the runtime cannot use the stage
+            self.input_names = [i.name for i in self.session.get_inputs()]
+            self.output_names = [o.name for o in self.session.get_outputs()]
         except Exception as e:  # noqa: BLE001 - onnxruntime raises several unrelated types
             who = "Horizon's runtime" if runtime == HORIZON_RUNTIME else "onnxruntime"
-            raise StageRunError(f"{stage.path}: {who} cannot load the stage ({_first_line(e)})", stage.path) from e
-        self.input_names = [i.name for i in self.session.get_inputs()]
-        self.output_names = [o.name for o in self.session.get_outputs()]
+            why = ("a name in the file is not UTF-8 text, which ONNX requires" if isinstance(e, UnicodeDecodeError)
+                   else _first_line(e))
+            raise StageRunError(f"{stage.path}: {who} cannot load the stage ({why})", stage.path) from e
 
     def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Run one sample; returns every exposed tensor by name.
@@ -87,14 +92,18 @@ class StageRunner:
             The runtime fails on the data (shapes, dtypes, a kernel error): the comparison reports the stage as not
             run (N403) and goes on with the stages before it.
         """
+        limit = LOOP_RUN_SECONDS if self.loops and self.runtime != HORIZON_RUNTIME else None
         try:
-            values = self.session.run(None, {k: feeds[k] for k in self.input_names})
+            values = run_limited(self.session, None, {k: feeds[k] for k in self.input_names}, limit)
         except KeyError as e:
             raise GraphAuditError(f"{self.stage.path}: no data for input {e.args[0]!r}") from e
         except Exception as e:  # noqa: BLE001
             who = "Horizon's runtime" if self.runtime == HORIZON_RUNTIME else "onnxruntime"
-            raise StageRunError(f"{self.stage.path}: {who} failed on the data ({_first_line(e)})",
-                                str(self.stage.path)) from e
+            why = _first_line(e)
+            if isinstance(e, TimeoutError):
+                why = (f"{why} on one sample; its Loop node(s) {', '.join(repr(x) for x in self.loops[:3])} may not "
+                       "end (trip count and condition are data)")
+            raise StageRunError(f"{self.stage.path}: {who} failed on the data ({why})", str(self.stage.path)) from e
         return dict(zip(self.output_names, values))
 
 

@@ -115,13 +115,15 @@ def _auto_seeds(g: nx.DiGraph, src: DiffSource, pair: int | None) -> list[str]:
     errs = [(-2.0 if math.isnan(c) else c, k) for c, k in errs]
     seeds += [k for _c, k in sorted(errs)[:20]]
     numeric = src.numeric or []
-    for i in (range(len(numeric)) if pair is None else [pair]):
-        regions = numeric[i].worst_regions if i < len(numeric) and numeric[i] is not None else []
+    st = src.stages
+    for i in (range(len(st) - 1) if pair is None else [pair]):
+        pair_names = (st[i].name, st[i + 1].name) if i + 1 < len(st) else None
+        match = [t for t in numeric if t is not None and (t.a, t.b) == pair_names]  # a refused stage leaves a gap
+        regions = match[0].worst_regions if match else []
         for r in regions[:WORST_REGIONS]:  # the changes that lose most on their own (isolated error)
             hits = [f"n:{x}" for x in r.b_nodes if f"n:{x}" in g]
             hits += [k for a_t, _b_t in r.outputs for k in _resolve(g, a_t)[:1]]
             seeds += hits[:2]
-    st = src.stages
     names = {s.name for s in st} if pair is None else {st[pair].name, st[pair + 1].name,
                                                        f"{st[pair].name} -> {st[pair + 1].name}"}
     for f in src.findings:

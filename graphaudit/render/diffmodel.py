@@ -284,11 +284,10 @@ def _add_numeric(g: nx.DiGraph, v: _View) -> None:
     if not numeric:
         return
     first_done = False
+    by_pair = {(nd.a, nd.b): nd for nd in numeric if nd is not None}  # a stage the runtime refused leaves a gap
     for t in range(v.lo, v.hi):
-        if t >= len(numeric) or numeric[t] is None:
-            continue
-        nd = numeric[t]
-        if (nd.a, nd.b) != (v.src.stages[t].name, v.src.stages[t + 1].name):
+        nd = by_pair.get((v.src.stages[t].name, v.src.stages[t + 1].name))
+        if nd is None:
             continue
         g.graph["numeric"] = True
         g.graph.setdefault("threshold", nd.threshold)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["printable"]
+__all__ = ["printable", "needs_escape"]
 
 # C0 and C1 control characters and DEL (ESC starts terminal sequences that clear the screen or set the window title),
 # line/paragraph separators, and bidirectional overrides (which reverse how a name reads).
@@ -16,3 +16,8 @@ def printable(text: str) -> str:
     if text.isprintable():  # no control, separator or format character (a superset of _CONTROL): the common case
         return text
     return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
+
+
+def needs_escape(text: str) -> bool:
+    """Whether :func:`printable` would change ``text``."""
+    return _CONTROL.search(text) is not None

@@ -314,7 +314,7 @@ def _external_files(model: onnx.ModelProto, base: Path) -> set[Path]:
     for init in model.graph.initializer:
         if init.data_location == TensorProto.EXTERNAL:
             for kv in init.external_data:
-                if kv.key == "location":
+                if kv.key == "location" and "\x00" not in kv.value:  # a NUL names no file (resolve raises)
                     out.add((base / kv.value).resolve())
     return out
 
@@ -385,8 +385,10 @@ def lower_file(path: str | os.PathLike, out_path: str | os.PathLike) -> Lowering
         raise LoweringError(f"{p}: the lowered model is larger than 2 GB; writing external data is not supported")
     try:
         onnx.checker.check_model(result.model)
-    except onnx.checker.ValidationError as e:
+    except (onnx.checker.ValidationError, UnicodeDecodeError) as e:  # names that are not UTF-8: UnicodeDecodeError
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        if isinstance(e, UnicodeDecodeError):
+            first = "a name in the file is not UTF-8 text, which ONNX requires"
         raise LoweringError(f"{p}: the lowered model fails onnx.checker: {first}") from e
     result.verified = verify_lowered(result.model, skeleton, str(p))  # raises before anything is written
     try:

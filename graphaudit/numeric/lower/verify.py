@@ -123,7 +123,7 @@ def verify_lowered(lowered: onnx.ModelProto, original: onnx.ModelProto, name: st
         onnxruntime refuses the model (its first line names the node and the reason), fails to run it, or the
         outputs disagree with Horizon's runtime (the output, its cosine and the bound).
     """
-    from ..backends import HORIZON_RUNTIME, horizon_unavailable, make_session
+    from ..backends import HORIZON_RUNTIME, LOOP_RUN_SECONDS, horizon_unavailable, make_session, run_limited
 
     try:
         feeds = probe_feeds(lowered)
@@ -133,8 +133,9 @@ def verify_lowered(lowered: onnx.ModelProto, original: onnx.ModelProto, name: st
         sess = make_session(lowered.SerializeToString(), "onnxruntime")
     except Exception as e:  # noqa: BLE001 - onnxruntime raises several unrelated types
         raise LoweringError(f"{name}: the lowered model does not load in onnxruntime: {_first(e)}") from e
-    try:
-        got = sess.run(None, feeds)
+    loops = any(n.op_type == "Loop" for n in lowered.graph.node)
+    try:  # a Loop's trip count is data: the probe run is stopped like a comparison's (LOOP_RUN_SECONDS)
+        got = run_limited(sess, None, feeds, LOOP_RUN_SECONDS if loops else None)
     except Exception as e:  # noqa: BLE001
         raise LoweringError(f"{name}: the lowered model does not run in onnxruntime on an input of the declared "
                             f"shape: {_first(e)}") from e
