@@ -15,7 +15,6 @@ import os
 from collections.abc import Callable
 from dataclasses import asdict, replace
 
-import numpy as np
 import onnx
 
 from .bisect_report import BisectReport, BisectStepRecord, BisectUnitRecord
@@ -41,8 +40,8 @@ DEFAULT_BISECT_SAMPLES = 8
 class _HybridEvaluator:
     """Runs hybrids of one transition on the samples and accumulates their output noise against stage a.
 
-    Stage a's graph outputs are computed once per sample and kept (outputs only, not the captured tensors of the
-    numeric comparison); each evaluation then streams the samples again through one hybrid session.
+    Streamed: each evaluation reads the samples again and runs stage a and the hybrid on one sample at a time, so
+    one sample's feeds and outputs per stage are held, never the whole set.
     """
 
     def __init__(self, stages, pair: int, al: Alignment, changes: list[Change], source, idx: int, config,
@@ -51,11 +50,12 @@ class _HybridEvaluator:
         self.path_b = stages[pair + 1].path
         self.model_a, self.model_b = onnx.load(stages[pair].path), onnx.load(self.path_b)
         self.feeder = StageFeeder(stages, idx, source.domain, config, None)
-        sess_a = make_session(hybrid_session_model(self.model_a, stages[pair].path, runtime).SerializeToString(),
-                              runtime)
-        outs_a = [o.name for o in sess_a.get_outputs()]
+        self.source, self.max_samples = source, max_samples
+        self.sess_a = make_session(hybrid_session_model(self.model_a, stages[pair].path, runtime)
+                                   .SerializeToString(), runtime)
+        outs_a = [o.name for o in self.sess_a.get_outputs()]
         self.b_outputs = [o.name for o in self.model_b.graph.output]
-        pick = []
+        self.a_outputs = []  # stage a's output compared with each of b's, in b's order
         for k, name in enumerate(self.b_outputs):
             tm = al.tensor_map.get(name)
             a_name = tm.a if tm is not None and tm.a in outs_a else (outs_a[k] if len(outs_a) == len(
@@ -63,16 +63,9 @@ class _HybridEvaluator:
             if a_name is None:
                 raise GraphAuditError(f"{self.path_b}: output {name!r} has no counterpart among "
                                       f"{stages[pair].name}'s outputs")
-            pick.append(outs_a.index(a_name))
-        self.samples: list[dict[str, np.ndarray]] = []  # stage b's feeds per sample
-        self.ref: list[list[np.ndarray]] = []  # stage a's outputs per sample, in b's output order
-        for k, sample in enumerate(source):
-            if k >= max_samples:
-                break
-            ya = sess_a.run(None, self.feeder.feeds(pair, sample, k))
-            self.ref.append([ya[p] for p in pick])
-            self.samples.append(self.feeder.feeds(pair + 1, sample, k))
-        if not self.ref:
+            self.a_outputs.append(a_name)
+        self.count = sum(1 for _k, _s in zip(range(max_samples), source))
+        if not self.count:
             raise GraphAuditError("no samples in the data")
 
     def noise(self, revert: list[int], model: onnx.ModelProto | None = None) -> tuple[float, float]:
@@ -87,9 +80,10 @@ class _HybridEvaluator:
                                   f"load ({str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__})"
                                   ) from e
         noise = signal = 0.0
-        for feeds, ref in zip(self.samples, self.ref):
+        for k, sample in zip(range(self.max_samples), self.source):
+            ref = self.sess_a.run(self.a_outputs, self.feeder.feeds(self.pair, sample, k))
             try:
-                got = sess.run(self.b_outputs, feeds)
+                got = sess.run(self.b_outputs, self.feeder.feeds(self.pair + 1, sample, k))
             except Exception as e:  # noqa: BLE001 - onnxruntime (stock or Horizon's fork) raises several types
                 raise GraphAuditError(f"{self.path_b}: the hybrid with {len(revert)} change(s) reverted does not "
                                       f"run ({str(e).strip().splitlines()[0][:300] if str(e).strip() else type(e).__name__})"
@@ -177,13 +171,13 @@ def bisect(paths, pair: int | None = None, *, source: str | os.PathLike | None =
     not_rev = sum(1 for j, c in enumerate(ch) if c.kind != "kept" and all(j not in u for u in units))
     budget = default_budget(len(order)) if budget is None else budget
     if on_start is not None:
-        on_start(len(order), not_rev, budget, len(ev.ref))
+        on_start(len(order), not_rev, budget, ev.count)
     recovery, metrics = _oracle(ev, hook, al, ch, [units[k] for k in order], noise_b)
     res = group_test(len(order), recovery, target, budget, progress)
     rep = BisectReport(
         a=stages[pair].name, b=stages[pair + 1].name, pair=pair,
         metric=hook.name if hook else "output SQNR (dB)", metric_a=hook.a if hook else math.inf,
-        metric_b=hook.b if hook else _sqnr(noise_b, signal), samples=len(ev.ref), runtime=runtime,
+        metric_b=hook.b if hook else _sqnr(noise_b, signal), samples=ev.count, runtime=runtime,
         target=target, budget=res.budget, not_revertible=not_rev,
         units=[_unit_record(al, ch, units[k], isolated[k]) for k in order],
         steps=[BisectStepRecord(list(s.units), s.recovered, metrics[s.units], s.phase, s.kept) for s in res.steps],
