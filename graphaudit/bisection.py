@@ -27,7 +27,7 @@ from .lineage import Alignment
 from .measure import NumericOptions, data_stage_of, run_numeric, sample_source, unrunnable_stages
 from .numeric.backends import make_session, resolve_runtime
 from .numeric.bisect import default_budget, group_test, order_units
-from .numeric.compare import StageFeeder
+from .numeric.compare import FLOAT_EQUAL_SQNR_DB, StageFeeder
 from .numeric.hybrid import build_hybrid, hybrid_session_model, int16_calibration, output_noise, revertible
 from .pipeline import _as_config, _structure, load_pipeline
 
@@ -166,7 +166,7 @@ def bisect(paths, pair: int | None = None, *, source: str | os.PathLike | None =
     ev = _HybridEvaluator(stages, pair, al, ch, sample_source(stages, idx, data, opts_n, cfg), idx, cfg, runtime,
                           n_samples)
     noise_b, signal = ev.noise([])
-    _check_drop(noise_b, stages, pair)
+    _check_drop(noise_b, signal, stages, pair)
     hook = None if eval_hook is None else HookOracle(stages, pair, eval_hook, eval_samples, runtime, cfg, idx)
     not_rev = sum(1 for j, c in enumerate(ch) if c.kind != "kept" and all(j not in u for u in units))
     budget = default_budget(len(order)) if budget is None else budget
@@ -249,13 +249,14 @@ def _fix(rep: BisectReport, ev: _HybridEvaluator, ctx, order: list[int], units: 
         rep.fix = asdict(suggest_fix(rep, stages, al, ch, cfg, lineage, chosen=rep.fix_units))
 
 
-def _check_drop(noise_b: float, stages, pair: int) -> None:
+def _check_drop(noise_b: float, signal: float, stages, pair: int) -> None:
     if not math.isfinite(noise_b):
         raise GraphAuditError(f"{stages[pair].name} -> {stages[pair + 1].name}: the outputs hold NaN or infinite "
                               f"values on these samples (output noise {noise_b}): no drop can be measured")
-    if noise_b == 0:
-        raise GraphAuditError(f"{stages[pair].name} -> {stages[pair + 1].name}: the outputs are equal on these "
-                              "samples: no drop to bisect")
+    if noise_b == 0 or (signal > 0 and 10 * math.log10(signal / noise_b) >= FLOAT_EQUAL_SQNR_DB):
+        raise GraphAuditError(f"{stages[pair].name} -> {stages[pair + 1].name}: the outputs agree on these "
+                              f"samples (SQNR >= {FLOAT_EQUAL_SQNR_DB:g} dB: float rounding at most): no drop to "
+                              "bisect")
 
 
 def _runtime(name: str) -> str:

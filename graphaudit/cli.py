@@ -242,7 +242,7 @@ def _explain(args: argparse.Namespace, console: Console) -> int:
     """explain, diff and compare: the main job over one pipeline (or the bundled samples), then the renderers."""
     pipelines, default_run = _pipelines(args)
     kw = _audit_args(args)
-    finds = args.command == "explain" or (args.command == "compare" and not (args.data or args.random))
+    finds = args.command in ("explain", "compare")  # compare reads raw calibration files with it too
     if finds and not default_run and kw["config"] is None and not args.no_config:
         kw["config"] = _found_config(args.paths, console, runs_data=args.command == "compare")
         # explain runs a found config's cal_data_dir only when asked (--config): structure stays fast

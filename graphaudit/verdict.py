@@ -317,8 +317,11 @@ def _precision_action(report: AuditReport, t: TransitionSummary, names: list[str
     unnamed = [n for n in names if _UNNAMED_ID.match(n)]
     if _is_horizon(report, t.b):
         tool = "hb_compile" if report.run is not None and report.run.config_family == "3.x" else "hb_mapper"
-        action = (f"Keep {'them' if len(settable) > 1 else 'it'} in int16 and re-run {tool}: in the config's model_parameters, node_info: \""
-                  + ";".join(f"{n}:int16" for n in settable) + "\" (names of the optimized_float model).")
+        # the mapping form: hb_mapper 1.x's string form takes one node only (mapper_conf_parser.py; lint C304)
+        action = (f"Keep {'them' if len(settable) > 1 else 'it'} in int16 and re-run {tool}: in the config's "
+                  "model_parameters, node_info: {" + ", ".join(f"'{n}': {{'OutputType': 'int16'}}" for n in settable)
+                  + "} (names of the optimized_float model; `graphaudit bisect` measures which nodes recover the "
+                  "drop together).")
     else:
         action = (f"Leave {'them' if len(settable) > 1 else 'it'} in float and re-quantize: quantize_static(..., nodes_to_exclude=["
                   + ", ".join(repr(n) for n in settable) + "]).")

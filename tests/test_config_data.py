@@ -204,3 +204,15 @@ def test_compare_with_config_and_no_data_runs_its_calibration_data(horizon_sampl
         assert rc in (0, 1) and rep["numeric"] and rep["run"]["data_from_config"] is True
         assert Path(rep["run"]["config"]).resolve() == (horizon_sample / "config.yaml").resolve()
         assert rep["run"]["samples_used"] == 2 and _compared(rep) == {2}
+
+
+@pytest.mark.skipif(not SETS, reason=SKIP)
+def test_compare_data_reads_raw_files_with_the_config_found(tmp_path):
+    """`compare SET --data SET/calibration_data_*` (hb_mapper 1.x raw uint8 files, no header) reads them with the
+    config found beside the stages (input_shape, cal_data_type, layout), as explain does; the file count is the
+    folder's."""
+    set_dir = min(SETS, key=lambda p: (p / "model_output").stat().st_size if "cls" in p.name else 1e18)
+    cal = next(p for p in set_dir.iterdir() if p.is_dir() and p.name.startswith("calibration_data"))
+    rc, rep = _run_json(tmp_path, "compare", str(set_dir), "--data", str(cal), "--max-samples", "2")
+    assert rc in (0, 1) and rep["numeric"] and rep["run"]["samples_used"] == 2
+    assert Path(rep["run"]["config"]).resolve() == (set_dir / "config.yaml").resolve()
