@@ -2,7 +2,7 @@
 
 Steps: load and align the pipeline; take the revertible splice units of transition ``pair``
 (:func:`graphaudit.numeric.hybrid.revertible`); order them by isolated error, measured by the numeric comparison of
-the stages up to b; search with :func:`graphaudit.numeric.bisect.group_test`, each step one hybrid model
+the stages up to b; search with :func:`graphaudit.numeric.grouptest.group_test`, each step one hybrid model
 (:func:`graphaudit.numeric.hybrid.build_hybrid`) run on the same samples as stage a. The default metric is the
 SQNR of the graph outputs against stage a's; the share of the drop a hybrid recovers is ``1 - noise(hybrid) /
 noise(b)``, with noise the sum over samples and outputs of the squared difference from a's outputs (float64).
@@ -26,7 +26,7 @@ from .fixes import suggest_fix
 from .lineage import Alignment
 from .measure import NumericOptions, data_stage_of, run_numeric, sample_source, unrunnable_stages
 from .numeric.backends import make_session, resolve_runtime
-from .numeric.bisect import default_budget, group_test, order_units
+from .numeric.grouptest import default_budget, group_test, order_units
 from .numeric.compare import FLOAT_EQUAL_SQNR_DB, StageFeeder
 from .numeric.hybrid import build_hybrid, hybrid_session_model, int16_calibration, output_noise, revertible
 from .pipeline import _as_config, _structure, load_pipeline
@@ -126,9 +126,9 @@ def bisect(paths, pair: int | None = None, *, source: str | os.PathLike | None =
     target : float
         Share of the drop to recover, in (0, 1].
     budget : int, optional
-        Most hybrid evaluations (:func:`graphaudit.numeric.bisect.default_budget` by default).
+        Most hybrid evaluations (:func:`graphaudit.numeric.grouptest.default_budget` by default).
     progress : callable, optional
-        Called with each :class:`graphaudit.numeric.bisect.BisectStep`.
+        Called with each :class:`graphaudit.numeric.grouptest.BisectStep`.
     on_start : callable, optional
         Called once before the search as ``on_start(units, not_revertible, budget, samples)``.
     eval_hook, eval_samples : optional

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from graphaudit.cli import main
-from graphaudit.numeric.bisect import group_test
+from graphaudit.numeric.grouptest import group_test
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import horizon_check as hc  # noqa: E402

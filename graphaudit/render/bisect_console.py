@@ -40,7 +40,7 @@ def render_bisect_start(units: int, not_revertible: int, budget: int, samples: i
 
 
 def render_bisect_step(step, console: Console) -> None:
-    """One hybrid evaluation as it finishes (``step``: a :class:`graphaudit.numeric.bisect.BisectStep`)."""
+    """One hybrid evaluation as it finishes (``step``: a :class:`graphaudit.numeric.grouptest.BisectStep`)."""
     console.print(Text(f"  {step.phase:<6} {len(step.units):>5} unit(s) reverted -> {_share(step.recovered)} of the "
                        f"drop recovered" + ("  (kept)" if step.kept and step.phase != "ends" else ""), style="dim"))
 
