@@ -196,23 +196,32 @@ def test_one_model_with_data_checks_the_inputs(quantized_models, tmp_path):
 
 # -- 2. onnxruntime refuses to load one stage -------------------------------------------------------------------------
 
-def test_stage_onnxruntime_refuses_to_load_is_a_finding(tmp_path):
-    """The bundled onnxruntime pipeline with its QDQ stage's ai.onnx opset set to 12: per-channel Q/DQ (an ``axis``
-    attribute) is then invalid and onnxruntime refuses to load the stage. The run still reports the structure (S107
-    names the cause), the data findings and the numbers of the two stages that run; N403 carries onnxruntime's reason."""
+def _ppocr_cls_with_opset(tmp_path, role: str, version: int):
+    """A copy of the bundled onnxruntime PP-OCR cls pipeline whose ``role`` stage declares ai.onnx opset
+    ``version`` (the other stages copied as they are); skips when set-up did not build the samples."""
     import onnx
-    import onnxruntime as ort
 
     src = ORT_FLOAT.parent
     if not src.is_dir():
         pytest.skip("bundled onnxruntime samples not built (setup.sh builds them)")
     stages = tmp_path / "stages"
     stages.mkdir()
-    for role in ("original", "optimized"):
-        shutil.copy(src / f"ppocr_cls_{role}.onnx", stages)
-    m = onnx.load(src / "ppocr_cls_qdq.onnx")
-    next(o for o in m.opset_import if o.domain in ("", "ai.onnx")).version = 12
-    onnx.save(m, stages / "ppocr_cls_qdq.onnx")
+    for other in ("original", "optimized", "qdq"):
+        if other != role:
+            shutil.copy(src / f"ppocr_cls_{other}.onnx", stages)
+    m = onnx.load(src / f"ppocr_cls_{role}.onnx")
+    next(o for o in m.opset_import if o.domain in ("", "ai.onnx")).version = version
+    onnx.save(m, stages / f"ppocr_cls_{role}.onnx")
+    return stages
+
+
+def test_stage_onnxruntime_refuses_to_load_is_a_finding(tmp_path):
+    """The bundled onnxruntime pipeline with its QDQ stage's ai.onnx opset set to 12: per-channel Q/DQ (an ``axis``
+    attribute) is then invalid and onnxruntime refuses to load the stage. The run still reports the structure (S107
+    names the cause), the data findings and the numbers of the two stages that run; N403 carries onnxruntime's reason."""
+    import onnxruntime as ort
+
+    stages = _ppocr_cls_with_opset(tmp_path, "qdq", 12)
     with pytest.raises(Exception) as refused:  # onnxruntime's own reason, worked out here
         ort.InferenceSession(str(stages / "ppocr_cls_qdq.onnx"), providers=["CPUExecutionProvider"])
     reason = str(refused.value).rsplit("Error ", 1)[-1]
@@ -250,19 +259,9 @@ def test_middle_stage_refused_keeps_the_later_stages(tmp_path):
     onnxruntime refuses to load: the quantized stage after it is still measured, against the original stage (the
     last one run before the gap); N403 names the refused stage only. The figures are worked out here by running the
     two files in onnxruntime."""
-    import onnx
     import onnxruntime as ort
 
-    src = ORT_FLOAT.parent
-    if not src.is_dir():
-        pytest.skip("bundled onnxruntime samples not built (setup.sh builds them)")
-    stages = tmp_path / "stages"
-    stages.mkdir()
-    for role in ("original", "qdq"):
-        shutil.copy(src / f"ppocr_cls_{role}.onnx", stages)
-    m = onnx.load(src / "ppocr_cls_optimized.onnx")
-    next(o for o in m.opset_import if o.domain in ("", "ai.onnx")).version = 10000
-    onnx.save(m, stages / "ppocr_cls_optimized.onnx")
+    stages = _ppocr_cls_with_opset(tmp_path, "optimized", 10000)
     with pytest.raises(Exception):  # onnxruntime's own refusal, worked out here
         ort.InferenceSession(str(stages / "ppocr_cls_optimized.onnx"), providers=["CPUExecutionProvider"])
     data = tmp_path / "data"
