@@ -215,8 +215,8 @@ def _numeric(report: AuditReport, console: Console) -> None:
                                               if tr.sqnr_threshold is not None else "")
         if fd is not None:
             console.print(Text.assemble(("  first divergence ", "bold red"),
-                                        f"({crit}): {fd.b_tensor} in {tr.b} (from "
-                                        f"{fd.a_tensor} in {tr.a}): cosine "
+                                        f"({crit}): {fd.b_tensor}{_by_node(fd.b_node)} in {tr.b} (from "
+                                        f"{fd.a_tensor}{_by_node(fd.a_node)} in {tr.a}): cosine "
                                         f"{_fmt(fd.cosine, '.6f')}, SQNR {_fmt(fd.sqnr_db, '.1f')} dB; "
                                         f"{fd.change or 'kept node'}"))
         else:
@@ -229,6 +229,11 @@ def _numeric(report: AuditReport, console: Console) -> None:
                 console.print(Text(f"    {r.kind}: {r.pattern} -> {outs}: SQNR {_fmt(r.sqnr_db, '.1f')} dB, "
                                    f"cosine {_fmt(r.cosine, '.6f')}"
                                    + (f", max {_fmt(r.lsb_max, '.1f')} LSB" if r.lsb_max else "")))
+
+
+def _by_node(node: str) -> str:
+    """" (node NAME)" after a tensor name: the brief's first-divergence column names the node, this line both."""
+    return f" (node {node})" if node else ""
 
 
 def render_input_contracts(contracts: dict, stage, console: Console) -> None:
