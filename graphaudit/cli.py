@@ -123,7 +123,10 @@ def _render(args: argparse.Namespace, console: Console) -> int:
         g.write(dot_path)
         raise GraphvizMissingError(f"{out}: {e}; the graph was written as DOT to {dot_path}") from e
     kinds = ", ".join(f"{n} {k}" for k, n in sorted(g.kind_counts.items()))
-    console.print(Text(f"{out}: {g.node_count} nodes drawn ({kinds})"
+    view = (f"nodes of {au.stages[-1].name}, each with its change over the whole lineage" if args.pair is None
+            else f"nodes of {au.stages[args.pair + 1].name}")
+    console.print(Text(f"{out}: {g.node_count} nodes drawn ({kinds}; {view}"
+                       + ("" if args.expand else "; wrappers as edge badges, --expand draws them") + ")"
                        + (f"; automatic focus on findings, {g.total_nodes} nodes in all" if g.focused else "")
                        + (f"; {g.collapsed} kept nodes collapsed into chains" if g.collapsed else "")))
     return 0
