@@ -119,6 +119,9 @@ def _no_cyclic_gc():
         yield
     finally:
         if was_on:
+            if not gc.get_freeze_count():  # never unfreeze what the caller froze
+                gc.freeze()  # what the step built moves to the oldest generation unwalked (a young generation
+                gc.unfreeze()  # holding it all would be walked by the next collections of every generation)
             gc.enable()
 
 
