@@ -8,7 +8,6 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable
 
-import networkx as nx
 import numpy as np
 import onnx
 from google.protobuf.message import DecodeError
@@ -280,6 +279,8 @@ class _Builder:
 
 def _validate(b: _Builder) -> None:
     """Reject graphs no toolchain can have written: reads of undefined tensors, cycles."""
+    import networkx as nx
+
     for name, t in b.tensors.items():
         if t.producer is None and t.kind == "activation" and t.consumers:
             top_level = [c for c, _k in t.consumers if b.nodes[c].parent is None]

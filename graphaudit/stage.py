@@ -5,11 +5,13 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
-import networkx as nx
 import numpy as np
 import onnx
+
+if TYPE_CHECKING:  # networkx is imported where a graph is built (about 0.2 s of start-up)
+    import networkx as nx
 
 __all__ = ["StageGraph", "NodeInfo", "TensorInfo", "node_graph"]
 
@@ -126,8 +128,11 @@ class TensorInfo:
 
 
 def node_graph(nodes: dict[str, NodeInfo], tensors: dict[str, TensorInfo]) -> nx.MultiDiGraph:
-    """One graph node per entry of ``nodes`` (attribute ``info``), one edge (producer, consumer, key = tensor
-    name) per read of a produced tensor, in the order of ``tensors`` and their consumers."""
+    """One graph node per entry of ``nodes`` (attribute ``info``), one edge per (producer, consumer, key = tensor
+    name) of a produced tensor (a node reading it twice has one edge), in the order of ``tensors`` and their
+    consumers."""
+    import networkx as nx
+
     g = nx.MultiDiGraph()
     g.add_nodes_from((nid, {"info": info}) for nid, info in nodes.items())
     g.add_edges_from((t.producer, consumer, tname, {}) for tname, t in tensors.items() if t.producer is not None
