@@ -190,7 +190,8 @@ class _Builder:
         if depth > 64:
             raise ModelLoadError(f"{self.path}: subgraphs nested more than 64 deep")
         for init in g.initializer:
-            t = self.tensor(_text(init.name))
+            name = init.name
+            t = self.tensor(name if type(name) is str else _text(name))
             t.kind = "initializer"
             t.dtype = dtype_name(init.data_type)
             t.shape = tuple(init.dims)  # int64 dims: Python ints already
@@ -246,7 +247,12 @@ class _Builder:
                         t = tensors[x] = TensorInfo(name=x)
                     t.consumers.append((nid, k))
             for x in outputs:
-                if x:
+                if not x:
+                    continue
+                t = tensors.get(x)
+                if t is None and op_type != "Constant":  # the common case: a new tensor this node computes
+                    t = tensors[x] = TensorInfo(name=x, producer=nid)
+                else:
                     self._produce(n, nid, x, op_type, domain, parent)
             if attributes:
                 self._subgraphs(attributes, nid, depth)

@@ -283,24 +283,24 @@ def _regions(m: Matching) -> list[Region]:
 
 
 def _boundary(view: StageView, node_ids: list[str]) -> tuple[list[str], list[str]]:
-    st = view.stage
+    nodes, tensors, root, consumers = view.stage.nodes, view.stage.tensors, view.root, view.consumers
     inside = set(node_ids)
     ins: dict[str, None] = {}  # ordered sets: first-seen order
     outs: dict[str, None] = {}
     for nid in node_ids:
-        n = st.nodes[nid]
+        n = nodes[nid]
         for x in n.inputs:
             if not x:
                 continue
-            r = view.root.get(x, x)
-            p = st.tensors[r].producer
-            if (p is None or p not in inside) and not st.tensors[r].is_param:
+            r = root.get(x, x)
+            t = tensors[r]
+            p = t.producer
+            if (p is None or p not in inside) and not t.is_param:
                 ins.setdefault(r)
         for x in n.outputs:
             if not x:
                 continue
-            t = st.tensors[x]
-            if t.is_graph_output or any(c not in inside for c, _i, _t in view.consumers.get(x, [])):
+            if tensors[x].is_graph_output or any(c not in inside for c, _i, _t in consumers.get(x, ())):
                 outs.setdefault(x)
     return list(ins), list(outs)
 
