@@ -236,6 +236,14 @@ def _wrapper_units(stage, ids: list[str]) -> list[list[str]]:
     return units
 
 
+def _has_fixed_point(stage) -> bool:
+    """Whether any node of ``stage`` is a fixed-point op (asked per removed wrapper: computed once per stage)."""
+    found = stage.__dict__.get("_has_fixed_point")
+    if found is None:
+        found = stage.__dict__["_has_fixed_point"] = any(is_fixed_point(n) for n in stage.nodes.values())
+    return found
+
+
 def _classify_wrappers(al: Alignment, w: WrapperDiff) -> list[Change]:
     out: list[Change] = []
     tensor = [w.a_root] if w.a_root else ([w.b_root] if w.b_root else [])
@@ -257,7 +265,7 @@ def _classify_wrappers(al: Alignment, w: WrapperDiff) -> list[Change]:
     if w.removed:
         ops = {al.a.nodes[x].op_type for x in w.removed}
         pattern = f"{'+'.join(sorted(ops))} removed"
-        if ops == {"HzCalibration"} and any(is_fixed_point(n) for n in al.b.nodes.values()):
+        if ops == {"HzCalibration"} and _has_fixed_point(al.b):
             out.append(Change("removed", list(w.removed), [], tensor, "HzCalibration consumed by fixed point", 1.0,
                               f"the fake quantization of {w.a_root!r} became the integer scales of the fixed-point ops"))
             return out

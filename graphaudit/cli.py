@@ -6,6 +6,7 @@ Exit codes: 0 clean, 1 findings at or above ``--fail-on``, 2 bad input.
 from __future__ import annotations
 
 import argparse
+import gc
 import math
 import os
 from dataclasses import replace
@@ -275,6 +276,9 @@ def _explain(args: argparse.Namespace, console: Console) -> int:
                        numeric=replace(kw["numeric"], max_samples=args.max_samples if args.max_samples is not None
                                        else DEFAULT_SAMPLE_RUN))
         audits.append(audit(paths, title=title, min_stages=1 if args.command == "explain" else 2, **one))
+        # the process keeps every audit to its end: frozen, they are not walked again by the collections of the
+        # rendering, the report writing and the interpreter's last one at exit (about 1 s on 37,500 nodes)
+        gc.freeze()
     reports = [au.report for au in audits]
     if args.command == "compare" and not (args.data or args.random) and reports[0].numeric is None \
             and reports[0].metric is None:

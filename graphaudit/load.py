@@ -8,14 +8,13 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable
 
-import networkx as nx
 import numpy as np
 import onnx
 from google.protobuf.message import DecodeError
 from onnx import numpy_helper
 
 from .errors import ModelLoadError
-from .stage import NodeInfo, StageGraph, TensorInfo
+from .stage import NodeInfo, StageGraph, TensorInfo, node_graph
 
 __all__ = ["load_stage", "dtype_name"]
 
@@ -27,6 +26,7 @@ def _text(v: str | bytes) -> str:
     return v.decode("utf-8", "replace") if isinstance(v, bytes) else v
 
 
+@lru_cache(maxsize=None)
 def dtype_name(elem_type: int) -> str:
     """ONNX ``TensorProto.DataType`` enum value -> name (``1`` -> ``"FLOAT"``), ``""`` if undefined."""
     if not elem_type:
@@ -63,12 +63,15 @@ def _itemsize(data_type: int) -> int | None:
         return None
 
 
-def _expected_nbytes(t: onnx.TensorProto) -> int | None:
-    """Bytes implied by dims and element type (None for strings, unknown types or bad dims)."""
-    itemsize = _itemsize(t.data_type)
-    if itemsize is None or any(d < 0 for d in t.dims) or t.data_type == onnx.TensorProto.STRING:
+def _expected_nbytes(t: onnx.TensorProto, dims: tuple[int, ...] | None = None) -> int | None:
+    """Bytes implied by dims (``t.dims`` unless given) and element type (None for strings, unknown types or bad
+    dims)."""
+    dims = tuple(t.dims) if dims is None else dims
+    data_type = t.data_type
+    itemsize = _itemsize(data_type)
+    if itemsize is None or data_type == onnx.TensorProto.STRING or (dims and min(dims) < 0):
         return None
-    return math.prod(t.dims) * itemsize
+    return math.prod(dims) * itemsize
 
 
 def _tensor_reader(t: onnx.TensorProto, base_dir: Path) -> Callable[[], bytes]:
@@ -98,19 +101,22 @@ def _tensor_reader(t: onnx.TensorProto, base_dir: Path) -> Callable[[], bytes]:
                 return fh.read(length)
 
         return read_external
-    if t.raw_data:
-        return lambda: t.raw_data
-    return lambda: numpy_helper.to_array(t).tobytes()
+
+    def read() -> bytes:  # the bytes are copied out of the protobuf only when asked for
+        raw = t.raw_data
+        return raw if raw else numpy_helper.to_array(t).tobytes()
+
+    return read
 
 
-def _tensor_nbytes(t: onnx.TensorProto) -> int | None:
+def _tensor_nbytes(t: onnx.TensorProto, dims: tuple[int, ...] | None = None) -> int | None:
     if t.data_location == onnx.TensorProto.EXTERNAL:
         length = {_text(e.key): _text(e.value) for e in t.external_data}.get("length")
         try:
-            return int(length) if length else _expected_nbytes(t)
+            return int(length) if length else _expected_nbytes(t, dims)
         except ValueError:
             return None
-    return _expected_nbytes(t)
+    return _expected_nbytes(t, dims)
 
 
 def _attr_value(a: onnx.AttributeProto) -> Any:
@@ -184,11 +190,12 @@ class _Builder:
         if depth > 64:
             raise ModelLoadError(f"{self.path}: subgraphs nested more than 64 deep")
         for init in g.initializer:
-            t = self.tensor(_text(init.name))
+            name = init.name
+            t = self.tensor(name if type(name) is str else _text(name))
             t.kind = "initializer"
             t.dtype = dtype_name(init.data_type)
-            t.shape = tuple(int(d) for d in init.dims)
-            t.nbytes = _tensor_nbytes(init)
+            t.shape = tuple(init.dims)  # int64 dims: Python ints already
+            t.nbytes = _tensor_nbytes(init, t.shape)
             t._reader = _tensor_reader(init, self.base_dir)
         for sp in g.sparse_initializer:
             t = self.tensor(_text(sp.values.name))
@@ -211,45 +218,75 @@ class _Builder:
         if parent is None:
             for vo in g.output:
                 self.tensors[_text(vo.name)].is_graph_output = True
+        self.add_nodes(g, parent, prefix, depth)
+
+    def add_nodes(self, g: onnx.GraphProto, parent: str | None, prefix: str, depth: int) -> None:
+        """The nodes of ``g`` (and of their subgraphs) with their tensors' producer and consumers."""
+        tensors, nodes, used = self.tensors, self.nodes, self.used_ids
         for i, n in enumerate(g.node):
-            name, op_type, domain = _text(n.name), _text(n.op_type), _text(n.domain)
-            inputs = tuple(_text(x) for x in n.input)
-            outputs = tuple(_text(x) for x in n.output)
-            nid = self.node_id(name, op_type, outputs, i, prefix)
-            attrs = {_text(a.name): _attr_value(a) for a in n.attribute}
-            info = NodeInfo(id=nid, name=name, op_type=op_type, domain=domain, inputs=inputs, outputs=outputs,
-                            attributes=attrs, index=i, parent=parent)
-            self.nodes[nid] = info
+            name, op_type, domain = n.name, n.op_type, n.domain
+            inputs, outputs = tuple(n.input), tuple(n.output)
+            try:  # protobuf gives bytes for a string that is not UTF-8: join refuses them, at C speed
+                "".join((name, op_type, domain, *inputs, *outputs))
+            except TypeError:
+                name, op_type, domain = _text(name), _text(op_type), _text(domain)
+                inputs, outputs = tuple(_text(x) for x in inputs), tuple(_text(x) for x in outputs)
+            if name and prefix + name not in used:
+                nid = prefix + name
+                used.add(nid)
+            else:
+                nid = self.node_id(name, op_type, outputs, i, prefix)
+            attributes = n.attribute
+            attrs = {_text(a.name): _attr_value(a) for a in attributes} if attributes else {}
+            nodes[nid] = NodeInfo(id=nid, name=name, op_type=op_type, domain=domain, inputs=inputs, outputs=outputs,
+                                  attributes=attrs, index=i, parent=parent)
             for k, x in enumerate(inputs):
                 if x:
-                    self.tensor(x).consumers.append((nid, k))
+                    t = tensors.get(x)
+                    if t is None:
+                        t = tensors[x] = TensorInfo(name=x)
+                    t.consumers.append((nid, k))
             for x in outputs:
                 if not x:
                     continue
-                t = self.tensor(x)
-                if t.producer is not None or t.kind in ("initializer", "input"):
-                    if parent is not None:
-                        continue  # sibling subgraphs may reuse names; the first producer stands for them
-                    raise ModelLoadError(f"{self.path}: tensor {x!r} is produced twice (by node {nid!r} and before)")
-                t.producer = nid
-                if op_type == "Constant" and domain in ("", "ai.onnx"):
-                    value = _constant_tensor(n)
-                    t.kind = "constant"
-                    if value is not None:
-                        t.dtype = dtype_name(value.data_type)
-                        t.shape = tuple(int(d) for d in value.dims)
-                        t.nbytes = _tensor_nbytes(value)
-                        t._reader = _tensor_reader(value, self.base_dir)
-            for a in n.attribute:
-                if a.type == onnx.AttributeProto.GRAPH:
-                    self.add_graph(a.g, nid, f"{nid}/{_text(a.name)}/", depth + 1)
-                elif a.type == onnx.AttributeProto.GRAPHS:
-                    for j, sg in enumerate(a.graphs):
-                        self.add_graph(sg, nid, f"{nid}/{_text(a.name)}[{j}]/", depth + 1)
+                t = tensors.get(x)
+                if t is None and op_type != "Constant":  # the common case: a new tensor this node computes
+                    t = tensors[x] = TensorInfo(name=x, producer=nid)
+                else:
+                    self._produce(n, nid, x, op_type, domain, parent)
+            if attributes:
+                self._subgraphs(attributes, nid, depth)
+
+    def _produce(self, n: onnx.NodeProto, nid: str, x: str, op_type: str, domain: str, parent: str | None) -> None:
+        """Record node ``nid`` as the producer of tensor ``x`` (a Constant's output holds its value)."""
+        t = self.tensor(x)
+        if t.producer is not None or t.kind in ("initializer", "input"):
+            if parent is not None:
+                return  # sibling subgraphs may reuse names; the first producer stands for them
+            raise ModelLoadError(f"{self.path}: tensor {x!r} is produced twice (by node {nid!r} and before)")
+        t.producer = nid
+        if op_type == "Constant" and domain in ("", "ai.onnx"):
+            value = _constant_tensor(n)
+            t.kind = "constant"
+            if value is not None:
+                t.dtype = dtype_name(value.data_type)
+                t.shape = tuple(int(d) for d in value.dims)
+                t.nbytes = _tensor_nbytes(value)
+                t._reader = _tensor_reader(value, self.base_dir)
+
+    def _subgraphs(self, attributes, nid: str, depth: int) -> None:
+        for a in attributes:
+            if a.type == onnx.AttributeProto.GRAPH:
+                self.add_graph(a.g, nid, f"{nid}/{_text(a.name)}/", depth + 1)
+            elif a.type == onnx.AttributeProto.GRAPHS:
+                for j, sg in enumerate(a.graphs):
+                    self.add_graph(sg, nid, f"{nid}/{_text(a.name)}[{j}]/", depth + 1)
 
 
-def _validate(b: _Builder, g: nx.MultiDiGraph) -> None:
+def _validate(b: _Builder) -> None:
     """Reject graphs no toolchain can have written: reads of undefined tensors, cycles."""
+    import networkx as nx
+
     for name, t in b.tensors.items():
         if t.producer is None and t.kind == "activation" and t.consumers:
             top_level = [c for c, _k in t.consumers if b.nodes[c].parent is None]
@@ -262,7 +299,8 @@ def _validate(b: _Builder, g: nx.MultiDiGraph) -> None:
     pos = {nid: i for i, nid in enumerate(b.nodes)}
     in_order = all(pos[t.producer] < pos[c] for t in b.tensors.values() if t.producer is not None
                    for c, _k in t.consumers)
-    if not in_order and not nx.is_directed_acyclic_graph(g):
+    g = node_graph(b.nodes, b.tensors) if not in_order else None
+    if g is not None and not nx.is_directed_acyclic_graph(g):
         cycle = nx.find_cycle(g)
         raise ModelLoadError(f"{b.path}: the graph has a cycle through node {cycle[0][0]!r}")
 
@@ -311,14 +349,10 @@ def load_stage(path: str | os.PathLike, role: str = "custom", name: str | None =
         raise ModelLoadError(f"{p}: not an ONNX model (no IR version or empty graph)")
     b = _Builder(model, p)
     b.add_graph(model.graph, None, "")
-    g = nx.MultiDiGraph()
-    g.add_nodes_from((nid, {"info": info}) for nid, info in b.nodes.items())
-    g.add_edges_from((t.producer, consumer, tname, {}) for tname, t in b.tensors.items() if t.producer is not None
-                     for consumer, _k in t.consumers)
-    _validate(b, g)
+    _validate(b)
     opsets = {("" if _text(o.domain) == "ai.onnx" else _text(o.domain)): int(o.version) for o in model.opset_import}
     inputs = [_text(vi.name) for vi in model.graph.input if b.tensors[_text(vi.name)].kind == "input"]
     outputs = [_text(vo.name) for vo in model.graph.output]
     return StageGraph(name=name or p.name.removesuffix(".onnx"), role=role, path=str(p),
                       opsets=opsets, ir_version=int(model.ir_version), producer_name=_text(model.producer_name),
-                      inputs=inputs, outputs=outputs, nodes=b.nodes, tensors=b.tensors, graph=g)
+                      inputs=inputs, outputs=outputs, nodes=b.nodes, tensors=b.tensors)

@@ -5,13 +5,15 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
-import networkx as nx
 import numpy as np
 import onnx
 
-__all__ = ["StageGraph", "NodeInfo", "TensorInfo"]
+if TYPE_CHECKING:  # networkx is imported where a graph is built (about 0.2 s of start-up)
+    import networkx as nx
+
+__all__ = ["StageGraph", "NodeInfo", "TensorInfo", "node_graph"]
 
 
 @dataclass
@@ -125,14 +127,28 @@ class TensorInfo:
             return None
 
 
+def node_graph(nodes: dict[str, NodeInfo], tensors: dict[str, TensorInfo]) -> nx.MultiDiGraph:
+    """One graph node per entry of ``nodes`` (attribute ``info``), one edge per (producer, consumer, key = tensor
+    name) of a produced tensor (a node reading it twice has one edge), in the order of ``tensors`` and their
+    consumers."""
+    import networkx as nx
+
+    g = nx.MultiDiGraph()
+    g.add_nodes_from((nid, {"info": info}) for nid, info in nodes.items())
+    g.add_edges_from((t.producer, consumer, tname, {}) for tname, t in tensors.items() if t.producer is not None
+                     for consumer, _k in t.consumers)
+    return g
+
+
 @dataclass
 class StageGraph:
     """One stage model as a graph.
 
     ``graph`` is a :class:`networkx.MultiDiGraph` with one graph node per ONNX node (key =
     :attr:`NodeInfo.id`, attribute ``info`` = the :class:`NodeInfo`) and one edge per
-    (producer, consumer, tensor) with ``key`` = tensor name. Weights do not create edges
-    (initializers have no producer node; Constant nodes do).
+    (producer, consumer, tensor) with ``key`` = tensor name, in file order. Weights do not create edges
+    (initializers have no producer node; Constant nodes do). It is built from ``nodes`` and ``tensors`` on first
+    access (the alignment reads those tables, not the graph).
 
     Attributes
     ----------
@@ -162,7 +178,14 @@ class StageGraph:
     outputs: list[str]
     nodes: dict[str, NodeInfo]
     tensors: dict[str, TensorInfo]
-    graph: nx.MultiDiGraph = field(repr=False, default_factory=nx.MultiDiGraph)
+    _graph: nx.MultiDiGraph | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def graph(self) -> nx.MultiDiGraph:
+        """The stage as a networkx graph (see the class docstring), built on first access."""
+        if self._graph is None:
+            self._graph = node_graph(self.nodes, self.tensors)
+        return self._graph
 
     def node(self, node_id: str) -> NodeInfo:
         """The node with this id (KeyError if absent)."""

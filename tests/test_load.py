@@ -159,3 +159,35 @@ def test_names_that_are_not_utf8(tmp_path):
     (tmp_path / "u.onnx").write_bytes(data)
     st = load_stage(tmp_path / "u.onnx")
     assert list(st.nodes) == ["c\ufffdnv"]
+
+
+def test_the_networkx_graph_is_built_on_first_access(stage_from_text):
+    """One graph node per ONNX node and one edge per (producer, consumer, tensor) (from the text: Relu r is read by
+    Add, twice, and by Mul; Add s by Mul), built only when ``graph`` is read; a file not in topological order that
+    has no cycle loads."""
+    st = stage_from_text('<ir_version: 8, opset_import: ["" : 13]>\n'
+                         "g (float[1,4] x) => (float[1,4] y) {\n"
+                         "  y = Mul (r, s)\n  s = Add (r, r)\n  r = Relu (x) }")
+    assert st._graph is None
+    g = st.graph
+    assert sorted(g.nodes) == sorted(st.nodes) and len(st.nodes) == 3
+    assert sorted((st.nodes[u].op_type, st.nodes[v].op_type, k) for u, v, k in g.edges(keys=True)) == [
+        ("Add", "Mul", "s"), ("Relu", "Add", "r"), ("Relu", "Mul", "r")]
+    assert g.nodes[next(iter(st.nodes))]["info"] is next(iter(st.nodes.values()))
+    assert st.graph is g
+
+
+def test_weight_bytes_are_not_copied_at_load(tmp_path):
+    """A weight's bytes are read from the protobuf only when its digest is asked for (the reader is lazy), and the
+    digest is what BLAKE2b-128 over dtype, shape and raw bytes gives."""
+    import hashlib
+
+    onnx.save(_conv_model(), tmp_path / "m.onnx")
+    st = load_stage(tmp_path / "m.onnx")
+    w = st.tensors["w"]
+    assert w._digest is None and w.nbytes == 64
+    raw = (np.arange(16, dtype=np.float32).reshape(4, 4, 1, 1) * 0.1).tobytes()
+    h = hashlib.blake2b(digest_size=16)
+    h.update(b"FLOAT(4, 4, 1, 1)")
+    h.update(raw)
+    assert w.digest() == h.hexdigest()

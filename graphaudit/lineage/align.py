@@ -112,36 +112,40 @@ class Alignment:
         return cands[0]
 
 
-class _UnionFind:
-    def __init__(self) -> None:
-        self.parent: dict[str, str] = {}
-
-    def find(self, x: str) -> str:
-        self.parent.setdefault(x, x)
-        while self.parent[x] != x:
-            self.parent[x] = self.parent[self.parent[x]]
-            x = self.parent[x]
-        return x
-
-    def union(self, x: str, y: str) -> None:
-        rx, ry = self.find(x), self.find(y)
-        if rx != ry:
-            self.parent[max(rx, ry)] = min(rx, ry)
+def _find(parent: list[int], x: int) -> int:
+    """Root of ``x`` in a union-find forest over integer ids (path halving)."""
+    while parent[x] != x:
+        parent[x] = parent[parent[x]]
+        x = parent[x]
+    return x
 
 
-def _group_nodes(view: StageView, mapped: set[str], prefix: str, uf: _UnionFind) -> list[str]:
-    """Union core nodes connected through tensors that have no counterpart (unmapped roots)."""
+def _union(parent: list[int], x: int, y: int) -> None:
+    rx, ry = _find(parent, x), _find(parent, y)
+    if rx != ry:
+        parent[max(rx, ry)] = min(rx, ry)
+
+
+def _id(ids: dict[str, int], key: str, parent: list[int]) -> int:
+    """The integer id of ``key``, a new one (its own root) when it has none yet."""
+    i = ids.get(key)
+    if i is None:
+        i = ids[key] = len(parent)
+        parent.append(i)
+    return i
+
+
+def _group_nodes(view: StageView, mapped: set[str], ids: dict[str, int], parent: list[int]) -> None:
+    """Union core nodes (integer ids ``ids``) connected through tensors that have no counterpart (unmapped roots)."""
     st = view.stage
-    core = view.core_nodes()
-    for n in core:
-        uf.find(prefix + n.id)
+    for n in view.core_nodes():
+        i = ids[n.id]
         for out in n.outputs:
             if not out or out in mapped:
                 continue
-            for cid, _idx, _t in view.consumers.get(out, []):
+            for cid, _idx, _t in view.consumers.get(out, ()):
                 if st.nodes[cid].parent is None:
-                    uf.union(prefix + n.id, prefix + cid)
-    return [n.id for n in core]
+                    _union(parent, i, ids[cid])
 
 
 def _kind_of(kinds: frozenset, base: str) -> str:
@@ -244,14 +248,18 @@ def _diff_chains(m: Matching, ra: str | None, rb: str | None, wa: list[str], wb:
 
 
 def _regions(m: Matching) -> list[Region]:
-    uf = _UnionFind()
-    mapped_a = set(m.a2b) | set(m.absorbed)
-    mapped_b = set(m.b2a)
-    a_core = _group_nodes(m.va, mapped_a, "a:", uf)
-    b_core = _group_nodes(m.vb, mapped_b, "b:", uf)
+    """Core nodes of a and b grouped by union-find over integer ids (a's core nodes first, then b's, in file order):
+    nodes joined by unmapped tensors, matched node pairs, and an a node with the b producer of its mapped output."""
+    a_core = [n.id for n in m.va.core_nodes()]
+    b_core = [n.id for n in m.vb.core_nodes()]
+    ids_a = {nid: i for i, nid in enumerate(a_core)}
+    ids_b = {nid: i for i, nid in enumerate(b_core, len(a_core))}
+    parent = list(range(len(a_core) + len(b_core)))
+    _group_nodes(m.va, set(m.a2b) | set(m.absorbed), ids_a, parent)
+    _group_nodes(m.vb, set(m.b2a), ids_b, parent)
     absorbed_nodes = {act for _out, act in m.absorbed.values()}
-    for na, nb in m.node_a2b.items():
-        uf.union("a:" + na, "b:" + nb)
+    for na, nb in m.node_a2b.items():  # a pair outside the core (a subgraph's producer) joins as an extra id
+        _union(parent, _id(ids_a, na, parent), _id(ids_b, nb, parent))
     for n_id in a_core:
         if n_id in absorbed_nodes:
             continue
@@ -261,12 +269,12 @@ def _regions(m: Matching) -> list[Region]:
                 continue
             pb = m.b.producer(rb)
             if pb is not None and pb.id not in m.vb.wrappers and pb.parent is None:
-                uf.union("a:" + n_id, "b:" + pb.id)
-    groups: dict[str, Region] = {}
-    for n_id in a_core:
-        groups.setdefault(uf.find("a:" + n_id), Region([], [])).a_nodes.append(n_id)
-    for n_id in b_core:
-        groups.setdefault(uf.find("b:" + n_id), Region([], [])).b_nodes.append(n_id)
+                _union(parent, ids_a[n_id], ids_b[pb.id])
+    groups: dict[int, Region] = {}
+    for i, n_id in enumerate(a_core):
+        groups.setdefault(_find(parent, i), Region([], [])).a_nodes.append(n_id)
+    for i, n_id in enumerate(b_core, len(a_core)):
+        groups.setdefault(_find(parent, i), Region([], [])).b_nodes.append(n_id)
     regions = list(groups.values())
     for r in regions:
         r.inputs, r.outputs = _boundary(m.va, r.a_nodes)
@@ -275,24 +283,24 @@ def _regions(m: Matching) -> list[Region]:
 
 
 def _boundary(view: StageView, node_ids: list[str]) -> tuple[list[str], list[str]]:
-    st = view.stage
+    nodes, tensors, root, consumers = view.stage.nodes, view.stage.tensors, view.root, view.consumers
     inside = set(node_ids)
     ins: dict[str, None] = {}  # ordered sets: first-seen order
     outs: dict[str, None] = {}
     for nid in node_ids:
-        n = st.nodes[nid]
+        n = nodes[nid]
         for x in n.inputs:
             if not x:
                 continue
-            r = view.root.get(x, x)
-            p = st.tensors[r].producer
-            if (p is None or p not in inside) and not st.tensors[r].is_param:
+            r = root.get(x, x)
+            t = tensors[r]
+            p = t.producer
+            if (p is None or p not in inside) and not t.is_param:
                 ins.setdefault(r)
         for x in n.outputs:
             if not x:
                 continue
-            t = st.tensors[x]
-            if t.is_graph_output or any(c not in inside for c, _i, _t in view.consumers.get(x, [])):
+            if tensors[x].is_graph_output or any(c not in inside for c, _i, _t in consumers.get(x, ())):
                 outs.setdefault(x)
     return list(ins), list(outs)
 

@@ -60,22 +60,44 @@ class StageView:
     def build(cls, stage: StageGraph) -> "StageView":
         """Compute the view in one pass over the nodes in file order (topological in valid ONNX)."""
         v = cls(stage)
-        for node in stage.nodes.values():
+        nodes, tensors = stage.nodes, stage.tensors
+        wrappers = v.wrappers
+        for node in nodes.values():
             k = wrapper_kind(stage, node)
             if k is not None:
-                v.wrappers[node.id] = k
-        for name in stage.tensors:
-            v._resolve(name)
-        for name, t in stage.tensors.items():
-            r = v.root[name]
+                wrappers[node.id] = k
+        root, depth, kinds, none = v.root, v.depth, v.kinds, frozenset()
+        for name, t in tensors.items():
+            if name in root:
+                continue
+            pid = t.producer
+            if pid is None or pid not in wrappers:  # its own root (what _resolve finds at once)
+                root[name], depth[name], kinds[name] = name, 0, none
+                continue
+            node = nodes[pid]
+            inp = node.inputs[0]
+            if node.outputs[0] == name and inp in root and inp != name:  # input resolved before (file order)
+                root[name], v.via[name], depth[name] = root[inp], pid, depth[inp] + 1
+                kinds[name] = kinds[inp] | {wrappers[pid]}
+            else:
+                v._resolve(name)
+        core = {nid for nid, n in nodes.items() if n.parent is None and nid not in wrappers}
+        consumers = v.consumers
+        for name, t in tensors.items():
+            r = None
             for cid, idx in t.consumers:
-                if cid not in v.wrappers and stage.nodes[cid].parent is None:
-                    v.consumers.setdefault(r, []).append((cid, idx, name))
-        for nid in v.wrappers:
-            out = stage.nodes[nid].outputs[0]
-            v.tree.setdefault(v.root[out], []).append(nid)
-        v.const_derived = {n for n, t in stage.tensors.items() if t.is_param}
-        for node in stage.nodes.values():
+                if cid in core:
+                    if r is None:
+                        r = root[name]
+                        lst = consumers.get(r)
+                        if lst is None:
+                            lst = consumers[r] = []
+                    lst.append((cid, idx, name))
+        for nid in wrappers:
+            out = nodes[nid].outputs[0]
+            v.tree.setdefault(root[out], []).append(nid)
+        v.const_derived = {n for n, t in tensors.items() if t.is_param}
+        for node in nodes.values():
             if node.parent is None and node.inputs and all(not x or x in v.const_derived for x in node.inputs):
                 v.const_derived.update(o for o in node.outputs if o)
         return v

@@ -9,8 +9,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass, field
-
-import networkx as nx
+from typing import TYPE_CHECKING
 
 from ..classify import CHANGE_KINDS, Change
 from ..findings import Finding
@@ -18,6 +17,9 @@ from ..lineage import Alignment, StageView
 from ..numeric.summary import TransitionSummary
 from ..stage import StageGraph
 from ..toolchains.ops import SHORT_OP_NAMES
+
+if TYPE_CHECKING:  # networkx is imported where a graph is built (about 0.2 s of start-up)
+    import networkx as nx
 
 __all__ = ["KIND_ORDER", "DiffSource", "build_items"]
 
@@ -334,6 +336,8 @@ def build_items(src: DiffSource, pair: int | None, expand: bool = False) -> nx.D
         Graph attributes: ``numeric`` (bool), ``first_divergence`` (key), ``threshold``, ``title``,
         ``stage`` (the drawn stage's name), ``change_counts`` (Counter of change kinds of the transitions).
     """
+    import networkx as nx
+
     n_pairs = len(src.stages) - 1
     lo, hi = (0, n_pairs) if pair is None else (pair, pair + 1)
     v = _View(src, lo, hi, expand)
