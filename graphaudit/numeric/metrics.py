@@ -83,9 +83,14 @@ class ErrorStats:
                 self._lsb(a, b, scale, axis)
 
     def _sums(self, af: np.ndarray, bf: np.ndarray) -> None:
-        for s in range(0, af.size, _CHUNK):  # float64 sums over cache-sized chunks: one float64 copy of each side
-            ac = af[s:s + _CHUNK].astype(np.float64)
-            bc = bf[s:s + _CHUNK].astype(np.float64)
+        """The float64 sums of two flat arrays, over cache-sized chunks copied into two float64 buffers reused from
+        chunk to chunk (float32 values convert exactly; the error is worked in place in b's buffer)."""
+        n = min(af.size, _CHUNK)
+        xb, yb = np.empty(n, np.float64), np.empty(n, np.float64)
+        for s in range(0, af.size, _CHUNK):
+            ac, bc = xb[:min(n, af.size - s)], yb[:min(n, af.size - s)]
+            np.copyto(ac, af[s:s + _CHUNK], casting="unsafe")
+            np.copyto(bc, bf[s:s + _CHUNK], casting="unsafe")
             # einsum, not BLAS dot: OpenBLAS worker threads spinning beside onnxruntime's made runs 5x slower
             aa = float(np.einsum("i,i->", ac, ac))
             bb = float(np.einsum("i,i->", bc, bc))
@@ -96,7 +101,7 @@ class ErrorStats:
                 self.nonfinite_a += int(ac.size - np.count_nonzero(np.isfinite(ac)))
             if not math.isfinite(bb):
                 self.nonfinite_b += int(bc.size - np.count_nonzero(np.isfinite(bc)))
-            ec = np.subtract(bc, ac, out=bc)  # bc is a copy: reuse it for the error
+            ec = np.subtract(bc, ac, out=bc)
             self.sum_ee += float(np.einsum("i,i->", ec, ec))
             if ec.size:
                 hi, lo = float(ec.max()), float(ec.min())
