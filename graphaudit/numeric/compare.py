@@ -20,6 +20,8 @@ from .thin import thin as _thin
 from .metrics import ErrorStats, top1_agreement
 from .regions import COMPARABLE_KINDS, RegionRunner, region_io
 from .runner import StageRunner
+from .schedule import stream
+from .backends import HORIZON_RUNTIME
 
 __all__ = ["TensorError", "FixedPointCodec", "RegionError", "TransitionNumeric", "CompareOptions", "compare_stages", "StageFeeder",
            "DEFAULT_COSINE_THRESHOLD"]
@@ -283,8 +285,9 @@ def compare_stages(stages: list[StageGraph], alignments: list[Alignment], change
         From :func:`graphaudit.pipeline.audit` (``alignments[i]``: stages[i] -> stages[i+1]).
     samples : iterable of dict
         Input arrays by graph input name, in the contract of ``stages[options.data_stage]`` (or raw
-        pixels when ``options.data_domain == "pixels"``: uint8 [N,H,W,3] RGB). Streamed: one sample is
-        converted, run through every stage and reduced before the next is read.
+        pixels when ``options.data_domain == "pixels"``: uint8 [N,H,W,3] RGB). Streamed: each sample is
+        converted, run through every stage and reduced; the next sample runs while one is reduced when one sample's
+        captured tensors are small (:func:`graphaudit.numeric.schedule.stream`; never with Horizon's runtime).
     options : CompareOptions, optional
         Data stage and domain, threshold, isolated regions, progress, sample names, sample cap, config, runtime
         (defaults: :class:`CompareOptions`).
@@ -300,14 +303,9 @@ def compare_stages(stages: list[StageGraph], alignments: list[Alignment], change
     """
     opts = options or CompareOptions()
     comparison = _Comparison(stages, alignments, _plan(stages, alignments, changes, opts.isolated), opts)
-    n_samples = 0
-    for k, sample in enumerate(samples):
-        if opts.max_samples is not None and k >= opts.max_samples:
-            break
-        comparison.reduce(comparison.run(sample, k))  # one sample's captured tensors held at a time
-        n_samples += 1
-        if opts.progress is not None:
-            opts.progress(k)
+    # one sample's captured tensors held at a time, two when they are small and the next sample runs meanwhile
+    n_samples = stream(samples, comparison.run, comparison.reduce, opts.max_samples, opts.progress,
+                       overlap=opts.runtime != HORIZON_RUNTIME)
     if n_samples == 0:
         raise GraphAuditError("no samples in the data")
     return comparison.finish()

@@ -1,0 +1,56 @@
+"""The sample loop of a comparison: run each sample through the stages, reduce it, overlapping the two when small."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from itertools import islice
+from typing import Callable, Iterable
+
+import numpy as np
+
+__all__ = ["OVERLAP_MAX_BYTES", "stream"]
+
+#: Largest captured tensor set of one sample (all stages, bytes) for which the next sample runs while this one is
+#: reduced: the overlap holds two samples' sets at a time, so it is only done where that costs little memory.
+OVERLAP_MAX_BYTES = 64 << 20
+
+
+def _nbytes(values: list[dict[str, np.ndarray]]) -> int:
+    return sum(v.nbytes for vs in values for v in vs.values() if isinstance(v, np.ndarray))
+
+
+def stream(samples: Iterable[dict[str, np.ndarray]], run: Callable[[dict, int], list], reduce: Callable[[list], None],
+           max_samples: int | None = None, progress: Callable[[int], None] | None = None,
+           overlap: bool = True) -> int:
+    """For each sample ``k`` (at most ``max_samples``): ``values = run(sample, k)``, then ``reduce(values)``, then
+    ``progress(k)``; returns the number of samples reduced.
+
+    With ``overlap`` and one sample's values of at most :data:`OVERLAP_MAX_BYTES`, sample ``k + 1`` runs in a worker
+    thread while sample ``k`` is reduced in this one (onnxruntime releases the GIL while it runs), so the time is
+    about the larger of the two instead of their sum. Samples are reduced in order and each exactly once; the
+    results are those of the plain loop. An exception of ``run`` or ``reduce`` propagates after the worker stops.
+    """
+    it = islice(enumerate(samples), max_samples)
+    first = next(it, None)
+    if first is None:
+        return 0
+    values = run(first[1], first[0])
+    k, n = first[0], 0
+    use_pool = overlap and _nbytes(values) <= OVERLAP_MAX_BYTES
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="graphaudit-run") as pool:
+        while True:
+            nxt = next(it, None)
+            fut = pool.submit(run, nxt[1], nxt[0]) if use_pool and nxt is not None else None
+            try:
+                reduce(values)
+            except BaseException:
+                if fut is not None:
+                    fut.cancel()
+                raise
+            n += 1
+            if progress is not None:
+                progress(k)
+            if nxt is None:
+                return n
+            values = fut.result() if fut is not None else run(nxt[1], nxt[0])
+            k = nxt[0]
