@@ -49,6 +49,13 @@ def _peak_rss_mb() -> float:
     return float("nan")
 
 
+def _rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
 def _cpu() -> float:
     return time.process_time()
 
@@ -62,7 +69,7 @@ def _child(mode: str, files: list[str], data: list[str], isolated: bool, code: s
     if mode != "floor":  # imports are not part of the measured time, as for the floor
         from graphaudit.measure import NumericOptions, run_numeric
         from graphaudit.pipeline import audit
-    out: dict = {}
+    out: dict = {"rss_imports_mb": _rss_mb()}
     t0, c0 = time.perf_counter(), _cpu()
     if mode == "floor":
         so = ort.SessionOptions()

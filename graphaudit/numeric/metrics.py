@@ -74,19 +74,26 @@ class ErrorStats:
         self.samples += 1
         af, bf = a.reshape(-1), b.reshape(-1)
         before = (self.sum_ab, self.sum_aa, self.sum_bb)
+        step = _scalar_step(scale) if a.size else None
         with np.errstate(all="ignore"):  # inf/nan in a stage's values show up in the figures, not as warnings
-            self._sums(af, bf)
+            abs_sum, abs_max = self._sums(af, bf)
         if self.first is None:
             self.first = tuple(x - y for x, y in zip((self.sum_ab, self.sum_aa, self.sum_bb), before))
-        if scale is not None and a.size:
+        if step is not None and math.isfinite(abs_sum / step) and math.isfinite(abs_max / step):  # one scale: |err| / scale summed in the same pass
+            self.lsb_max = max(self.lsb_max, abs_max / step)
+            self.lsb_sum += abs_sum / step
+            self.lsb_count += a.size
+        elif scale is not None and a.size:
             with np.errstate(all="ignore"):
                 self._lsb(a, b, scale, axis)
 
-    def _sums(self, af: np.ndarray, bf: np.ndarray) -> None:
-        """The float64 sums of two flat arrays, over cache-sized chunks copied into two float64 buffers reused from
-        chunk to chunk (float32 values convert exactly; the error is worked in place in b's buffer)."""
+    def _sums(self, af: np.ndarray, bf: np.ndarray) -> tuple[float, float]:
+        """Add the float64 sums of two flat arrays, over cache-sized chunks copied into two float64 buffers reused
+        from chunk to chunk (float32 values and their products convert exactly; the error is worked in place in
+        b's buffer). Returns ``(sum |err|, max |err|)`` for the LSB figures."""
         n = min(af.size, _CHUNK)
         xb, yb = np.empty(n, np.float64), np.empty(n, np.float64)
+        abs_sum, abs_max = 0.0, 0.0
         for s in range(0, af.size, _CHUNK):
             ac, bc = xb[:min(n, af.size - s)], yb[:min(n, af.size - s)]
             np.copyto(ac, af[s:s + _CHUNK], casting="unsafe")
@@ -104,11 +111,12 @@ class ErrorStats:
             ec = np.subtract(bc, ac, out=bc)
             self.sum_ee += float(np.einsum("i,i->", ec, ec))
             if ec.size:
-                hi, lo = float(ec.max()), float(ec.min())
-                if math.isnan(hi) or math.isnan(lo):
-                    self.max_abs = math.nan
-                else:
-                    self.max_abs = max(self.max_abs, hi, -lo)
+                ec = np.abs(ec, out=ec)
+                hi = float(ec.max())  # NaN when any error is NaN
+                abs_max = math.nan if math.isnan(hi) or math.isnan(abs_max) else max(abs_max, hi)
+                abs_sum += float(ec.sum())
+                self.max_abs = math.nan if math.isnan(hi) else max(self.max_abs, hi)
+        return abs_sum, abs_max
 
     def _lsb(self, a: np.ndarray, b: np.ndarray, scale, axis: int) -> None:
         s = np.asarray(scale, dtype=np.float64)
@@ -197,6 +205,18 @@ class ErrorStats:
         """NaN figures because the test stage produced NaN/inf the reference did not (a real divergence), as
         opposed to a reference that is itself non-finite (nothing to compare against)."""
         return self.nonfinite_b > self.nonfinite_a
+
+
+def _scalar_step(scale) -> float | None:
+    """The quantization step when ``scale`` is one finite positive number (LSB figures then come from the error
+    sums, :meth:`ErrorStats._sums`), else None (per-channel scales, or a scale that needs the element-wise path)."""
+    if scale is None:
+        return None
+    s = np.asarray(scale, dtype=np.float64)
+    if s.size != 1:
+        return None
+    v = float(s.reshape(-1)[0])
+    return v if math.isfinite(v) and v > 0 else None
 
 
 def scale_axis(shape: tuple, channels: int, axis: int) -> int | None:
