@@ -20,7 +20,7 @@ from .thin import thin as _thin
 from .metrics import ErrorStats, top1_agreement
 from .regions import COMPARABLE_KINDS, RegionRunner, region_io
 from .runner import StageRunner
-from .schedule import stream
+from .schedule import for_each, stream
 from .backends import HORIZON_RUNTIME
 
 __all__ = ["TensorError", "FixedPointCodec", "RegionError", "TransitionNumeric", "CompareOptions", "compare_stages", "StageFeeder",
@@ -421,8 +421,10 @@ StageFeeder = _Feeder
 
 def _reduce_tensors(res: TransitionNumeric, va: dict, vb: dict) -> None:
     """Add one sample's captured values to the accumulated error of every tensor pair of a transition."""
-    for te in res.tensors:
+    def one(te: TensorError) -> None:
         _reduce_pair(te, va.get(te.codec.a_value if te.codec else te.a_tensor), vb.get(te.b_tensor))
+
+    for_each(one, res.tensors, [getattr(vb.get(te.b_tensor), "nbytes", 0) for te in res.tensors])
 
 
 def _reduce_pair(te: TensorError, ref: np.ndarray | None, got: np.ndarray | None) -> None:
