@@ -26,8 +26,9 @@ from .backends import HORIZON_RUNTIME
 __all__ = ["TensorError", "FixedPointCodec", "RegionError", "TransitionNumeric", "CompareOptions", "compare_stages", "StageFeeder",
            "DEFAULT_COSINE_THRESHOLD"]
 
-#: Changes measured on their own per transition (each needs its own onnxruntime session, extracted from the
-#: stage); the rest are counted as skipped. 5,000-node graphs have about 2,500 changes.
+#: Changes measured on their own per transition (extracted from the stage and run together in one session,
+#: :class:`graphaudit.numeric.batch.RegionBatch`); the rest are counted as skipped. 5,000-node graphs have about
+#: 2,500 changes.
 MAX_ISOLATED_REGIONS = 400
 
 
@@ -369,7 +370,7 @@ def _plan(stages: list[StageGraph], alignments: list[Alignment], changes: list[l
         for c in ch if isolated else []:
             if c.kind in ("kept", "removed", "unmatched") or not c.b_nodes:
                 continue
-            if len(items) >= MAX_ISOLATED_REGIONS:  # one session per region: bound memory and time
+            if len(items) >= MAX_ISOLATED_REGIONS:  # bound memory and time
                 miss += 1
                 continue
             io = region_io(al, c)

@@ -1,4 +1,5 @@
-"""Isolated error of each change: b's nodes of the change extracted into their own session, fed with a's values."""
+"""Isolated error of each change: b's nodes of the change extracted once (all of a transition in one session), fed
+with a's values."""
 
 from __future__ import annotations
 
