@@ -6,6 +6,8 @@ Each measurement is a fresh process (peak RSS is its own; imports are not timed)
 - graphaudit: the structure step (``audit(files)``: load, align, classify) and then the numeric step
   (``graphaudit.measure.run_numeric``: sessions with the aligned tensors as extra outputs, every sample through both
   stages, accumulated error of every aligned pair, isolated error of each change when measured);
+- all outputs (``--all-outputs``): every tensor of both stages marked as an output and float tensors of the same name
+  compared (what Polygraphy's ``--onnx-outputs mark all`` does), one sample's outputs held at a time;
 - aligned set: the bytes of one sample's captured tensors of both stages (what the RSS target allows over the floor).
 
 Targets (issue 17 part 2): numeric step <= 1.5x the floor without isolated measurement, <= 3x with it; peak RSS
@@ -13,7 +15,7 @@ Targets (issue 17 part 2): numeric step <= 1.5x the floor without isolated measu
 (floor, graphaudit, floor, ...), the medians are printed, and CPU seconds (user + system of the process, every
 thread) beside them.
 
-Usage: python bench/bench_compare.py [--repeat 3] [--all] [--case NAME ...] [--code DIR] [--json FILE]
+Usage: python bench/bench_compare.py [--repeat 3] [--all] [--case NAME ...] [--all-outputs] [--code DIR] [--json FILE]
 """
 
 from __future__ import annotations
@@ -66,21 +68,38 @@ def _child(mode: str, files: list[str], data: list[str], isolated: bool, code: s
     import onnxruntime as ort
 
     sys.path.insert(0, code)
-    if mode != "floor":  # imports are not part of the measured time, as for the floor
+    if mode in ("graphaudit", "aligned-set"):  # imports are not part of the measured time, as for the floor
         from graphaudit.measure import NumericOptions, run_numeric
         from graphaudit.pipeline import audit
     out: dict = {"rss_imports_mb": _rss_mb()}
     t0, c0 = time.perf_counter(), _cpu()
-    if mode == "floor":
+    if mode in ("floor", "all-outputs"):
         so = ort.SessionOptions()
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         so.log_severity_level = 3
-        sessions = [ort.InferenceSession(onnx.load(f).SerializeToString(), so, providers=["CPUExecutionProvider"])
-                    for f in files]
+        models = [onnx.load(f) for f in files]
+        if mode == "all-outputs":  # every tensor an output, compared by name (Polygraphy's --onnx-outputs mark all)
+            for m in models:
+                have = {o.name for o in m.graph.output}
+                m.graph.output.extend(onnx.ValueInfoProto(name=o) for n in m.graph.node for o in n.output
+                                      if o and o not in have)
+        sessions = [ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
+                    for m in models]
+        same = 0
         for d in data:
             x = np.load(d)
-            for s in sessions:
-                s.run(None, {s.get_inputs()[0].name: x})
+            outs = [dict(zip([o.name for o in s.get_outputs()], s.run(None, {s.get_inputs()[0].name: x})))
+                    for s in sessions]
+            if mode == "all-outputs":
+                same = 0
+                for k in outs[0].keys() & outs[1].keys():
+                    a, b = outs[0][k], outs[1][k]
+                    if a.size == b.size and a.dtype.kind == "f" and b.dtype.kind == "f":
+                        a64, b64 = a.astype(np.float64).ravel(), b.astype(np.float64).ravel()
+                        float(np.einsum("i,i->", a64, b64))
+                        same += 1
+            del outs
+        out["pairs"] = same
     elif mode == "graphaudit":
         rep = audit(files)
         t1, c1 = time.perf_counter(), _cpu()
@@ -114,15 +133,17 @@ def run(mode: str, files: list[Path], data: list[Path], isolated: bool, code: Pa
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
-def _case(name: str, spec: tuple, repeat: int, code: Path) -> dict:
+def _case(name: str, spec: tuple, repeat: int, code: Path, all_outputs: bool = False) -> dict:
     model, a, b, n, isolated, target = spec
     d = BUILD / "ort" / model
     files = [d / f"{model}_{a}.onnx", d / f"{model}_{b}.onnx"]
     data = sorted((BUILD / "data" / model / "x").glob("*.npy"), key=lambda p: int(p.stem))[:n]
-    floors, gas = [], []
+    floors, gas, alls = [], [], []
     for _ in range(repeat):  # interleaved: the machine's load hits both alike
         floors.append(run("floor", files, data, isolated))
         gas.append(run("graphaudit", files, data, isolated, code))
+        if all_outputs:
+            alls.append(run("all-outputs", files, data, isolated))
     med = lambda rs, k: statistics.median(r[k] for r in rs)  # noqa: E731
     aligned = run("aligned-set", files, data, isolated)["aligned_set_mb"]
     f_s, g_s = med(floors, "seconds"), med(gas, "seconds")
@@ -131,7 +152,9 @@ def _case(name: str, spec: tuple, repeat: int, code: Path) -> dict:
             "name": name, "floor_s": f_s, "floor_cpu": med(floors, "cpu"), "floor_rss": f_rss,
             "numeric_s": g_s, "numeric_cpu": med(gas, "cpu"), "structure_s": med(gas, "structure_s"),
             "rss": g_rss, "ratio": g_s / f_s, "cpu_ratio": med(gas, "cpu") / med(floors, "cpu"), "target": target,
-            "aligned_mb": aligned, "pairs": gas[0]["pairs"], "regions": gas[0]["regions"]}
+            "aligned_mb": aligned, "pairs": gas[0]["pairs"], "regions": gas[0]["regions"],
+            "all_outputs": {"s": med(alls, "seconds"), "rss": med(alls, "peak_rss_mb"), "pairs": alls[0]["pairs"]}
+            if alls else None}
 
 
 def main() -> None:
@@ -140,6 +163,8 @@ def main() -> None:
     ap.add_argument("--all", action="store_true", help="also the other bundled pairs")
     ap.add_argument("--case", nargs="*", choices=sorted({**CASES, **MORE}), help="only these cases")
     ap.add_argument("--json", help="also write the figures here")
+    ap.add_argument("--all-outputs", action="store_true",
+                    help="also time marking every tensor an output and comparing by name (what Polygraphy does)")
     ap.add_argument("--code", type=Path, default=REPO, help="time the graphaudit package of another checkout")
     args = ap.parse_args()
     cases = {**CASES, **MORE} if args.all else dict(CASES)
@@ -150,7 +175,7 @@ def main() -> None:
           "| RSS <= floor + aligned set | structure step |")
     print("|---|---|---|---|---|---|---|")
     for name, spec in cases.items():
-        r = _case(name, spec, args.repeat, args.code)
+        r = _case(name, spec, args.repeat, args.code, args.all_outputs)
         rows.append(r)
         rss_ok = r["rss"] <= r["floor_rss"] + r["aligned_mb"]
         print(f"| {r['case']} ({r['pairs']} pairs, {r['regions']} regions) "
@@ -160,6 +185,10 @@ def main() -> None:
               f"{'met' if r['ratio'] <= r['target'] else '**not met**'} "
               f"| {r['rss']:.0f} <= {r['floor_rss']:.0f} + {r['aligned_mb']:.0f} MB: {'met' if rss_ok else '**not met**'} "
               f"| {r['structure_s']:.2f} s |", flush=True)
+        if r["all_outputs"]:
+            o = r["all_outputs"]
+            print(f"|   every tensor marked an output, {o['pairs']} name-alike float pairs | | {o['s']:.2f} s, "
+                  f"{o['rss']:.0f} MB | {o['s'] / r['floor_s']:.2f}x | | | |", flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
 
