@@ -20,8 +20,8 @@ from .thin import thin as _thin
 from .metrics import ErrorStats, top1_agreement
 from .regions import COMPARABLE_KINDS, RegionRunner, region_io
 from .runner import StageRunner
-from .schedule import for_each, stream
-from .backends import HORIZON_RUNTIME
+from .schedule import cores, for_each, run_all, stream
+from .backends import HORIZON_RUNTIME  # stages run side by side, each on its share of the cores, in onnxruntime
 
 __all__ = ["TensorError", "FixedPointCodec", "RegionError", "TransitionNumeric", "CompareOptions", "compare_stages", "StageFeeder",
            "DEFAULT_COSINE_THRESHOLD"]
@@ -30,7 +30,6 @@ __all__ = ["TensorError", "FixedPointCodec", "RegionError", "TransitionNumeric",
 #: :class:`graphaudit.numeric.batch.RegionBatch`); the rest are counted as skipped. 5,000-node graphs have about
 #: 2,500 changes.
 MAX_ISOLATED_REGIONS = 400
-
 
 #: First-divergence threshold on cosine similarity (configurable per call).
 DEFAULT_COSINE_THRESHOLD = 0.999
@@ -286,9 +285,9 @@ def compare_stages(stages: list[StageGraph], alignments: list[Alignment], change
         From :func:`graphaudit.pipeline.audit` (``alignments[i]``: stages[i] -> stages[i+1]).
     samples : iterable of dict
         Input arrays by graph input name, in the contract of ``stages[options.data_stage]`` (or raw
-        pixels when ``options.data_domain == "pixels"``: uint8 [N,H,W,3] RGB). Streamed: each sample is
-        converted, run through every stage and reduced; the next sample runs while one is reduced when one sample's
-        captured tensors are small (:func:`graphaudit.numeric.schedule.stream`; never with Horizon's runtime).
+        pixels when ``options.data_domain == "pixels"``: uint8 [N,H,W,3] RGB). Streamed: one sample is
+        converted, run through every stage (side by side in stock onnxruntime when there are cores) and reduced
+        before the next is read.
     options : CompareOptions, optional
         Data stage and domain, threshold, isolated regions, progress, sample names, sample cap, config, runtime
         (defaults: :class:`CompareOptions`).
@@ -304,9 +303,7 @@ def compare_stages(stages: list[StageGraph], alignments: list[Alignment], change
     """
     opts = options or CompareOptions()
     comparison = _Comparison(stages, alignments, _plan(stages, alignments, changes, opts.isolated), opts)
-    # one sample's captured tensors held at a time, two when they are small and the next sample runs meanwhile
-    n_samples = stream(samples, comparison.run, comparison.reduce, opts.max_samples, opts.progress,
-                       overlap=opts.runtime != HORIZON_RUNTIME)
+    n_samples = stream(samples, comparison.run, comparison.reduce, opts.max_samples, opts.progress)
     if n_samples == 0:
         raise GraphAuditError("no samples in the data")
     return comparison.finish()
@@ -454,7 +451,10 @@ class _Comparison:
 
     def __init__(self, stages: list[StageGraph], alignments: list[Alignment], plan: _Plan, opts: CompareOptions):
         self.stages = stages
-        self.runners = [StageRunner(s, plan.capture[i], runtime=opts.runtime) for i, s in enumerate(stages)]
+        self.concurrent = opts.runtime != HORIZON_RUNTIME and len(stages) > 1 and cores() >= len(stages)
+        threads = cores() // len(stages) if self.concurrent else 0
+        self.runners = [StageRunner(s, plan.capture[i], runtime=opts.runtime, threads=threads)
+                        for i, s in enumerate(stages)]
         source = _source_namer(stages, alignments)
         self.results = [TransitionNumeric(al.a.name, al.b.name, opts.threshold, ps,
                                           [RegionError(c, outs, source_nodes=list(dict.fromkeys(
@@ -468,7 +468,8 @@ class _Comparison:
 
     def run(self, sample: dict[str, np.ndarray], k: int) -> list[dict[str, np.ndarray]]:
         """Sample ``k`` through every stage: per stage, its captured tensors by name."""
-        return [self.runners[i].run(self.feeder.feeds(i, sample, k)) for i in range(len(self.stages))]
+        feeds = [self.feeder.feeds(i, sample, k) for i in range(len(self.stages))]
+        return run_all([lambda i=i: self.runners[i].run(feeds[i]) for i in range(len(self.stages))], self.concurrent)
 
     def reduce(self, values: list[dict[str, np.ndarray]]) -> None:
         """Add one sample's values to every transition's accumulated and isolated error."""

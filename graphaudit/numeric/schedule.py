@@ -1,4 +1,5 @@
-"""The sample loop of a comparison: run each sample through the stages, reduce it, overlapping the two when small."""
+"""The sample loop of a comparison: each sample run through the stages (side by side when there are cores) and
+reduced (on one thread per core when its tensors are large)."""
 
 from __future__ import annotations
 
@@ -9,54 +10,49 @@ from typing import Callable, Iterable
 
 import numpy as np
 
-__all__ = ["OVERLAP_MAX_BYTES", "PARALLEL_MIN_BYTES", "stream", "for_each"]
-
-#: Largest captured tensor set of one sample (all stages, bytes) for which the next sample runs while this one is
-#: reduced: the overlap holds two samples' sets at a time, so it is only done where that costs little memory.
-OVERLAP_MAX_BYTES = 64 << 20
-
-
-def _nbytes(values: list[dict[str, np.ndarray]]) -> int:
-    return sum(v.nbytes for vs in values for v in vs.values() if isinstance(v, np.ndarray))
-
+__all__ = ["PARALLEL_MIN_BYTES", "stream", "for_each", "run_all", "cores"]
 
 def stream(samples: Iterable[dict[str, np.ndarray]], run: Callable[[dict, int], list], reduce: Callable[[list], None],
-           max_samples: int | None = None, progress: Callable[[int], None] | None = None,
-           overlap: bool = True) -> int:
+           max_samples: int | None = None, progress: Callable[[int], None] | None = None) -> int:
     """For each sample ``k`` (at most ``max_samples``): ``values = run(sample, k)``, then ``reduce(values)``, then
-    ``progress(k)``; returns the number of samples reduced.
+    ``progress(k)``; returns the number of samples reduced. One sample's values are held at a time: they are freed
+    before the next sample runs. (Running the next sample while one is reduced was measured: it holds two samples'
+    tensors, +20 MB of peak RSS on PP-OCR cls, for no gain the 2-core machine could show.)"""
+    n = 0
+    for k, sample in islice(enumerate(samples), max_samples):
+        values = run(sample, k)
+        reduce(values)
+        values = None  # noqa: F841 - freed before the next sample runs
+        n += 1
+        if progress is not None:
+            progress(k)
+    return n
 
-    With ``overlap`` and one sample's values of at most :data:`OVERLAP_MAX_BYTES`, sample ``k + 1`` runs in a worker
-    thread while sample ``k`` is reduced in this one (onnxruntime releases the GIL while it runs), so the time is
-    about the larger of the two instead of their sum. Samples are reduced in order and each exactly once; the
-    results are those of the plain loop. An exception of ``run`` or ``reduce`` propagates after the worker stops.
-    """
-    it = islice(enumerate(samples), max_samples)
-    first = next(it, None)
-    if first is None:
-        return 0
-    values = run(first[1], first[0])
-    k, n = first[0], 0
-    del first
-    use_pool = overlap and _nbytes(values) <= OVERLAP_MAX_BYTES
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="graphaudit-run") as pool:
-        while True:
-            nxt = next(it, None)
-            fut = pool.submit(run, nxt[1], nxt[0]) if use_pool and nxt is not None else None
-            try:
-                reduce(values)
-            except BaseException:
-                if fut is not None:
-                    fut.cancel()
-                raise
-            n += 1
-            if progress is not None:
-                progress(k)
-            values = None  # sample k's tensors are freed before sample k + 1 runs (unless it already is)
-            if nxt is None:
-                return n
-            values = fut.result() if fut is not None else run(nxt[1], nxt[0])
-            k = nxt[0]
+
+def cores() -> int:
+    """CPU cores this process may run on (its affinity mask on Linux)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+_STAGE_POOL: ThreadPoolExecutor | None = None
+
+
+def run_all(calls: list[Callable[[], object]], concurrent: bool) -> list:
+    """``[c() for c in calls]``, the calls running side by side on threads when ``concurrent`` (onnxruntime
+    releases the GIL while a session runs). Results in order; the exception of the first failing call (in order)
+    propagates after all have ended."""
+    global _STAGE_POOL
+    if not concurrent or len(calls) < 2:
+        return [c() for c in calls]
+    if _STAGE_POOL is None or _STAGE_POOL._max_workers < len(calls):
+        _STAGE_POOL = ThreadPoolExecutor(max_workers=max(len(calls), 2), thread_name_prefix="graphaudit-stage")
+    futures = [_STAGE_POOL.submit(c) for c in calls]
+    for f in futures:
+        f.exception()
+    return [f.result() for f in futures]
 
 
 #: Smallest amount of one sample's tensors of a transition (bytes) reduced by several threads: below it the Python
@@ -67,10 +63,7 @@ _POOL: ThreadPoolExecutor | None = None
 
 
 def _workers() -> int:
-    try:
-        return max(1, min(4, len(os.sched_getaffinity(0))))
-    except AttributeError:  # not on Linux
-        return max(1, min(4, os.cpu_count() or 1))
+    return min(4, cores())
 
 
 def for_each(fn: Callable[[object], None], items: list, sizes: list[int]) -> None:
