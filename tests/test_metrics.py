@@ -87,3 +87,27 @@ def test_identical_stages_producing_nan_do_not_diverge(tmp_path):
     save_text(tmp_path, "m_optimized.onnx", text)
     out = tmp_path.parent / f"{tmp_path.name}_out"
     assert main(["explain", str(tmp_path), "--random", "3", "--json", str(out) + ".json", "--no-report"]) == 0
+
+
+def test_float32_sums_and_per_tensor_lsb_match_formulas():
+    """The float32 path (float64 chunk buffers, LSB of one scale from the same pass, several chunks) against numpy
+    float64 formulas."""
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal(100_003).astype(np.float32)  # > 3 chunks of 32,768, with a tail
+    b = (a + rng.standard_normal(a.size) * 0.02).astype(np.float32)
+    s = ErrorStats()
+    s.update(a, b, scale=np.array([0.015]), axis=1)
+    A, B = a.astype(np.float64), b.astype(np.float64)
+    E = np.abs(B - A)
+    assert s.sum_aa == pytest.approx(A @ A, rel=1e-12) and s.sum_ab == pytest.approx(A @ B, rel=1e-12)
+    assert s.sum_ee == pytest.approx((B - A) @ (B - A), rel=1e-12)
+    assert s.max_abs == E.max()
+    assert s.lsb_max == pytest.approx(E.max() / 0.015, rel=1e-12) and s.lsb_count == a.size
+    assert s.lsb_mean == pytest.approx(np.mean(E / 0.015), rel=1e-12)
+
+
+def test_per_tensor_lsb_with_nan_drops_it_and_reports_nan_max():
+    s = ErrorStats()
+    s.update(np.array([0.0, 1.0, 2.0], np.float32), np.array([0.1, np.nan, 2.2], np.float32), scale=0.1)
+    assert math.isnan(s.max_abs) and s.lsb_count == 2
+    assert s.lsb_mean == pytest.approx((1.0 + 2.0) / 2, rel=1e-6) and s.lsb_max == pytest.approx(2.0, rel=1e-6)

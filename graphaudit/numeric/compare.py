@@ -20,14 +20,16 @@ from .thin import thin as _thin
 from .metrics import ErrorStats, top1_agreement
 from .regions import COMPARABLE_KINDS, RegionRunner, region_io
 from .runner import StageRunner
+from .schedule import cores, for_each, run_all, stream
+from .backends import HORIZON_RUNTIME  # stages run side by side, each on its share of the cores, in onnxruntime
 
 __all__ = ["TensorError", "FixedPointCodec", "RegionError", "TransitionNumeric", "CompareOptions", "compare_stages", "StageFeeder",
            "DEFAULT_COSINE_THRESHOLD"]
 
-#: Changes measured on their own per transition (each needs its own onnxruntime session, extracted from the
-#: stage); the rest are counted as skipped. 5,000-node graphs have about 2,500 changes.
+#: Changes measured on their own per transition (extracted from the stage and run together in one session,
+#: :class:`graphaudit.numeric.batch.RegionBatch`); the rest are counted as skipped. 5,000-node graphs have about
+#: 2,500 changes.
 MAX_ISOLATED_REGIONS = 400
-
 
 #: First-divergence threshold on cosine similarity (configurable per call).
 DEFAULT_COSINE_THRESHOLD = 0.999
@@ -284,7 +286,8 @@ def compare_stages(stages: list[StageGraph], alignments: list[Alignment], change
     samples : iterable of dict
         Input arrays by graph input name, in the contract of ``stages[options.data_stage]`` (or raw
         pixels when ``options.data_domain == "pixels"``: uint8 [N,H,W,3] RGB). Streamed: one sample is
-        converted, run through every stage and reduced before the next is read.
+        converted, run through every stage (side by side in stock onnxruntime when there are cores) and reduced
+        before the next is read.
     options : CompareOptions, optional
         Data stage and domain, threshold, isolated regions, progress, sample names, sample cap, config, runtime
         (defaults: :class:`CompareOptions`).
@@ -300,14 +303,7 @@ def compare_stages(stages: list[StageGraph], alignments: list[Alignment], change
     """
     opts = options or CompareOptions()
     comparison = _Comparison(stages, alignments, _plan(stages, alignments, changes, opts.isolated), opts)
-    n_samples = 0
-    for k, sample in enumerate(samples):
-        if opts.max_samples is not None and k >= opts.max_samples:
-            break
-        comparison.reduce(comparison.run(sample, k))  # one sample's captured tensors held at a time
-        n_samples += 1
-        if opts.progress is not None:
-            opts.progress(k)
+    n_samples = stream(samples, comparison.run, comparison.reduce, opts.max_samples, opts.progress)
     if n_samples == 0:
         raise GraphAuditError("no samples in the data")
     return comparison.finish()
@@ -371,7 +367,7 @@ def _plan(stages: list[StageGraph], alignments: list[Alignment], changes: list[l
         for c in ch if isolated else []:
             if c.kind in ("kept", "removed", "unmatched") or not c.b_nodes:
                 continue
-            if len(items) >= MAX_ISOLATED_REGIONS:  # one session per region: bound memory and time
+            if len(items) >= MAX_ISOLATED_REGIONS:  # bound memory and time
                 miss += 1
                 continue
             io = region_io(al, c)
@@ -423,8 +419,10 @@ StageFeeder = _Feeder
 
 def _reduce_tensors(res: TransitionNumeric, va: dict, vb: dict) -> None:
     """Add one sample's captured values to the accumulated error of every tensor pair of a transition."""
-    for te in res.tensors:
+    def one(te: TensorError) -> None:
         _reduce_pair(te, va.get(te.codec.a_value if te.codec else te.a_tensor), vb.get(te.b_tensor))
+
+    for_each(one, res.tensors, [getattr(vb.get(te.b_tensor), "nbytes", 0) for te in res.tensors])
 
 
 def _reduce_pair(te: TensorError, ref: np.ndarray | None, got: np.ndarray | None) -> None:
@@ -453,7 +451,10 @@ class _Comparison:
 
     def __init__(self, stages: list[StageGraph], alignments: list[Alignment], plan: _Plan, opts: CompareOptions):
         self.stages = stages
-        self.runners = [StageRunner(s, plan.capture[i], runtime=opts.runtime) for i, s in enumerate(stages)]
+        self.concurrent = opts.runtime != HORIZON_RUNTIME and len(stages) > 1 and cores() >= len(stages)
+        threads = cores() // len(stages) if self.concurrent else 0
+        self.runners = [StageRunner(s, plan.capture[i], runtime=opts.runtime, threads=threads)
+                        for i, s in enumerate(stages)]
         source = _source_namer(stages, alignments)
         self.results = [TransitionNumeric(al.a.name, al.b.name, opts.threshold, ps,
                                           [RegionError(c, outs, source_nodes=list(dict.fromkeys(
@@ -467,7 +468,8 @@ class _Comparison:
 
     def run(self, sample: dict[str, np.ndarray], k: int) -> list[dict[str, np.ndarray]]:
         """Sample ``k`` through every stage: per stage, its captured tensors by name."""
-        return [self.runners[i].run(self.feeder.feeds(i, sample, k)) for i in range(len(self.stages))]
+        feeds = [self.feeder.feeds(i, sample, k) for i in range(len(self.stages))]
+        return run_all([lambda i=i: self.runners[i].run(feeds[i]) for i in range(len(self.stages))], self.concurrent)
 
     def reduce(self, values: list[dict[str, np.ndarray]]) -> None:
         """Add one sample's values to every transition's accumulated and isolated error."""

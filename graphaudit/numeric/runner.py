@@ -32,6 +32,8 @@ class StageRunner:
     model : onnx.ModelProto, optional
         Run this model instead of the file at ``stage.path`` (a model built from the stage, such as a hybrid of two
         stages; ``stage`` still names it and gives its input contract). Not modified.
+    threads : int
+        onnxruntime intra-op threads (0: its default, one per core); ignored by Horizon's runtime.
 
     Raises
     ------
@@ -42,7 +44,7 @@ class StageRunner:
     """
 
     def __init__(self, stage: StageGraph, capture: Iterable[str], runtime: str = "onnxruntime",
-                 model: onnx.ModelProto | None = None):
+                 model: onnx.ModelProto | None = None, threads: int = 0):
         self.stage = stage
         self.runtime = runtime
         try:
@@ -71,7 +73,7 @@ class StageRunner:
         self.model = model
         self.loops = [n.id for n in stage.nodes.values() if n.op_type == "Loop" and n.domain in ("", "ai.onnx")]
         try:
-            self.session = make_session(model.SerializeToString(), runtime)
+            self.session = make_session(model.SerializeToString(), runtime, threads=threads)
             # names that are not UTF-8 load, then fail here (UnicodeDecodeError): the runtime cannot use the stage
             self.input_names = [i.name for i in self.session.get_inputs()]
             self.output_names = [o.name for o in self.session.get_outputs()]
