@@ -24,9 +24,10 @@ from .findings import Finding
 from .inputcheck import InputData, form_effects, input_data
 from .lineage import Lineage, align, align_chain
 from .load import load_stage
-from .measure import CONFIG_DATA_SAMPLES, NumericOptions, NumericRun, config_data, data_stage_of, run_numeric
+from .measure import CONFIG_DATA_SAMPLES, NumericOptions, NumericRun, config_data, data_stage_of
 from .numeric.compare import TransitionNumeric
 from .numeric.summary import transition_summary
+from .shards import run_numeric_scaled
 from .render.diffmodel import DiffSource
 from .report import AuditReport, RunInfo, make_transition, summarize_stage
 from .stage import StageGraph
@@ -356,7 +357,7 @@ def _measure(stages, lineage: Lineage, changes, plan: _DataPlan, idx: int, cfg):
         if data is not None:
             inputs = input_data(stages, data, idx, opts.raw_dtype, opts.raw_shape, opts.max_samples, cfg)
         if (data is not None or opts.random is not None) and len(stages) > 1:  # one stage: nothing to compare
-            run = run_numeric(stages, lineage, changes, data, opts, idx, cfg)
+            run = run_numeric_scaled(stages, lineage, changes, data, opts, idx, cfg)
     except DataError as e:  # data that cannot be fed: fine when the input findings say why (checked later)
         if inputs is None and not plan.from_config:
             raise
