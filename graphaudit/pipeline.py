@@ -19,7 +19,8 @@ from .checks.structure import custom_ops
 from .config.refs import config_inputs
 from .classify import Change, Coverage, classify, coverage
 from .errors import DataError, GraphAuditError, StagesUnrelatedError
-from .evaluate import as_eval_hook, evaluate_stages
+from .evaluate import as_eval_hook
+from .evalshards import evaluate_scaled
 from .findings import Finding
 from .inputcheck import InputData, form_effects, input_data
 from .lineage import Lineage, align, align_chain
@@ -313,7 +314,8 @@ def _metric(stages, hook, eval_samples, opts: NumericOptions, cfg):
     """The user's metric on every stage (None without a hook), in the runtime the numeric comparison uses."""
     if hook is None:
         return None
-    return evaluate_stages(stages, hook, eval_samples, runtime=opts.runtime, config=cfg, progress=opts.eval_progress)
+    return evaluate_scaled(stages, hook, eval_samples, runtime=opts.runtime, config=cfg, progress=opts.eval_progress,
+                           scale=opts.scale)
 
 
 def _skipped_note(plan: "_DataPlan", error: DataError | None, findings: list[Finding], n_stages: int) -> str | None:
