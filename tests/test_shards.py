@@ -27,6 +27,7 @@ from graphaudit.numeric.metrics import ErrorStats
 from graphaudit.pipeline import load_pipeline
 from graphaudit.scaleout import ScaleOut, shard_ranges
 
+from .conftest import REPO
 from .test_cli import assert_user_error, run
 
 REL = 1e-12  # the stated tolerance of merged float64 sums (graphaudit/numeric/merge.py)
@@ -217,3 +218,16 @@ def test_cli_workers_flag(cls, tmp_path):
                "--json", str(two)).returncode in (0, 1)
     assert_same(json.loads(one.read_text()), json.loads(two.read_text()))
     assert_user_error(run("compare", str(stages), "--random", "2", "--workers", "0"), "--workers")
+
+
+def test_per_sample_example_on_ray_matches_the_whole_set_example(cls, ray_local):
+    """examples/eval_top1_per_sample.py sharded over a Ray cluster (the mean of 0/1 per sample) reports the top-1
+    that examples/eval_top1.py computes over the whole set in one process (checked against labels in
+    tests/test_eval_hook.py)."""
+    stages_dir, data = cls
+    stages = load_pipeline([stages_dir])
+    whole = evaluate_stages(stages, f"{REPO / 'examples' / 'eval_top1.py'}:evaluate", data.parent)
+    sharded = evaluate_scaled(stages, f"{REPO / 'examples' / 'eval_top1_per_sample.py'}:evaluate", data,
+                              scale=ScaleOut(workers=2, ray="local"))
+    assert [m.values for m in sharded.stages] == [m.values for m in whole.stages]
+    assert [m.samples for m in sharded.stages] == [16, 16, 16]
