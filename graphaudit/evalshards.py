@@ -24,7 +24,7 @@ from .numeric.evalhook import (EvalHook, EvalRunner, load_eval_hook, per_sample_
 from .numeric.merge import MeanAccumulator
 from .numeric.summary import MetricSection, StageMetric
 from .scaleout import ScaleOut, WorkerPool, shard_ranges
-from .shards import Failure, PipelineSpec, progress_counter, results_of, worker_pipeline
+from .shards import Failure, PipelineSpec, absolute, results_of, worker_pipeline
 
 __all__ = ["evaluate_scaled", "portable_spec", "eval_task"]
 
@@ -40,10 +40,11 @@ def portable_spec(hook: EvalHook) -> str | None:
     return hook.spec
 
 
-def _runner(spec: PipelineSpec, i: int, runtime: str, model=None) -> EvalRunner:
-    stages, _lineage, _changes = worker_pipeline(spec)
+def _runner(spec: PipelineSpec, i: int, runtime: str) -> EvalRunner:
+    """Stage ``i``'s runner in a worker, converting samples as :func:`graphaudit.evaluate_stages` does."""
+    stages = worker_pipeline(spec)[0]
     feeder = StageFeeder(stages, data_stage_of(stages), "tensor", spec.config, None)
-    return EvalRunner(stages[i], runtime, model=model, convert=lambda sample: feeder.feeds(i, sample, 0))
+    return EvalRunner(stages[i], runtime, convert=lambda sample: feeder.feeds(i, sample, 0))
 
 
 def eval_task(spec: PipelineSpec, i: int, hook_spec: str, cwd: str, runtime: str, samples: str | None,
@@ -111,8 +112,8 @@ def evaluate_scaled(stages, hook, samples: str | os.PathLike | None = None, *, r
         for i in run:
             if progress is not None:
                 progress(stages[i].name)
-        tasks = [(spec, i, spec_str, os.getcwd(), rt, samples, w) for i in run for w in windows]
-        outs = results_of(pool.map(eval_task, tasks, progress_counter(None)))
+        tasks = [(spec, i, spec_str, os.getcwd(), rt, absolute(samples), w) for i in run for w in windows]
+        outs = results_of(pool.map(eval_task, tasks))
     seconds = time.perf_counter() - t0
     per_stage = {i: outs[k * len(windows):(k + 1) * len(windows)] for k, i in enumerate(run)}
     metrics = []

@@ -27,7 +27,7 @@ from .scaleout import WorkerPool, shard_ranges
 from .stage import StageGraph
 
 __all__ = ["PipelineSpec", "Failure", "run_numeric_scaled", "sharded_compare", "worker_pipeline", "compare_task",
-           "progress_counter"]
+           "progress_counter", "absolute"]
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ class PipelineSpec:
             if not st.path or not os.path.isfile(st.path):
                 raise GraphAuditError(f"{st.name}: --workers/--ray need stages loaded from files (no file at "
                                       f"{st.path!r})")
-        return cls(tuple((str(st.path), st.role, st.name) for st in stages), config)
+        return cls(tuple((os.path.abspath(st.path), st.role, st.name) for st in stages), config)
 
     def key(self) -> tuple:
         return self.stages
@@ -87,6 +87,11 @@ class Failure:
         for k, v in self.attrs.items():
             setattr(e, k, v)
         return e
+
+
+def absolute(path) -> str | None:
+    """``path`` as an absolute path string (workers may run elsewhere: another working directory or node), or None."""
+    return None if path is None else os.path.abspath(path)
 
 
 def _tick(ticks) -> Callable[[int], None] | None:
@@ -142,7 +147,7 @@ def sharded_compare(pool: WorkerPool, spec: PipelineSpec, changes, data, opts: N
             raise GraphAuditError("no samples in the data")
         plain = replace(copts, progress=None, sample_names=None, max_samples=None, config=None)
         wopts = replace(opts, progress=None, eval_progress=None, scale=None)
-        tasks = [(spec, idxs, None if data is None else str(data), wopts, plain, a, b)
+        tasks = [(spec, idxs, absolute(data), wopts, plain, a, b)
                  for a, b in shard_ranges(total, pool.size)]
         outs = results_of(pool.map(compare_task, tasks, progress_counter(copts.progress)))
         chs = [changes[j] if k == j + 1 else [] for j, k in zip(idxs, idxs[1:])]

@@ -19,7 +19,7 @@ from .errors import GraphAuditError
 from .hybrideval import HybridEvaluator
 from .measure import NumericOptions, sample_source
 from .scaleout import WorkerPool, shard_ranges
-from .shards import Failure, PipelineSpec, results_of, worker_pipeline
+from .shards import Failure, PipelineSpec, absolute, results_of, worker_pipeline
 
 __all__ = ["ShardedHybrids", "hybrid_task"]
 
@@ -69,7 +69,7 @@ class ShardedHybrids:
         if not self.count:
             raise GraphAuditError("no samples in the data")
         self.spec = PipelineSpec.of(stages, config)
-        self.data = None if data is None else str(data)
+        self.data = absolute(data)
         self.opts = replace(opts, progress=None, eval_progress=None, scale=None)
         self.windows = shard_ranges(self.count, pool.size)
 
