@@ -204,9 +204,11 @@ def _ray_connect(scale: ScaleOut):
     if address is None:
         kwargs["num_cpus"] = scale.workers if scale.workers > 1 else (os.cpu_count() or 1)
         kwargs["include_dashboard"] = False
-        # the workers import graphaudit from where this process does (a source checkout on PYTHONPATH included)
-        kwargs["runtime_env"] = {"env_vars": {"PYTHONPATH": os.pathsep.join(
-            p for p in [_package_root(), os.environ.get("PYTHONPATH", "")] if p)}}
+        root = _package_root()
+        if "site-packages" not in root and "dist-packages" not in root:
+            # a source checkout: the workers import graphaudit from where this process does
+            kwargs["runtime_env"] = {"env_vars": {"PYTHONPATH": os.pathsep.join(
+                p for p in [root, os.environ.get("PYTHONPATH", "")] if p)}}
     try:
         ray.init(address=address, **kwargs)
     except Exception as e:  # noqa: BLE001 - ConnectionError, RuntimeError, ValueError from Ray: one line

@@ -231,3 +231,17 @@ def test_per_sample_example_on_ray_matches_the_whole_set_example(cls, ray_local)
                               scale=ScaleOut(workers=2, ray="local"))
     assert [m.values for m in sharded.stages] == [m.values for m in whole.stages]
     assert [m.samples for m in sharded.stages] == [16, 16, 16]
+
+
+def test_a_worker_error_keeps_what_its_pickled_args_lose():
+    """StageRunError.path (which stage the comparison leaves out, finding N403) and LoweringError.failures survive
+    the trip back from a worker."""
+    from graphaudit.errors import LoweringError, StageRunError
+    from graphaudit.shards import Failure, results_of
+
+    e = Failure.of(StageRunError("b.onnx: the runtime refused node X", path="/x/b.onnx")).error()
+    assert type(e) is StageRunError and e.path == "/x/b.onnx" and str(e) == "b.onnx: the runtime refused node X"
+    lo = Failure.of(LoweringError("c.onnx: 1 op", [{"op_type": "HzFoo", "count": 1}])).error()
+    assert type(lo) is LoweringError and lo.failures == [{"op_type": "HzFoo", "count": 1}]
+    with pytest.raises(StageRunError):
+        results_of([[1], Failure.of(StageRunError("first", path="a")), Failure.of(DataError("second"))])
