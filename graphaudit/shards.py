@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Callable
 
 from .classify import classify
-from .errors import GraphAuditError
+from .errors import GraphAuditError, StageRunError
 from .lineage import align_chain
 from .load import load_stage
 from .measure import NumericOptions, NumericRun, _subset, run_numeric, sample_source
@@ -138,9 +138,10 @@ def results_of(outs: list) -> list:
     return outs
 
 
-def sharded_compare(pool: WorkerPool, spec: PipelineSpec, changes, data, opts: NumericOptions):
+def sharded_compare(pool: WorkerPool, spec: PipelineSpec, changes, data, opts: NumericOptions, paths: list):
     """The ``shard`` callable of :func:`graphaudit.measure.run_numeric`: the stages ``idxs`` compared on every sample,
-    the samples split into ``pool.size`` contiguous ranges, one task each, merged in sample order."""
+    the samples split into ``pool.size`` contiguous ranges, one task each, merged in sample order. ``paths``: the
+    stages' paths as this process names them (a refused stage's StageRunError carries its own)."""
 
     def shard(idxs: list[int], _src, copts: CompareOptions, total: int) -> list[TransitionNumeric]:
         if total == 0:
@@ -149,7 +150,11 @@ def sharded_compare(pool: WorkerPool, spec: PipelineSpec, changes, data, opts: N
         wopts = replace(opts, progress=None, eval_progress=None, scale=None)
         tasks = [(spec, idxs, absolute(data), wopts, plain, a, b)
                  for a, b in shard_ranges(total, pool.size)]
-        outs = results_of(pool.map(compare_task, tasks, progress_counter(copts.progress)))
+        try:
+            outs = results_of(pool.map(compare_task, tasks, progress_counter(copts.progress)))
+        except StageRunError as e:  # the stage by the path this process knows it by (run_numeric leaves it out)
+            e.path = next((str(mine) for (sent, _r, _n), mine in zip(spec.stages, paths) if sent == e.path), e.path)
+            raise
         chs = [changes[j] if k == j + 1 else [] for j, k in zip(idxs, idxs[1:])]
         return merge_transitions(outs, chs)
 
@@ -174,8 +179,8 @@ def run_numeric_scaled(stages: list[StageGraph], lineage, changes, data=None, op
     spec = PipelineSpec.of(stages, config)
     if pool is not None:
         return run_numeric(stages, lineage, changes, data, o, data_stage, config,
-                           shard=sharded_compare(pool, spec, changes, data, o))
+                           shard=sharded_compare(pool, spec, changes, data, o, [st.path for st in stages]))
     with WorkerPool(scale) as own:
         return run_numeric(stages, lineage, changes, data, o, data_stage, config,
-                           shard=sharded_compare(own, spec, changes, data, o))
+                           shard=sharded_compare(own, spec, changes, data, o, [st.path for st in stages]))
 

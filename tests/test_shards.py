@@ -245,3 +245,20 @@ def test_a_worker_error_keeps_what_its_pickled_args_lose():
     assert type(lo) is LoweringError and lo.failures == [{"op_type": "HzFoo", "count": 1}]
     with pytest.raises(StageRunError):
         results_of([[1], Failure.of(StageRunError("first", path="a")), Failure.of(DataError("second"))])
+
+
+def test_a_refused_stage_is_the_same_finding_sharded(cls, tmp_path):
+    """The middle stage stamped with an opset onnxruntime refuses (as in tests/test_degrade.py): the workers meet the
+    refusal, and the sharded run leaves the stage out and compares across it as one process does (N403, the same
+    report)."""
+    from .test_degrade import _ppocr_cls_with_opset
+
+    stages = _ppocr_cls_with_opset(tmp_path, "optimized", 10000)
+    d = tmp_path / "data"
+    d.mkdir()
+    for k in range(4):
+        np.save(d / f"{k}.npy", np.load(cls[1] / f"{k}.npy"))
+    reps = [audit(stages, data=d, numeric=NumericOptions(isolated=False, scale=s)).report.to_dict()
+            for s in (None, ScaleOut(workers=2))]
+    assert [f["stage"] for f in reps[1]["findings"] if f["code"] == "N403"] == ["optimized"]
+    assert_same(reps[0], reps[1])
