@@ -2,4 +2,5 @@
 
 from .cli import main
 
-raise SystemExit(main())
+if __name__ == "__main__":  # not when a --workers process (spawned) imports this module as its __mp_main__
+    raise SystemExit(main())

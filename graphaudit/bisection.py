@@ -13,9 +13,9 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import asdict, replace
 
-import onnx
 
 from .bisect_report import BisectReport, BisectStepRecord, BisectUnitRecord
 from .classify import Change
@@ -24,73 +24,23 @@ from .errors import GraphAuditError
 from .bisect_eval import HookOracle
 from .fixes import suggest_fix
 from .lineage import Alignment
-from .measure import NumericOptions, data_stage_of, run_numeric, sample_source, unrunnable_stages
-from .numeric.backends import make_session, resolve_runtime
+from .hybrideval import HybridEvaluator
+from .measure import NumericOptions, data_stage_of, sample_source, unrunnable_stages
+from .numeric.backends import resolve_runtime
 from .numeric.grouptest import default_budget, group_test, order_units
-from .numeric.compare import FLOAT_EQUAL_SQNR_DB, StageFeeder
-from .numeric.hybrid import build_hybrid, hybrid_session_model, int16_calibration, output_noise, revertible
+from .numeric.compare import FLOAT_EQUAL_SQNR_DB
+from .numeric.hybrid import build_hybrid, revertible
 from .pipeline import _as_config, _structure, load_pipeline
+from .scaleout import WorkerPool
+from .shards import run_numeric_scaled
+from .shards_bisect import ShardedHybrids
+
+_HybridEvaluator = HybridEvaluator  # the name tests/test_bisect.py imports
 
 __all__ = ["bisect", "DEFAULT_BISECT_SAMPLES"]
 
 #: Samples each hybrid evaluation runs when neither ``numeric.max_samples`` nor ``--max-samples`` says otherwise.
 DEFAULT_BISECT_SAMPLES = 8
-
-
-class _HybridEvaluator:
-    """Runs hybrids of one transition on the samples and accumulates their output noise against stage a.
-
-    Streamed: each evaluation reads the samples again and runs stage a and the hybrid on one sample at a time, so
-    one sample's feeds and outputs per stage are held, never the whole set.
-    """
-
-    def __init__(self, stages, pair: int, al: Alignment, changes: list[Change], source, idx: int, config,
-                 runtime: str, max_samples: int):
-        self.al, self.changes, self.pair, self.runtime = al, changes, pair, runtime
-        self.path_b = stages[pair + 1].path
-        self.model_a, self.model_b = onnx.load(stages[pair].path), onnx.load(self.path_b)
-        self.feeder = StageFeeder(stages, idx, source.domain, config, None)
-        self.source, self.max_samples = source, max_samples
-        self.sess_a = make_session(hybrid_session_model(self.model_a, stages[pair].path, runtime)
-                                   .SerializeToString(), runtime)
-        outs_a = [o.name for o in self.sess_a.get_outputs()]
-        self.b_outputs = [o.name for o in self.model_b.graph.output]
-        self.a_outputs = []  # stage a's output compared with each of b's, in b's order
-        for k, name in enumerate(self.b_outputs):
-            tm = al.tensor_map.get(name)
-            a_name = tm.a if tm is not None and tm.a in outs_a else (outs_a[k] if len(outs_a) == len(
-                self.b_outputs) else None)
-            if a_name is None:
-                raise GraphAuditError(f"{self.path_b}: output {name!r} has no counterpart among "
-                                      f"{stages[pair].name}'s outputs")
-            self.a_outputs.append(a_name)
-        self.count = sum(1 for _k, _s in zip(range(max_samples), source))
-        if not self.count:
-            raise GraphAuditError("no samples in the data")
-
-    def noise(self, revert: list[int], model: onnx.ModelProto | None = None) -> tuple[float, float]:
-        """(noise, signal) energies of the hybrid with changes ``revert`` reverted (or of ``model`` in b's place),
-        over every sample."""
-        model = model or build_hybrid(self.al, self.changes, revert, self.model_a, self.model_b)
-        try:
-            sess = make_session(hybrid_session_model(model, self.path_b, self.runtime).SerializeToString(),
-                                self.runtime)
-        except Exception as e:  # noqa: BLE001 - onnxruntime raises several unrelated types
-            raise GraphAuditError(f"{self.path_b}: the hybrid with {len(revert)} change(s) reverted does not "
-                                  f"load ({str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__})"
-                                  ) from e
-        noise = signal = 0.0
-        for k, sample in zip(range(self.max_samples), self.source):
-            ref = self.sess_a.run(self.a_outputs, self.feeder.feeds(self.pair, sample, k))
-            try:
-                got = sess.run(self.b_outputs, self.feeder.feeds(self.pair + 1, sample, k))
-            except Exception as e:  # noqa: BLE001 - onnxruntime (stock or Horizon's fork) raises several types
-                raise GraphAuditError(f"{self.path_b}: the hybrid with {len(revert)} change(s) reverted does not "
-                                      f"run ({str(e).strip().splitlines()[0][:300] if str(e).strip() else type(e).__name__})"
-                                      ) from e
-            n, s = output_noise(ref, got)
-            noise, signal = noise + n, signal + s
-        return noise, signal
 
 
 def _sqnr(noise: float, signal: float) -> float:
@@ -161,13 +111,25 @@ def bisect(paths, pair: int | None = None, *, source: str | os.PathLike | None =
     n_samples = opts.max_samples or DEFAULT_BISECT_SAMPLES
     opts_n = replace(opts, max_samples=n_samples, progress=None)
     idx = data_stage_of(stages)
-    isolated = _isolated_db(stages[:pair + 2], lineage, changes, data, opts_n, idx, cfg, pair, units)
+    scale = opts.scale if opts.scale is not None and opts.scale.active else None
+    with WorkerPool(scale) if scale else nullcontext() as pool:
+        isolated = _isolated_db(stages[:pair + 2], lineage, changes, data, opts_n, idx, cfg, pair, units, pool)
+        ev = (ShardedHybrids(pool, stages, pair, al, ch, data, opts_n, idx, cfg, runtime, n_samples) if pool else
+              HybridEvaluator(stages, pair, al, ch, sample_source(stages, idx, data, opts_n, cfg), idx, cfg, runtime,
+                              n_samples))
+        noise_b, signal = ev.noise([])
+        _check_drop(noise_b, signal, stages, pair)
+        hook = None if eval_hook is None else HookOracle(stages, pair, eval_hook, eval_samples, runtime, cfg, idx)
+        return _search(ev, hook, (stages, al, ch, cfg, lineage), units, isolated, (noise_b, signal),
+                       (pair, runtime, target, budget), (progress, on_start))
+
+
+def _search(ev, hook: HookOracle | None, ctx, units: list[tuple[int, ...]], isolated: list, energies: tuple,
+            job: tuple, callbacks: tuple) -> BisectReport:
+    """The group test over the units ordered by isolated error, its report, and the fix it suggests."""
+    stages, al, ch = ctx[:3]
+    (noise_b, signal), (pair, runtime, target, budget), (progress, on_start) = energies, job, callbacks
     order = order_units(isolated)
-    ev = _HybridEvaluator(stages, pair, al, ch, sample_source(stages, idx, data, opts_n, cfg), idx, cfg, runtime,
-                          n_samples)
-    noise_b, signal = ev.noise([])
-    _check_drop(noise_b, signal, stages, pair)
-    hook = None if eval_hook is None else HookOracle(stages, pair, eval_hook, eval_samples, runtime, cfg, idx)
     not_rev = sum(1 for j, c in enumerate(ch) if c.kind != "kept" and all(j not in u for u in units))
     budget = default_budget(len(order)) if budget is None else budget
     if on_start is not None:
@@ -183,7 +145,7 @@ def bisect(paths, pair: int | None = None, *, source: str | os.PathLike | None =
         steps=[BisectStepRecord(list(s.units), s.recovered, metrics[s.units], s.phase, s.kept) for s in res.steps],
         chosen=list(res.units), recovered=res.recovered, metric_chosen=metrics.get(res.units, math.nan),
         reached=res.reached)
-    _fix(rep, ev, (stages, al, ch, cfg, lineage), order, units, noise_b, progress)
+    _fix(rep, ev, ctx, order, units, noise_b, progress)
     return rep
 
 
@@ -194,7 +156,7 @@ def _units(al: Alignment, changes: list[Change], stages, pair: int) -> list[tupl
     return units
 
 
-def _oracle(ev: _HybridEvaluator, hook: HookOracle | None, al: Alignment, changes: list[Change],
+def _oracle(ev: HybridEvaluator, hook: HookOracle | None, al: Alignment, changes: list[Change],
             ordered: list[tuple[int, ...]], noise_b: float):
     """``(recovery(sel) -> share, metrics)``: the share of the drop the hybrid of the units ``sel`` (indices into
     ``ordered``) recovers, in output SQNR or the hook's metric; ``metrics[sel]`` keeps each measured value."""
@@ -212,16 +174,7 @@ def _oracle(ev: _HybridEvaluator, hook: HookOracle | None, al: Alignment, change
     return recovery, metrics
 
 
-def _fix_model(ev: _HybridEvaluator, al: Alignment, changes: list[Change], unit_changes: list[int]):
-    """b as the hb_mapper fix would make it: the units' activation HzCalibration nodes quantizing to int16 at their
-    thresholds, their weight HzCalibration nodes reverted (the weight's node on the CPU, in float)."""
-    weights = [j for j in unit_changes if "weight" in changes[j].pattern]
-    acts = [al.b.nodes[n].name or n for j in unit_changes if "weight" not in changes[j].pattern
-            for n in changes[j].b_nodes]
-    return int16_calibration(build_hybrid(al, changes, weights, ev.model_a, ev.model_b), acts)
-
-
-def _fix(rep: BisectReport, ev: _HybridEvaluator, ctx, order: list[int], units: list[tuple[int, ...]],
+def _fix(rep: BisectReport, ev: HybridEvaluator, ctx, order: list[int], units: list[tuple[int, ...]],
          noise_b: float, progress) -> None:
     """The setting to paste (``rep.fix``) and its predicted share (``rep.fix_recovered``), measured on the model the
     fix makes. A hb_mapper int16 fix predicted to win back less than half of what the float hybrid won is searched
@@ -236,7 +189,7 @@ def _fix(rep: BisectReport, ev: _HybridEvaluator, ctx, order: list[int], units: 
         return
 
     def rec16(sel: tuple[int, ...]) -> float:
-        noise, _sig = ev.noise([], _fix_model(ev, al, ch, [j for k in sel for j in units[order[k]]]))
+        noise, _sig = ev.fix_noise([j for k in sel for j in units[order[k]]])
         return 1.0 - noise / noise_b
 
     rep.fix_recovered = rec16(tuple(rep.chosen))
@@ -298,9 +251,10 @@ def _data(data, opts: NumericOptions, cfg: ConversionConfig | None):
 
 
 def _isolated_db(stages, lineage, changes, data, opts: NumericOptions, idx: int, cfg, pair: int,
-                 units: list[tuple[int, ...]]) -> list[float | None]:
-    """Per unit, the worst isolated SQNR (dB) of its changes from the numeric comparison, or None."""
-    run = run_numeric(stages, lineage, changes, data, opts, idx, cfg)
+                 units: list[tuple[int, ...]], pool: WorkerPool | None = None) -> list[float | None]:
+    """Per unit, the worst isolated SQNR (dB) of its changes from the numeric comparison (on ``pool``'s workers
+    when given), or None."""
+    run = run_numeric_scaled(stages, lineage, changes, data, opts, idx, cfg, pool)
     if len(run.results) <= pair:
         return [None] * len(units)
     by_change: dict[int, float] = {}

@@ -29,6 +29,7 @@ from .outputs import plan_reports, write_reports
 from .report import AuditReport
 from .toolchains.discovery import role_of
 from .measure import NumericOptions
+from .scaleout import ScaleOut
 from .pipeline import audit, contract_errors, load_pipeline, user_inputs
 from .render import (render_diff, render_explain, render_findings, render_input_stats, render_numeric, render_rules,
                      write_json)
@@ -382,11 +383,21 @@ def _numeric_options(args: argparse.Namespace) -> NumericOptions:
         raw_dtype=getattr(args, "raw_dtype", None), raw_shape=_raw_shape(getattr(args, "raw_shape", None)),
         input_shapes=_input_shapes(getattr(args, "input_shape", [])),
         progress=progress_factory() if numeric else None, runtime=getattr(args, "runtime", "auto"),
-        eval_progress=_eval_progress if getattr(args, "eval_hook", None) else None, **kw)
+        eval_progress=_eval_progress if getattr(args, "eval_hook", None) else None, scale=_scale(args), **kw)
     bad = opts.problem()
     if bad is not None:
         raise GraphAuditError(f"--{bad[0].replace('_', '-')} {bad[1]}: {bad[2]}")
     return opts
+
+
+def _scale(args: argparse.Namespace) -> ScaleOut | None:
+    """``--workers``/``--ray`` as a :class:`ScaleOut` (None when neither shards anything); a bad setting or a
+    missing ray package is one line naming the flag."""
+    scale = ScaleOut(workers=getattr(args, "workers", 1) or 1, ray=getattr(args, "ray", None))
+    bad = scale.problem()
+    if bad:
+        raise GraphAuditError(bad)
+    return scale if scale.active else None
 
 
 def _eval_progress(stage: str) -> None:

@@ -219,6 +219,13 @@ def _numeric_args(p: argparse.ArgumentParser, required: bool) -> None:
                         "auto (default): Horizon's when horizon_nn imports")
     p.add_argument("--input-shape", action="append", metavar="NAME=DIMS", default=[],
                    help="concrete shape for an input with symbolic dims, e.g. x=1x3x48x192 (repeatable)")
+    p.add_argument("--workers", type=positive_int, default=1, metavar="N",
+                   help="shard the samples over N local worker processes (default 1: this process; README "
+                        "'Scale out')")
+    p.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
+                   help="shard the samples over a Ray cluster (pip install 'graphaudit[ray]'): without ADDRESS a "
+                        "local Ray instance, 'auto' the cluster this machine belongs to, or host:6379 / "
+                        "ray://host:10001; --workers N sets the number of shards (default: the cluster's CPUs)")
 
 
 def _eval_args(p: argparse.ArgumentParser) -> None:

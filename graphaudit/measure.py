@@ -16,6 +16,7 @@ from .lineage import Lineage
 from .lineage.align import align
 from .numeric.backends import HORIZON_RUNTIME, horizon_unavailable, resolve_runtime, runtime_label
 from .numeric.compare import DEFAULT_COSINE_THRESHOLD, CompareOptions, TransitionNumeric, compare_stages
+from .scaleout import ScaleOut
 from .data.hbcal import open_stage_data
 from .data.random import random_source
 from .data.spec import InputSpec, input_specs
@@ -64,6 +65,9 @@ class NumericOptions:
         Which runtime runs the stages (:func:`graphaudit.numeric.backends.resolve_runtime`).
     eval_progress : callable(str), optional
         Called with a stage's name before the eval hook runs on it (``--eval``).
+    scale : ScaleOut, optional
+        Shard the samples over local worker processes or a Ray cluster (``--workers``/``--ray``;
+        :mod:`graphaudit.shards`, used by :func:`graphaudit.audit` and :func:`graphaudit.bisect`); None: this process.
     """
 
     random: int | None = None
@@ -77,6 +81,7 @@ class NumericOptions:
     progress: Callable | None = None
     runtime: str = "auto"
     eval_progress: Callable | None = None
+    scale: ScaleOut | None = None
 
     def problem(self) -> tuple[str, object, str] | None:
         """The first field of a wrong type or out of range as ``(field name, value, reason)``, or None when all
@@ -88,6 +93,8 @@ class NumericOptions:
             value = getattr(self, name)
             if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
                 return name, repr(value), f"must be {what}"
+        if self.scale is not None and not isinstance(self.scale, ScaleOut):
+            return "scale", repr(self.scale), "must be a ScaleOut or None"
         if self.runtime not in ("auto", "onnxruntime", "horizon"):
             return "runtime", repr(self.runtime), "must be 'auto', 'onnxruntime' or 'horizon'"
         if not (-1.0 < self.threshold <= 1.0):  # also rejects NaN
@@ -266,7 +273,7 @@ def sample_source(stages: list[StageGraph], idx: int, data, opts: NumericOptions
 
 def run_numeric(stages: list[StageGraph], lineage: Lineage, changes: list[list[Change]],
                 data: str | os.PathLike | None = None, opts: NumericOptions | None = None,
-                data_stage: int | None = None, config=None) -> NumericRun:
+                data_stage: int | None = None, config=None, shard: Callable | None = None) -> NumericRun:
     """Run every stage on the same samples and compare consecutive stages (``graphaudit compare``).
 
     Parameters
@@ -281,6 +288,10 @@ def run_numeric(stages: list[StageGraph], lineage: Lineage, changes: list[list[C
         Default :func:`data_stage_of`.
     config : graphaudit.config.ConversionConfig, optional
         Declares layout and colour order of the inputs where the stages do not.
+    shard : callable, optional
+        ``shard(idxs, source, options, total) -> list of TransitionNumeric`` run instead of
+        :func:`~graphaudit.numeric.compare.compare_stages` on the stages ``idxs`` (the sharded comparison of
+        :func:`graphaudit.shards.run_numeric_scaled`); it raises what ``compare_stages`` would.
 
     Returns
     -------
@@ -311,6 +322,8 @@ def run_numeric(stages: list[StageGraph], lineage: Lineage, changes: list[list[C
                            progress=tick, sample_names=names, max_samples=o.max_samples, config=config, runtime=runtime)
 
     def compare(idxs: list[int]) -> list[TransitionNumeric]:
+        if shard is not None:
+            return shard(idxs, src, replace(copts, data_stage=idxs.index(idx)), total)
         sub, als, chs = _subset(stages, lineage, changes, idxs)
         return compare_stages(sub, als, chs, src, replace(copts, data_stage=idxs.index(idx)))
 

@@ -19,14 +19,16 @@ from .checks.structure import custom_ops
 from .config.refs import config_inputs
 from .classify import Change, Coverage, classify, coverage
 from .errors import DataError, GraphAuditError, StagesUnrelatedError
-from .evaluate import as_eval_hook, evaluate_stages
+from .evaluate import as_eval_hook
+from .evalshards import evaluate_scaled
 from .findings import Finding
 from .inputcheck import InputData, form_effects, input_data
 from .lineage import Lineage, align, align_chain
 from .load import load_stage
-from .measure import CONFIG_DATA_SAMPLES, NumericOptions, NumericRun, config_data, data_stage_of, run_numeric
+from .measure import CONFIG_DATA_SAMPLES, NumericOptions, NumericRun, config_data, data_stage_of
 from .numeric.compare import TransitionNumeric
 from .numeric.summary import transition_summary
+from .shards import run_numeric_scaled
 from .render.diffmodel import DiffSource
 from .report import AuditReport, RunInfo, make_transition, summarize_stage
 from .stage import StageGraph
@@ -347,7 +349,8 @@ def _metric(stages, hook, eval_samples, opts: NumericOptions, cfg):
     """The user's metric on every stage (None without a hook), in the runtime the numeric comparison uses."""
     if hook is None:
         return None
-    return evaluate_stages(stages, hook, eval_samples, runtime=opts.runtime, config=cfg, progress=opts.eval_progress)
+    return evaluate_scaled(stages, hook, eval_samples, runtime=opts.runtime, config=cfg, progress=opts.eval_progress,
+                           scale=opts.scale)
 
 
 def _skipped_note(plan: "_DataPlan", error: DataError | None, findings: list[Finding], n_stages: int) -> str | None:
@@ -391,7 +394,7 @@ def _measure(stages, lineage: Lineage, changes, plan: _DataPlan, idx: int, cfg):
         if data is not None:
             inputs = input_data(stages, data, idx, opts.raw_dtype, opts.raw_shape, opts.max_samples, cfg)
         if (data is not None or opts.random is not None) and len(stages) > 1:  # one stage: nothing to compare
-            run = run_numeric(stages, lineage, changes, data, opts, idx, cfg)
+            run = run_numeric_scaled(stages, lineage, changes, data, opts, idx, cfg)
     except DataError as e:  # data that cannot be fed: fine when the input findings say why (checked later)
         if inputs is None and not plan.from_config:
             raise

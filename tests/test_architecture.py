@@ -28,7 +28,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("report", ("report", "verdict", "bisect_report")),
     ("render", ("render",)),
     ("pipeline", ("pipeline", "measure", "evaluate", "inputcheck", "toolchain_log", "lint", "outputs", "samples",
-                  "bisection", "bisect_eval", "fixes")),
+                  "bisection", "bisect_eval", "fixes", "scaleout", "shards", "evalshards", "shards_bisect",
+                  "hybrideval")),
     ("cli", ("cli", "cliargs", "__main__", "")),
 ]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 from pathlib import Path
 from typing import Any, Iterator
@@ -69,6 +70,18 @@ class DataSource:
     def __iter__(self) -> Iterator[dict[str, np.ndarray]]:
         for chunk in self._chunks:
             yield from chunk.samples()
+
+    def window(self, start: int, stop: int) -> Iterator[dict[str, np.ndarray]]:
+        """Samples ``start .. stop - 1`` (0-based, in iteration order), as iterating would yield them; the chunks
+        before ``start`` are not read (within a chunk, the samples before ``start`` are read and dropped)."""
+        first = 0
+        for chunk in self._chunks:
+            end = first + chunk.count
+            if end > start and first < stop:
+                yield from itertools.islice(chunk.samples(), max(0, start - first), min(chunk.count, stop - first))
+            first = end
+            if first >= stop:
+                return
 
     def __repr__(self) -> str:
         return (f"DataSource(kind={self.kind!r}, path={str(self.path) if self.path else None!r}, "

@@ -9,6 +9,12 @@ runner keeps nothing between calls (it holds the stage's session, never a sample
 the one sample the hook is working on (streaming by construction; ``tests/test_eval_hook.py`` checks it with
 ``tracemalloc``). Higher is better unless the callable has ``lower_is_better = True`` (every value) or a collection
 of the value names that are.
+
+A hook with ``per_sample = True`` is called once per sample instead: ``evaluate(run, sample_path)`` for each file
+of the ``--eval-samples`` directory (sorted by name), returning that sample's value(s); the stage's value is the mean
+over samples (float64 sum / count, :class:`~graphaudit.numeric.merge.MeanAccumulator`). Such a metric merges across
+shards of the samples (``--workers``/``--ray``); a hook that computes one value over the whole set is run whole, one
+stage per worker.
 """
 
 from __future__ import annotations
@@ -30,9 +36,11 @@ from ..jsonvalues import json_number
 from ..stage import StageGraph
 from .backends import runtime_label
 from .runner import StageRunner
+from .merge import MeanAccumulator
 from .summary import StageMetric
 
-__all__ = ["EvalHook", "InputInfo", "EvalRunner", "load_eval_hook", "run_hook", "evaluate_on_runners"]
+__all__ = ["EvalHook", "InputInfo", "EvalRunner", "load_eval_hook", "run_hook", "evaluate_on_runners", "sample_files",
+           "per_sample_sums", "stage_metric"]
 
 #: onnxruntime's input type names -> numpy dtype names (the types a stage input can have).
 _ORT_TYPES = {"tensor(float)": "float32", "tensor(float16)": "float16", "tensor(double)": "float64",
@@ -54,11 +62,14 @@ class EvalHook:
     lower_is_better : bool or tuple of str
         ``True``: every value is better when lower; a tuple: the value names that are (from the callable's
         ``lower_is_better`` attribute; default False).
+    per_sample : bool
+        The callable's ``per_sample`` attribute is True: called once per sample file, values averaged.
     """
 
     fn: Callable
     spec: str
     lower_is_better: bool | tuple = False
+    per_sample: bool = False
 
     @classmethod
     def of(cls, fn: Callable, spec: str = "") -> "EvalHook":
@@ -77,7 +88,7 @@ class EvalHook:
             if isinstance(lib, str) or not all(isinstance(x, str) for x in lib):
                 raise GraphAuditError(f"--eval {name}: lower_is_better must be True/False or a list of value names")
             lib = tuple(lib)
-        return cls(fn, name, lib)
+        return cls(fn, name, lib, getattr(fn, "per_sample", False) is True)
 
     def lower_names(self, names: list[str]) -> list[str]:
         """Of ``names``, the values that are better when lower."""
@@ -241,11 +252,54 @@ def _values(got, hook: EvalHook) -> dict[str, float]:
     raise ValueError(f"returned {type(got).__name__} {str(got)[:60]!r}, not a number or a dict of str -> number")
 
 
+def sample_files(samples: str | None) -> list[str]:
+    """The samples of a per-sample hook: the files of the ``--eval-samples`` directory sorted by name (hidden
+    files left out), or the one file given.
+
+    Raises
+    ------
+    GraphAuditError
+        No path, no such file or directory, or an empty directory (one line).
+    """
+    if samples is None:
+        raise GraphAuditError("a per_sample eval hook needs --eval-samples DIR (its files are the samples)")
+    p = Path(samples)
+    if p.is_file():
+        return [str(p)]
+    if not p.is_dir():
+        raise GraphAuditError(f"--eval-samples {samples}: no such file or directory")
+    files = sorted(str(f) for f in p.iterdir() if f.is_file() and not f.name.startswith("."))
+    if not files:
+        raise GraphAuditError(f"--eval-samples {samples}: no files in the directory")
+    return files
+
+
+def per_sample_sums(hook: EvalHook, runner: "EvalRunner", files: list[str],
+                    tick: Callable[[int], None] | None = None) -> tuple[MeanAccumulator, str | None]:
+    """A per-sample hook over ``files`` in order: the accumulated values and the first error (the exception's type
+    and first line; the files after it are not run), or None. ``tick(1)`` after each sample."""
+    acc = MeanAccumulator()
+    for f in files:
+        try:
+            acc.add(_values(hook.fn(runner, f), hook))
+        except (Exception, SystemExit) as e:  # noqa: BLE001 - the user's code, as in run_hook
+            return acc, f"{Path(f).name}: {_one_line(e)}"
+        if tick is not None:
+            tick(1)
+    return acc, None
+
+
 def run_hook(hook: EvalHook, runner: EvalRunner, samples: str | None) -> StageMetric:
-    """Call the hook once on one stage's runner. A hook that raises (or returns something else than a number or a
-    dict of numbers) gives a StageMetric with ``error`` set (the exception's type and first line), not an
-    exception: the other stages are still evaluated."""
+    """Call the hook once on one stage's runner (a per-sample hook once per sample file, values averaged). A hook
+    that raises (or returns something else than a number or a dict of numbers) gives a StageMetric with ``error``
+    set (the exception's type and first line), not an exception: the other stages are still evaluated."""
     t0 = time.perf_counter()
+    if hook.per_sample:
+        try:
+            acc, error = per_sample_sums(hook, runner, sample_files(samples))
+        except GraphAuditError as e:
+            acc, error = MeanAccumulator(), str(e)
+        return stage_metric(runner.stage, runner.runtime, acc, runner.samples_run, error, time.perf_counter() - t0)
     try:
         values, error = _values(hook.fn(runner, samples), hook), None
     except (Exception, SystemExit) as e:  # noqa: BLE001 - the user's code: anything it raises (sys.exit too)
@@ -254,6 +308,14 @@ def run_hook(hook: EvalHook, runner: EvalRunner, samples: str | None) -> StageMe
     return StageMetric(stage=runner.stage, runtime=runner.runtime, samples=runner.samples_run,
                        values={k: json_number(v) for k, v in values.items()},
                        seconds=round(time.perf_counter() - t0, 3), error=error)
+
+
+def stage_metric(stage: str, runtime: str, acc: MeanAccumulator, samples: int, error: str | None,
+                 seconds: float) -> StageMetric:
+    """The StageMetric of a per-sample hook: the means of ``acc`` (no values when ``error`` is set)."""
+    values = {} if error else {k: json_number(v) for k, v in acc.means().items()}
+    return StageMetric(stage=stage, runtime=runtime, samples=samples, values=values, seconds=round(seconds, 3),
+                       error=error)
 
 
 def evaluate_on_runners(hook: EvalHook, stages: list[StageGraph], samples: str | None,

@@ -1,0 +1,186 @@
+"""The samples of the numeric comparison and of the eval hook, sharded over workers (``--workers`` / ``--ray``).
+
+Each worker is given paths and sample ranges, never a model: it loads the stages from their files (as
+:func:`graphaudit.load_stage` does, with the roles and names of this process), aligns and classifies them again (the
+same deterministic steps), opens the same data, runs its contiguous range of samples and returns its accumulators
+(:func:`graphaudit.numeric.compare.compare_stages`'s results, the eval hook's per-sample sums), which this process
+merges in sample order (:mod:`graphaudit.numeric.merge`; float tolerance there). A worker keeps the last pipeline
+it built, so the tasks of one job (the hybrid evaluations of a bisection) rebuild it once per worker. Errors a
+worker meets come back as the exception one process would raise (the one of the first shard, in sample order),
+so they become the same findings and one-line errors.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+from typing import Callable
+
+from .classify import classify
+from .errors import GraphAuditError, StageRunError
+from .lineage import align_chain
+from .load import load_stage
+from .measure import NumericOptions, NumericRun, _subset, run_numeric, sample_source
+from .numeric.compare import CompareOptions, TransitionNumeric, compare_stages
+from .numeric.merge import merge_transitions
+from .scaleout import WorkerPool, shard_ranges
+from .stage import StageGraph
+
+__all__ = ["PipelineSpec", "Failure", "run_numeric_scaled", "sharded_compare", "worker_pipeline", "compare_task",
+           "progress_counter", "absolute"]
+
+
+@dataclass(frozen=True)
+class PipelineSpec:
+    """What a worker needs to rebuild the pipeline: per stage ``(path, role, name)``, in pipeline order, and the
+    conversion config this process parsed (our own object, or None)."""
+
+    stages: tuple[tuple[str, str, str], ...]
+    config: object = None
+
+    @classmethod
+    def of(cls, stages: list[StageGraph], config=None) -> "PipelineSpec":
+        """The spec of loaded stages (each must have come from a file: ``stage.path``)."""
+        for st in stages:
+            if not st.path or not os.path.isfile(st.path):
+                raise GraphAuditError(f"{st.name}: --workers/--ray need stages loaded from files (no file at "
+                                      f"{st.path!r})")
+        return cls(tuple((os.path.abspath(st.path), st.role, st.name) for st in stages), config)
+
+    def key(self) -> tuple:
+        return self.stages
+
+
+_CACHE: dict = {}
+
+
+def worker_pipeline(spec: PipelineSpec):
+    """``(stages, lineage, changes)`` rebuilt from the files of ``spec`` (kept for the next task of the same
+    pipeline in this worker process)."""
+    if _CACHE.get("key") != spec.key():
+        _CACHE.clear()
+        stages = [load_stage(p, role=r, name=n) for p, r, n in spec.stages]
+        lineage = align_chain(stages)
+        _CACHE.update(key=spec.key(), value=(stages, lineage, [classify(al) for al in lineage.alignments]))
+    return _CACHE["value"]
+
+
+@dataclass
+class Failure:
+    """A :class:`GraphAuditError` raised in a worker, carried back with the attributes its ``args`` lose in pickling
+    (``StageRunError.path``, ``LoweringError.failures``)."""
+
+    kind: type
+    message: str
+    attrs: dict
+
+    @classmethod
+    def of(cls, e: GraphAuditError) -> "Failure":
+        return cls(type(e), str(e), {k: v for k, v in vars(e).items() if isinstance(v, (str, list, tuple))})
+
+    def error(self) -> GraphAuditError:
+        """The exception, as the worker raised it."""
+        try:
+            e = self.kind(self.message)
+        except TypeError:
+            e = GraphAuditError(self.message)
+        for k, v in self.attrs.items():
+            setattr(e, k, v)
+        return e
+
+
+def absolute(path) -> str | None:
+    """``path`` as an absolute path string (workers may run elsewhere: another working directory or node), or None."""
+    return None if path is None else os.path.abspath(path)
+
+
+def _tick(ticks) -> Callable[[int], None] | None:
+    return None if ticks is None else (lambda _k: ticks.put(1))
+
+
+def compare_task(spec: PipelineSpec, idxs: list[int], data, opts: NumericOptions, copts: CompareOptions,
+                 start: int, stop: int, ticks=None):
+    """Worker side of :func:`sharded_compare`: samples ``start .. stop - 1`` of the data compared on the stages
+    ``idxs`` of the pipeline. Returns the list of TransitionNumeric, or a :class:`Failure`."""
+    try:
+        stages, lineage, changes = worker_pipeline(spec)
+        home = idxs[copts.data_stage]
+        src = sample_source(stages, home, data, opts, spec.config)
+        names = [str(f) for f in src.files] if len(src.files) == len(src) else None
+        labels = names[start:stop] if names else [f"sample {k}" for k in range(start, stop)]
+        sub, als, chs = _subset(stages, lineage, changes, idxs)
+        mine = replace(copts, progress=_tick(ticks), sample_names=labels, max_samples=None, config=spec.config)
+        return compare_stages(sub, als, chs, src.window(start, stop), mine)
+    except GraphAuditError as e:
+        return Failure.of(e)
+
+
+def progress_counter(progress: Callable[[int], None] | None) -> Callable[[int], None] | None:
+    """A callback taking "n more samples done" from any worker and calling ``progress(i)`` with the 0-based index
+    of the last sample done over all workers (the per-sample callback of :class:`NumericOptions`)."""
+    if progress is None:
+        return None
+    done = 0
+
+    def tick(n: int) -> None:
+        nonlocal done
+        done += n
+        progress(done - 1)
+
+    return tick
+
+
+def results_of(outs: list) -> list:
+    """The workers' results in task order; the first :class:`Failure` (in task order) raised as its error."""
+    for out in outs:
+        if isinstance(out, Failure):
+            raise out.error()
+    return outs
+
+
+def sharded_compare(pool: WorkerPool, spec: PipelineSpec, changes, data, opts: NumericOptions, paths: list):
+    """The ``shard`` callable of :func:`graphaudit.measure.run_numeric`: the stages ``idxs`` compared on every sample,
+    the samples split into ``pool.size`` contiguous ranges, one task each, merged in sample order. ``paths``: the
+    stages' paths as this process names them (a refused stage's StageRunError carries its own)."""
+
+    def shard(idxs: list[int], _src, copts: CompareOptions, total: int) -> list[TransitionNumeric]:
+        if total == 0:
+            raise GraphAuditError("no samples in the data")
+        plain = replace(copts, progress=None, sample_names=None, max_samples=None, config=None)
+        wopts = replace(opts, progress=None, eval_progress=None, scale=None)
+        tasks = [(spec, idxs, absolute(data), wopts, plain, a, b)
+                 for a, b in shard_ranges(total, pool.size)]
+        try:
+            outs = results_of(pool.map(compare_task, tasks, progress_counter(copts.progress)))
+        except StageRunError as e:  # the stage by the path this process knows it by (run_numeric leaves it out)
+            e.path = next((str(mine) for (sent, _r, _n), mine in zip(spec.stages, paths) if sent == e.path), e.path)
+            raise
+        chs = [changes[j] if k == j + 1 else [] for j, k in zip(idxs, idxs[1:])]
+        return merge_transitions(outs, chs)
+
+    return shard
+
+
+def run_numeric_scaled(stages: list[StageGraph], lineage, changes, data=None, opts: NumericOptions | None = None,
+                       data_stage: int | None = None, config=None, pool: WorkerPool | None = None) -> NumericRun:
+    """:func:`graphaudit.measure.run_numeric`, with the samples sharded over ``opts.scale``'s workers when it is set
+    (or over ``pool``, an open pool of the caller): the same :class:`NumericRun`, figures equal within the tolerance
+    of :mod:`graphaudit.numeric.merge`.
+
+    Raises
+    ------
+    GraphAuditError
+        As ``run_numeric``; Ray missing or unreachable, bad worker settings (one line).
+    """
+    o = opts or NumericOptions()
+    scale = o.scale
+    if pool is None and (scale is None or not scale.active):
+        return run_numeric(stages, lineage, changes, data, o, data_stage, config)
+    spec = PipelineSpec.of(stages, config)
+    if pool is not None:
+        return run_numeric(stages, lineage, changes, data, o, data_stage, config,
+                           shard=sharded_compare(pool, spec, changes, data, o, [st.path for st in stages]))
+    with WorkerPool(scale) as own:
+        return run_numeric(stages, lineage, changes, data, o, data_stage, config,
+                           shard=sharded_compare(own, spec, changes, data, o, [st.path for st in stages]))
+
