@@ -28,7 +28,7 @@ PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
-.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev]'
+.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev,bench]'
 .venv/bin/python samples/build_samples.py
 # The real Horizon OE 1.x toolchain (a Python 3.10 venv in ${GRAPHAUDIT_CACHE:-~/.cache/graphaudit}, outside the
 # repo) and the stage sets it builds from the sample models into samples/build/hb; both cached (samples/README.md).
