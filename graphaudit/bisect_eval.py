@@ -67,6 +67,13 @@ class HookOracle:
     def _gain(self, better: float, worse: float) -> float:
         return worse - better if self.lower else better - worse
 
+    def hybrid_value(self, ev, revert: list[int]) -> float:
+        """The metric of the hybrid of ``ev`` (a :class:`graphaudit.hybrideval.HybridEvaluator`: alignment, changes,
+        models a and b) with changes ``revert`` reverted, in b's place."""
+        from .numeric.hybrid import build_hybrid
+
+        return self.value(build_hybrid(ev.al, ev.changes, revert, ev.model_a, ev.model_b))
+
     def value(self, model: onnx.ModelProto | None) -> float:
         """The metric of stage b, or of ``model`` (a hybrid) in b's place."""
         return self._values(self.pair + 1, model)[self.name]

@@ -29,11 +29,11 @@ from .measure import NumericOptions, data_stage_of, sample_source, unrunnable_st
 from .numeric.backends import resolve_runtime
 from .numeric.grouptest import default_budget, group_test, order_units
 from .numeric.compare import FLOAT_EQUAL_SQNR_DB
-from .numeric.hybrid import build_hybrid, revertible
+from .numeric.hybrid import revertible
 from .pipeline import _as_config, _structure, load_pipeline
 from .scaleout import WorkerPool
 from .shards import run_numeric_scaled
-from .shards_bisect import ShardedHybrids
+from .shards_bisect import ShardedHybrids, hook_oracle
 
 _HybridEvaluator = HybridEvaluator  # the name tests/test_bisect.py imports
 
@@ -119,7 +119,8 @@ def bisect(paths, pair: int | None = None, *, source: str | os.PathLike | None =
                               n_samples))
         noise_b, signal = ev.noise([])
         _check_drop(noise_b, signal, stages, pair)
-        hook = None if eval_hook is None else HookOracle(stages, pair, eval_hook, eval_samples, runtime, cfg, idx)
+        hook = None if eval_hook is None else hook_oracle(pool, stages, pair, eval_hook, eval_samples, runtime, cfg,
+                                                          idx)
         return _search(ev, hook, (stages, al, ch, cfg, lineage), units, isolated, (noise_b, signal),
                        (pair, runtime, target, budget), (progress, on_start))
 
@@ -165,7 +166,7 @@ def _oracle(ev: HybridEvaluator, hook: HookOracle | None, al: Alignment, changes
     def recovery(sel: tuple[int, ...]) -> float:
         revert = [j for k in sel for j in ordered[k]]
         if hook is not None:
-            metrics[sel] = hook.value(build_hybrid(al, changes, revert, ev.model_a, ev.model_b))
+            metrics[sel] = hook.hybrid_value(ev, revert)
             return hook.share(metrics[sel])
         noise, sig = ev.noise(revert)
         metrics[sel] = _sqnr(noise, sig)

@@ -15,13 +15,22 @@ from functools import cached_property
 
 import onnx
 
+from .bisect_eval import HookOracle
 from .errors import GraphAuditError
+from .evaluate import as_eval_hook
+from .evalshards import portable_spec
 from .hybrideval import HybridEvaluator
+from .numeric.compare import StageFeeder
+from .numeric.evalhook import EvalRunner, load_eval_hook, per_sample_sums, sample_files
+from .numeric.hybrid import build_hybrid
+from .numeric.merge import MeanAccumulator
 from .measure import NumericOptions, sample_source
 from .scaleout import WorkerPool, shard_ranges
 from .shards import Failure, PipelineSpec, absolute, results_of, worker_pipeline
 
-__all__ = ["ShardedHybrids", "hybrid_task"]
+_MODELS: dict = {}
+
+__all__ = ["ShardedHybrids", "hybrid_task", "ShardedHookOracle", "hook_oracle", "hook_task"]
 
 _EVALUATORS: dict = {}
 
@@ -99,3 +108,83 @@ class ShardedHybrids:
     def fix_noise(self, unit_changes: list[int]) -> tuple[float, float]:
         """(noise, signal) of b as the hb_mapper fix of ``unit_changes`` would make it."""
         return self._sums(None, list(unit_changes))
+
+
+def _hybrid_model(spec: PipelineSpec, pair: int, revert: list[int]):
+    """The hybrid of transition ``pair`` with ``revert`` reverted, built in the worker from the stage files."""
+    stages, lineage, changes = worker_pipeline(spec)
+    if _MODELS.get("key") != (spec.key(), pair):
+        _MODELS.clear()
+        _MODELS.update(key=(spec.key(), pair), models=(onnx.load(stages[pair].path), onnx.load(stages[pair + 1].path)))
+    return build_hybrid(lineage.alignments[pair], changes[pair], revert, *_MODELS["models"])
+
+
+def hook_task(spec: PipelineSpec, i: int, pair: int, hook_spec: str, runtime: str, samples: str, idx: int,
+              window: tuple[int, int], revert: list[int] | None, ticks=None):
+    """Worker side of :class:`ShardedHookOracle`: a per-sample hook on the sample files ``window`` of stage ``i``, or
+    of the hybrid of ``revert`` in stage ``pair + 1``'s place: ``(MeanAccumulator, samples run, error)``, or a
+    :class:`Failure`."""
+    try:
+        hook = load_eval_hook(hook_spec)
+        stages = worker_pipeline(spec)[0]
+        feeder = StageFeeder(stages, idx, "tensor", spec.config, None)
+        model = None if revert is None else _hybrid_model(spec, pair, revert)
+        runner = EvalRunner(stages[i], runtime, model=model, convert=lambda sample: feeder.feeds(i, sample, 0))
+        acc, error = per_sample_sums(hook, runner, sample_files(samples)[window[0]:window[1]])
+        return acc, runner.samples_run, error
+    except GraphAuditError as e:
+        return Failure.of(e)
+
+
+class ShardedHookOracle(HookOracle):
+    """:class:`graphaudit.bisect_eval.HookOracle` for a per-sample hook, each evaluation's sample files sharded over
+    ``pool``'s workers (the hybrid sent as the changes it reverts) and the values merged as float64 sums / counts.
+
+    Raises
+    ------
+    GraphAuditError
+        As ``HookOracle``.
+    """
+
+    def __init__(self, pool: WorkerPool, spec_str: str, stages, pair: int, hook, samples, runtime: str, config,
+                 data_stage: int):
+        self.pool, self.spec_str, self.idx = pool, spec_str, data_stage
+        self.spec = PipelineSpec.of(stages, config)
+        self.files = absolute(samples)
+        self.windows = shard_ranges(len(sample_files(self.files)), pool.size)
+        super().__init__(stages, pair, hook, samples, runtime, config, data_stage)
+
+    def _run(self, i: int, revert: list[int] | None) -> dict[str, float]:
+        tasks = [(self.spec, i, self.pair, self.spec_str, self.runtime, self.files, self.idx, w, revert)
+                 for w in self.windows]
+        acc, error = MeanAccumulator(), None
+        for part, _samples, part_error in results_of(self.pool.map(hook_task, tasks)):
+            acc = acc.merge(part)
+            if part_error:
+                error = part_error
+                break
+        if error or not acc.sums:
+            raise GraphAuditError(f"--eval {self.hook.spec} on {self.stages[i].name}"
+                                  f"{' (a hybrid)' if revert is not None else ''}: {error or 'no value returned'}")
+        return acc.means()
+
+    def _values(self, i: int, model) -> dict[str, float]:
+        if model is not None:
+            raise ValueError("a sharded evaluation takes the changes to revert, not a model")
+        return self._run(i, None)
+
+    def hybrid_value(self, ev, revert: list[int]) -> float:
+        """The metric of the hybrid with changes ``revert`` reverted in b's place, over the workers."""
+        return self._run(self.pair + 1, list(revert))[self.name]
+
+
+def hook_oracle(pool: WorkerPool | None, stages, pair: int, hook, samples, runtime: str, config,
+                data_stage: int) -> HookOracle:
+    """The bisection's oracle for the user's metric: sharded over ``pool`` for a per-sample hook named by a spec a
+    worker can load, else :class:`HookOracle` in this process (a whole-set metric is one evaluation that cannot be
+    split)."""
+    ev = as_eval_hook(hook)
+    spec_str = portable_spec(ev)
+    if pool is None or not ev.per_sample or spec_str is None:
+        return HookOracle(stages, pair, ev, samples, runtime, config, data_stage)
+    return ShardedHookOracle(pool, spec_str, stages, pair, ev, samples, runtime, config, data_stage)

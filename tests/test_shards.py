@@ -168,6 +168,12 @@ def per_sample(run, path):
     return {"p0": float(out[0]), "top": float(np.argmax(out))}
 per_sample.per_sample = True
 
+def p0_lower(run, path):
+    return per_sample(run, path)["p0"]
+p0_lower.per_sample = True
+p0_lower.lower_is_better = True
+p0_lower.metric_name = "p0"
+
 def whole(run, samples):
     files = sorted(os.listdir(samples))[:4]
     return sum(float(run(run.feeds_from({run.inputs[0].name: np.load(os.path.join(samples, f))}))[
@@ -262,3 +268,20 @@ def test_a_refused_stage_is_the_same_finding_sharded(cls, tmp_path):
             for s in (None, ScaleOut(workers=2))]
     assert [f["stage"] for f in reps[1]["findings"] if f["code"] == "N403"] == ["optimized"]
     assert_same(reps[0], reps[1])
+
+
+def test_bisect_with_a_per_sample_hook_sharded_equals_one_process(cls, tmp_path, ray_local):
+    """bisect --eval with a per-sample hook: the hybrids' metric measured over the sample files sharded on Ray
+    (each worker builds the hybrid from the changes it reverts) gives the one-process bisection."""
+    stages, data = cls
+    hooks = tmp_path / "hooks.py"
+    hooks.write_text(HOOKS)
+    small = tmp_path / "eval"
+    small.mkdir()
+    for k in range(4):
+        np.save(small / f"{k}.npy", np.load(data / f"{k}.npy"))
+    kw = dict(data=data, budget=4, eval_hook=f"{hooks}:p0_lower", eval_samples=small)
+    one = bisect(stages, numeric=NumericOptions(max_samples=2), **kw)
+    many = bisect(stages, numeric=NumericOptions(max_samples=2, scale=ScaleOut(workers=2, ray="local")), **kw)
+    assert one.metric == "p0" and len(one.steps) >= 2
+    assert_same(json.loads(json.dumps(one.to_dict())), json.loads(json.dumps(many.to_dict())))
