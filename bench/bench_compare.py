@@ -183,7 +183,8 @@ def main() -> None:
               f"| {r['numeric_s']:.2f} s, {r['numeric_cpu']:.2f} s, {r['rss']:.0f} MB "
               f"| {r['ratio']:.2f}x ({r['cpu_ratio']:.2f}x) | <= {r['target']}x: "
               f"{'met' if r['ratio'] <= r['target'] else '**not met**'} "
-              f"| {r['rss']:.0f} <= {r['floor_rss']:.0f} + {r['aligned_mb']:.0f} MB: {'met' if rss_ok else '**not met**'} "
+              f"| {r['rss']:.0f} {'<=' if rss_ok else '>'} {r['floor_rss']:.0f} + {r['aligned_mb']:.0f} MB: "
+              f"{'met' if rss_ok else '**not met**'} "
               f"| {r['structure_s']:.2f} s |", flush=True)
         if r["all_outputs"]:
             o = r["all_outputs"]

@@ -111,3 +111,28 @@ def test_per_tensor_lsb_with_nan_drops_it_and_reports_nan_max():
     s.update(np.array([0.0, 1.0, 2.0], np.float32), np.array([0.1, np.nan, 2.2], np.float32), scale=0.1)
     assert math.isnan(s.max_abs) and s.lsb_count == 2
     assert s.lsb_mean == pytest.approx((1.0 + 2.0) / 2, rel=1e-6) and s.lsb_max == pytest.approx(2.0, rel=1e-6)
+
+
+def test_update_many_equals_update_one_by_one():
+    """Small tensors reduced as a group give each accumulator the figures of its own update(), to float64
+    rounding; a NaN in one tensor stays in that tensor's figures."""
+    from graphaudit.numeric.metrics import SMALL_TENSOR, update_many
+
+    rng = np.random.default_rng(4)
+    sizes = [1, 7, 300, SMALL_TENSOR, 5000, 12, SMALL_TENSOR - 1, 4096, 4097]
+    pairs = [(rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)) for n in sizes]
+    pairs[5][1][3] = np.nan
+    steps = [None, 0.02, None, 0.5, None, 0.1, None, 0.03, 0.2]
+    grouped, alone = [ErrorStats() for _ in sizes], [ErrorStats() for _ in sizes]
+    for _ in range(2):  # two samples: the first-sample figures stay those of the first
+        update_many([(g, a, b, s) for g, (a, b), s in zip(grouped, pairs, steps)])
+        for s1, (a, b), s in zip(alone, pairs, steps):
+            s1.update(a, b, s)
+    for g, s1 in zip(grouped, alone):
+        assert (g.count, g.samples, g.nonfinite_a, g.nonfinite_b, g.lsb_count) == (
+            s1.count, s1.samples, s1.nonfinite_a, s1.nonfinite_b, s1.lsb_count)
+        for f in ("sum_aa", "sum_bb", "sum_ab", "sum_ee", "max_abs", "lsb_sum", "lsb_max"):
+            x, y = getattr(g, f), getattr(s1, f)
+            assert (math.isnan(x) and math.isnan(y)) or x == pytest.approx(y, rel=1e-12), f
+        assert g.first == pytest.approx(s1.first, rel=1e-12, nan_ok=True)
+    assert math.isnan(grouped[5].max_abs) and grouped[5].nonfinite_b == 2

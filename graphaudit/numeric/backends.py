@@ -22,18 +22,20 @@ HORIZON_RUNTIME = "horizon"
 RUNTIMES = ("auto", "onnxruntime", HORIZON_RUNTIME)
 
 
-def session_options(threads: int = 0):
+def session_options(threads: int = 0, arena: bool = True):
     """CPU session options with graph optimizations disabled, so fake quantization runs exactly as the file says.
 
     ``threads``: intra-op threads (0 = onnxruntime's default, one per core). Thread spinning is
     off: graphaudit keeps many sessions alive (one per measured region), and spinning pools of idle
-    sessions would starve the busy one.
+    sessions would starve the busy one. ``arena=False``: no memory arena, so what a run allocated goes back when
+    it is freed instead of staying with the session (for sessions run once per sample among many).
     """
     import onnxruntime as ort
 
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
+    so.enable_cpu_mem_arena = arena
     so.add_session_config_entry("session.intra_op.allow_spinning", "0")
     so.add_session_config_entry("session.inter_op.allow_spinning", "0")
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
@@ -86,7 +88,7 @@ def runtime_label(runtime: str) -> str:
     return f"onnxruntime {ort.__version__}"
 
 
-def make_session(model: bytes, runtime: str, threads: int = 0):
+def make_session(model: bytes, runtime: str, threads: int = 0, arena: bool = True):
     """An inference session for a serialized model in a concrete runtime.
 
     Both sessions expose onnxruntime's interface: ``get_inputs()``, ``get_outputs()`` and
@@ -105,7 +107,7 @@ def make_session(model: bytes, runtime: str, threads: int = 0):
         return InferenceSession(model)
     import onnxruntime as ort
 
-    return ort.InferenceSession(model, session_options(threads), providers=["CPUExecutionProvider"])
+    return ort.InferenceSession(model, session_options(threads, arena), providers=["CPUExecutionProvider"])
 
 
 #: Longest one sample may run in a stage holding Loop nodes (stock onnxruntime): a Loop's trip count and condition

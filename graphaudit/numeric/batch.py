@@ -115,7 +115,8 @@ class RegionBatch:
             return None
         g = onnx.helper.make_graph(nodes, "regions", ins, outs, [index.inits[k] for k in sorted(inits)])
         try:
-            sess = make_session(_model(g, index.model).SerializeToString(), runtime, threads=1)
+            # no arena: a transition has several batches, and each arena would keep its run's outputs for good
+            sess = make_session(_model(g, index.model).SerializeToString(), runtime, threads=1, arena=False)
         except Exception:  # noqa: BLE001 - the regions then run alone, each refused or not on its own
             return None
         return cls(members, sess, {j: outputs[j] for j in members}, {j: list(feeds[j]) for j in members})

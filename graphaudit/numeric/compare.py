@@ -15,12 +15,13 @@ from ..stage import StageGraph
 from ..toolchains.ops import DEQUANTIZE_OPS
 from ..toolchains.roles import NUMERICALLY_EQUAL_TRANSITIONS
 from ..toolchains.contracts import convert_sample, pipeline_normalization, stage_contracts
-from .fixedpoint import FixedPointCodec, fixed_point_codec, nhwc_as
+from .fixedpoint import FixedPointCodec, fixed_point_codec
 from .thin import thin as _thin
-from .metrics import ErrorStats, top1_agreement
+from .metrics import ErrorStats
 from .regions import COMPARABLE_KINDS, RegionRunner, region_io
 from .runner import StageRunner
-from .schedule import cores, for_each, run_all, stream
+from .schedule import cores, run_all, stream
+from .reduction import reduce_pair, reduce_pairs
 from .backends import HORIZON_RUNTIME  # stages run side by side, each on its share of the cores, in onnxruntime
 
 __all__ = ["TensorError", "FixedPointCodec", "RegionError", "TransitionNumeric", "CompareOptions", "compare_stages", "StageFeeder",
@@ -417,35 +418,6 @@ class _Feeder:
 StageFeeder = _Feeder
 
 
-def _reduce_tensors(res: TransitionNumeric, va: dict, vb: dict) -> None:
-    """Add one sample's captured values to the accumulated error of every tensor pair of a transition."""
-    def one(te: TensorError) -> None:
-        _reduce_pair(te, va.get(te.codec.a_value if te.codec else te.a_tensor), vb.get(te.b_tensor))
-
-    for_each(one, res.tensors, [getattr(vb.get(te.b_tensor), "nbytes", 0) for te in res.tensors])
-
-
-def _reduce_pair(te: TensorError, ref: np.ndarray | None, got: np.ndarray | None) -> None:
-    """Add one sample's reference and test values of a pair to its error (integers of the fixed-point stage
-    decoded with the pair's codec; arrays of other dtypes skipped)."""
-    if ref is None or got is None or ref.dtype.kind != "f":
-        return
-    if te.codec is not None:
-        if got.dtype.kind not in "iu":
-            return
-        got = te.codec.decode(got, ref.shape)
-    elif got.dtype.kind != "f":
-        return
-    else:  # the fixed-point stage's float tensors (HzDequantize outputs) are NHWC like its integers
-        got = nhwc_as(got, ref.shape)
-    sc = te.scale
-    te.stats.update(ref, got, np.asarray(sc[0]) if sc else None, sc[1] if sc else 1)
-    if te.is_output and te.class_scores and ref.ndim == 2 and ref.shape[-1] > 1:
-        agree, rows = top1_agreement(ref, got)
-        te.top1[0] += agree
-        te.top1[1] += rows
-
-
 class _Comparison:
     """The run and reduce steps of :func:`compare_stages` over a plan: one sample at a time."""
 
@@ -474,10 +446,10 @@ class _Comparison:
     def reduce(self, values: list[dict[str, np.ndarray]]) -> None:
         """Add one sample's values to every transition's accumulated and isolated error."""
         for i, res in enumerate(self.results):
-            _reduce_tensors(res, values[i], values[i + 1])
+            reduce_pairs(res.tensors, values[i], values[i + 1])
             if i:  # transition 0's outputs are already against stages[0]
                 for te in res.vs_reference:
-                    _reduce_pair(te, values[0].get(te.a_tensor), values[i + 1].get(te.b_tensor))
+                    reduce_pair(te, values[0].get(te.a_tensor), values[i + 1].get(te.b_tensor))
             self.regions.measure(i, [r.stats for r in res.regions], values[i], self.stages[i])
 
     def finish(self) -> list[TransitionNumeric]:

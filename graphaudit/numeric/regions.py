@@ -49,14 +49,35 @@ def region_io(al: Alignment, c: Change) -> tuple[list[tuple[str, str]], list[tup
     return (ins, outs) if outs else None
 
 
+#: Largest input of one batch of regions (bytes of one sample's feeds, which is about the size of the regions'
+#: outputs that the batch's run holds until it ends): a transition's regions are split into batches of at most
+#: this, so a detector's 170 regions do not hold every region output of a sample at once.
+BATCH_MAX_BYTES = 64 << 20
+
+
+def _groups(feeds: dict[int, dict[str, np.ndarray]], limit: int) -> list[list[int]]:
+    """Region indices in order, cut into consecutive groups whose feeds take at most ``limit`` bytes (a region
+    larger than ``limit`` alone)."""
+    groups: list[list[int]] = [[]]
+    size = 0
+    for j in sorted(feeds):
+        n = sum(v.nbytes for v in feeds[j].values())
+        if groups[-1] and size + n > limit:
+            groups.append([])
+            size = 0
+        groups[-1].append(j)
+        size += n
+    return groups
+
+
 class RegionRunner:
     """Isolated error of each change: b's nodes of the change fed with a's values at the change's inputs (encoded as
     the fixed-point stage's integers where b holds integers).
 
-    In stock onnxruntime every region of a transition is extracted once from b's model (which the stage runner
-    already trimmed of nothing but extra outputs) and all of them run in one session, as disconnected subgraphs of
-    one model whose tensors are renamed per region (:func:`graphaudit.numeric.batch.batch_regions`): one session
-    and one run per sample instead of one per region. A region that cannot join the batch (a Loop, a subgraph
+    In stock onnxruntime every region of a transition is extracted once from b's model and they run together in
+    a few sessions (:class:`graphaudit.numeric.batch.RegionBatch`: disconnected subgraphs of one model whose
+    tensors are renamed per region; a new batch every :data:`BATCH_MAX_BYTES` of inputs), one run per batch and
+    sample instead of one session and run per region. A region that cannot join the batch (a Loop, a subgraph
     attribute, a cut that is not closed) runs alone as before; when the batch cannot load or fails on a sample,
     every region of the transition runs alone from then on. Horizon's runtime runs each region alone.
 
@@ -73,8 +94,8 @@ class RegionRunner:
     def __init__(self, runners: list[StageRunner], regions: list[list[tuple[Change, list, list]]], runtime: str):
         self.runners, self.regions, self.runtime = runners, regions, runtime
         self.sessions: list[dict[int, object]] = [dict() for _ in regions]
-        self.batches: list[RegionBatch | None | bool] = [None if runtime != HORIZON_RUNTIME else False
-                                                         for _ in regions]
+        self.batches: list[list[RegionBatch] | None | bool] = [None if runtime != HORIZON_RUNTIME else False
+                                                               for _ in regions]
         self._index: dict[int, ModelIndex] = {}
 
     def failed(self, i: int) -> int:
@@ -121,20 +142,25 @@ class RegionRunner:
         return sess
 
     def _run_batched(self, i: int, feeds: dict[int, dict]) -> dict[int, list] | None:
-        """Outputs of every region of the batch by region index, or None when the batch is not used for this
-        sample (not buildable, a region without feeds, or the run failed: then never again)."""
-        batch = self.batches[i]
-        if batch is None:
+        """Outputs of the regions of every batch by region index, or None when no batch is used for this sample.
+        A batch with a region lacking feeds is left out for the sample; one whose run fails is dropped for good
+        (its regions run alone)."""
+        if self.batches[i] is None:
             outs = {j: [b for _a, b in self.regions[i][j][2]] for j in feeds}
-            batch = RegionBatch.build(self._model_index(i), feeds, outs, self.runtime)
-            self.batches[i] = batch if batch is not None else False
-        if not batch or any(j not in feeds for j in batch.members):
+            built = [RegionBatch.build(self._model_index(i), {j: feeds[j] for j in group}, outs, self.runtime)
+                     for group in _groups(feeds, BATCH_MAX_BYTES)]
+            self.batches[i] = [b for b in built if b is not None] or False
+        if not self.batches[i]:
             return None
-        try:
-            return batch.run(feeds)
-        except Exception:  # noqa: BLE001 - one region's a values do not fit b's region: each region alone from now
-            self.batches[i] = False
-            return None
+        got: dict[int, list] = {}
+        for batch in list(self.batches[i]):
+            if any(j not in feeds for j in batch.members):
+                continue
+            try:
+                got.update(batch.run(feeds))
+            except Exception:  # noqa: BLE001 - one region's a values do not fit b's region: its batch runs alone
+                self.batches[i].remove(batch)
+        return got
 
     def _same_weight(self, i: int, c: Change, ref) -> bool:
         """Whether the float weight that b's change quantizes is a's weight. hb_mapper's activation equalization
