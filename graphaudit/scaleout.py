@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import socket
 import threading
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -209,12 +210,28 @@ def _ray_connect(scale: ScaleOut):
             # a source checkout: the workers import graphaudit from where this process does
             kwargs["runtime_env"] = {"env_vars": {"PYTHONPATH": os.pathsep.join(
                 p for p in [root, os.environ.get("PYTHONPATH", "")] if p)}}
+    if address is not None and address != "auto":
+        _check_reachable(scale.ray)
     try:
         ray.init(address=address, **kwargs)
     except Exception as e:  # noqa: BLE001 - ConnectionError, RuntimeError, ValueError from Ray: one line
         first = (str(e).strip().splitlines() or [type(e).__name__])[0]
         raise GraphAuditError(f"--ray {scale.ray}: cannot start or reach Ray ({first[:300]})") from e
     return ray
+
+
+def _check_reachable(address: str, timeout: float = 5.0) -> None:
+    """A TCP connection to ``host:port`` (``ray://host:port`` too) opens within ``timeout`` seconds, else one line
+    (Ray itself retries an unreachable cluster for minutes)."""
+    hostport = address.split("://", 1)[-1].rsplit("/", 1)[0]
+    host, sep, port = hostport.rpartition(":")
+    if not sep or not port.isdigit():
+        raise GraphAuditError(f"--ray {address}: give host:port (e.g. head-node:6379 or ray://head-node:10001), "
+                              "'auto' or 'local'")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except OSError as e:
+        raise GraphAuditError(f"--ray {address}: cannot reach the cluster ({e.strerror or type(e).__name__})") from e
 
 
 def _package_root() -> str:
