@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import socket
 import threading
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from typing import Any, Callable
 
 from .errors import GraphAuditError
 
-__all__ = ["ScaleOut", "WorkerPool", "ray_available", "shard_ranges"]
+__all__ = ["ScaleOut", "WorkerPool", "ray_available", "shard_ranges", "run_task"]
 
 
 def ray_available() -> str | None:
@@ -99,6 +100,15 @@ class _Ticks:
             self.thread.join()
 
 
+def run_task(fn: Callable, threads: int, *args):
+    """In a worker: ``fn(*args)`` with this process's onnxruntime sessions limited to ``threads`` intra-op threads
+    (:data:`graphaudit.numeric.backends.DEFAULT_THREADS`)."""
+    from .numeric import backends
+
+    backends.DEFAULT_THREADS = threads
+    return fn(*args)
+
+
 class WorkerPool:
     """A pool of workers for one job (a context manager; workers and their caches live until it closes).
 
@@ -124,10 +134,12 @@ class WorkerPool:
             self._executor = ProcessPoolExecutor(max_workers=scale.workers, mp_context=ctx)
             self._manager = ctx.Manager()
             self.size = scale.workers
+            self.threads = max(1, (os.cpu_count() or 1) // scale.workers)  # each worker's share of the cores
         else:
             self._ray = _ray_connect(scale)
             self.size = scale.workers if scale.workers > 1 else max(1, int(self._ray.cluster_resources().get(
                 "CPU", 1)))
+            self.threads = 1  # each task holds one of the cluster's CPUs (num_cpus=1)
 
     def __enter__(self) -> "WorkerPool":
         return self
@@ -155,7 +167,8 @@ class WorkerPool:
             return self._map_ray(fn, tasks, tick)
         ticks = _Ticks(self._manager.Queue(), tick) if tick is not None else None
         try:
-            futures = [self._executor.submit(fn, *t, ticks.queue if ticks else None) for t in tasks]
+            futures = [self._executor.submit(run_task, fn, self.threads, *t, ticks.queue if ticks else None)
+                       for t in tasks]
             out = []
             for f in futures:
                 try:
@@ -174,9 +187,9 @@ class WorkerPool:
         from ray.util.queue import Queue
 
         ticks = _Ticks(Queue(), tick) if tick is not None else None
-        remote = ray.remote(num_cpus=1)(fn)
+        remote = ray.remote(num_cpus=1)(run_task)
         try:
-            refs = [remote.remote(*t, ticks.queue if ticks else None) for t in tasks]
+            refs = [remote.remote(fn, self.threads, *t, ticks.queue if ticks else None) for t in tasks]
             out = []
             for r in refs:
                 try:
@@ -209,12 +222,28 @@ def _ray_connect(scale: ScaleOut):
             # a source checkout: the workers import graphaudit from where this process does
             kwargs["runtime_env"] = {"env_vars": {"PYTHONPATH": os.pathsep.join(
                 p for p in [root, os.environ.get("PYTHONPATH", "")] if p)}}
+    if address is not None and address != "auto":
+        _check_reachable(scale.ray)
     try:
         ray.init(address=address, **kwargs)
     except Exception as e:  # noqa: BLE001 - ConnectionError, RuntimeError, ValueError from Ray: one line
         first = (str(e).strip().splitlines() or [type(e).__name__])[0]
         raise GraphAuditError(f"--ray {scale.ray}: cannot start or reach Ray ({first[:300]})") from e
     return ray
+
+
+def _check_reachable(address: str, timeout: float = 5.0) -> None:
+    """A TCP connection to ``host:port`` (``ray://host:port`` too) opens within ``timeout`` seconds, else one line
+    (Ray itself retries an unreachable cluster for minutes)."""
+    hostport = address.split("://", 1)[-1].rsplit("/", 1)[0]
+    host, sep, port = hostport.rpartition(":")
+    if not sep or not port.isdigit():
+        raise GraphAuditError(f"--ray {address}: give host:port (e.g. head-node:6379 or ray://head-node:10001), "
+                              "'auto' or 'local'")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except OSError as e:
+        raise GraphAuditError(f"--ray {address}: cannot reach the cluster ({e.strerror or type(e).__name__})") from e
 
 
 def _package_root() -> str:

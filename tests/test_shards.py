@@ -224,6 +224,9 @@ def test_cli_workers_flag(cls, tmp_path):
                "--json", str(two)).returncode in (0, 1)
     assert_same(json.loads(one.read_text()), json.loads(two.read_text()))
     assert_user_error(run("compare", str(stages), "--random", "2", "--workers", "0"), "--workers")
+    # a cluster that is not there: one line at once (Ray itself would retry for minutes)
+    assert_user_error(run("compare", str(stages), "--random", "2", "--input-shape", "x=1x3x48x192", "--ray",
+                          "127.0.0.1:1"), "--ray 127.0.0.1:1: cannot reach the cluster")
 
 
 def test_per_sample_example_on_ray_matches_the_whole_set_example(cls, ray_local):

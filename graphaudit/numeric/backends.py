@@ -22,10 +22,16 @@ HORIZON_RUNTIME = "horizon"
 RUNTIMES = ("auto", "onnxruntime", HORIZON_RUNTIME)
 
 
+#: Intra-op threads of the sessions this process makes with ``threads=0`` (0: onnxruntime's default, one per core).
+#: A worker of a sharded run (:mod:`graphaudit.scaleout`) sets it to its share of the cores, so that N workers do not
+#: run N x cores threads on the machine.
+DEFAULT_THREADS = 0
+
+
 def session_options(threads: int = 0, arena: bool = True):
     """CPU session options with graph optimizations disabled, so fake quantization runs exactly as the file says.
 
-    ``threads``: intra-op threads (0 = onnxruntime's default, one per core). Thread spinning is
+    ``threads``: intra-op threads (0 = :data:`DEFAULT_THREADS`, onnxruntime's default unless a worker set it). Thread spinning is
     off: graphaudit keeps many sessions alive (one per measured region), and spinning pools of idle
     sessions would starve the busy one. ``arena=False``: no memory arena, so what a run allocated goes back when
     it is freed instead of staying with the session (for sessions run once per sample among many).
@@ -33,7 +39,7 @@ def session_options(threads: int = 0, arena: bool = True):
     import onnxruntime as ort
 
     so = ort.SessionOptions()
-    so.intra_op_num_threads = threads
+    so.intra_op_num_threads = threads or DEFAULT_THREADS
     so.inter_op_num_threads = 1
     so.enable_cpu_mem_arena = arena
     so.add_session_config_entry("session.intra_op.allow_spinning", "0")
