@@ -30,7 +30,13 @@ def stream(samples: Iterable[dict[str, np.ndarray]], run: Callable[[dict, int], 
 
 
 def cores() -> int:
-    """CPU cores this process may run on (its affinity mask on Linux)."""
+    """CPU cores this process may run on: its affinity mask on Linux, or a worker's share of the cores where a
+    sharded run set one (:data:`graphaudit.numeric.backends.DEFAULT_THREADS`; 2 workers on 2 cores run their stages
+    one after the other, not 2 x 2 threads)."""
+    from . import backends
+
+    if backends.DEFAULT_THREADS > 0:
+        return backends.DEFAULT_THREADS
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not on Linux
