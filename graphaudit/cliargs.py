@@ -20,15 +20,20 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog.split()[0]} --help)\n")
 
 
-def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1 (a count of samples)."""
+def positive_int(text: str, what: str = "sample") -> int:
+    """argparse type: an integer >= 1 (a count of samples, or of ``what``)."""
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
     if value < 1:
-        raise argparse.ArgumentTypeError(f"{value}: need at least one sample")
+        raise argparse.ArgumentTypeError(f"{value}: need at least one {what}")
     return value
+
+
+def worker_count(text: str) -> int:
+    """argparse type of ``--workers``: an integer >= 1."""
+    return positive_int(text, "worker")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -219,7 +224,7 @@ def _numeric_args(p: argparse.ArgumentParser, required: bool) -> None:
                         "auto (default): Horizon's when horizon_nn imports")
     p.add_argument("--input-shape", action="append", metavar="NAME=DIMS", default=[],
                    help="concrete shape for an input with symbolic dims, e.g. x=1x3x48x192 (repeatable)")
-    p.add_argument("--workers", type=positive_int, default=1, metavar="N",
+    p.add_argument("--workers", type=worker_count, default=1, metavar="N",
                    help="shard the samples over N local worker processes (default 1: this process; README "
                         "'Scale out')")
     p.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",

@@ -12,7 +12,9 @@ so they become the same findings and one-line errors.
 
 from __future__ import annotations
 
+import hashlib
 import os
+import socket
 from dataclasses import dataclass, replace
 from typing import Callable
 
@@ -32,8 +34,10 @@ __all__ = ["PipelineSpec", "Failure", "run_numeric_scaled", "sharded_compare", "
 
 @dataclass(frozen=True)
 class PipelineSpec:
-    """What a worker needs to rebuild the pipeline: per stage ``(path, role, name)``, in pipeline order, and the
-    conversion config this process parsed (our own object, or None)."""
+    """What a worker needs to rebuild the pipeline: per stage ``(path, role, name, sha256)``, in pipeline order, and
+    the conversion config this process parsed (our own object, or None). The SHA-256 of each file, taken when the
+    spec is made, is checked by every worker before it loads the file: a file replaced during the run, or a node of a
+    cluster holding another copy at the same path, is a one-line error, not a report mixing two models."""
 
     stages: tuple[tuple[str, str, str], ...]
     config: object = None
@@ -45,7 +49,7 @@ class PipelineSpec:
             if not st.path or not os.path.isfile(st.path):
                 raise GraphAuditError(f"{st.name}: --workers/--ray need stages loaded from files (no file at "
                                       f"{st.path!r})")
-        return cls(tuple((os.path.abspath(st.path), st.role, st.name) for st in stages), config)
+        return cls(tuple((os.path.abspath(st.path), st.role, st.name, file_sha256(st.path)) for st in stages), config)
 
     def key(self) -> tuple:
         return self.stages
@@ -54,12 +58,28 @@ class PipelineSpec:
 _CACHE: dict = {}
 
 
+def file_sha256(path: str) -> str:
+    """SHA-256 (hex) of a file's bytes, read in 1 MiB blocks; a file that cannot be read is a GraphAuditError."""
+    h = hashlib.sha256()
+    try:
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+    except OSError as e:
+        raise GraphAuditError(f"{path}: cannot be read ({e.strerror or e})") from e
+    return h.hexdigest()
+
+
 def worker_pipeline(spec: PipelineSpec):
     """``(stages, lineage, changes)`` rebuilt from the files of ``spec`` (kept for the next task of the same
     pipeline in this worker process)."""
     if _CACHE.get("key") != spec.key():
         _CACHE.clear()
-        stages = [load_stage(p, role=r, name=n) for p, r, n in spec.stages]
+        for p, _r, _n, sha in spec.stages:
+            if file_sha256(p) != sha:
+                raise GraphAuditError(f"{p}: the file differs from the one the run started with (replaced during "
+                                      f"the run, or another copy on this worker{' ' + socket.gethostname()})")
+        stages = [load_stage(p, role=r, name=n) for p, r, n, _sha in spec.stages]
         lineage = align_chain(stages)
         _CACHE.update(key=spec.key(), value=(stages, lineage, [classify(al) for al in lineage.alignments]))
     return _CACHE["value"]
@@ -153,7 +173,7 @@ def sharded_compare(pool: WorkerPool, spec: PipelineSpec, changes, data, opts: N
         try:
             outs = results_of(pool.map(compare_task, tasks, progress_counter(copts.progress)))
         except StageRunError as e:  # the stage by the path this process knows it by (run_numeric leaves it out)
-            e.path = next((str(mine) for (sent, _r, _n), mine in zip(spec.stages, paths) if sent == e.path), e.path)
+            e.path = next((str(mine) for (sent, _r, _n, _sha), mine in zip(spec.stages, paths) if sent == e.path), e.path)
             raise
         chs = [changes[j] if k == j + 1 else [] for j, k in zip(idxs, idxs[1:])]
         return merge_transitions(outs, chs)

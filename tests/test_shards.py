@@ -288,3 +288,26 @@ def test_bisect_with_a_per_sample_hook_sharded_equals_one_process(cls, tmp_path,
     many = bisect(stages, numeric=NumericOptions(max_samples=2, scale=ScaleOut(workers=2, ray="local")), **kw)
     assert one.metric == "p0" and len(one.steps) >= 2
     assert_same(json.loads(json.dumps(one.to_dict())), json.loads(json.dumps(many.to_dict())))
+
+
+def test_a_stage_file_replaced_during_the_run_is_refused_in_the_worker(samples, tmp_path):
+    """A worker checks each stage file's SHA-256 against the one taken when the run started: a file replaced in
+    between (or another copy on a cluster node) is a one-line error naming the file, never a report that mixes the
+    model this process aligned with another one's numbers (found by a breaker run: exit 0, SQNR 130 dB for 32.5)."""
+    import shutil
+
+    from graphaudit.errors import GraphAuditError
+    from graphaudit import shards
+    from graphaudit.shards import PipelineSpec, worker_pipeline
+
+    src = samples / "ort" / "ppocr_cls"
+    for f in src.glob("*.onnx"):
+        shutil.copy(f, tmp_path / f.name)
+    stages = load_pipeline([tmp_path])
+    spec = PipelineSpec.of(stages)
+    shards._CACHE.clear()  # a fresh worker process
+    assert [s.name for s in worker_pipeline(spec)[0]] == [s.name for s in stages]  # the same files: rebuilt
+    shutil.copy(src / "ppocr_cls_original.onnx", tmp_path / "ppocr_cls_qdq.onnx")
+    shards._CACHE.clear()
+    with pytest.raises(GraphAuditError, match="ppocr_cls_qdq.onnx: the file differs from the one the run started"):
+        worker_pipeline(spec)

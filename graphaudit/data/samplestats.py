@@ -106,6 +106,7 @@ class SampleSet:
     searched: int = 0
     _thumbs: list[np.ndarray] = field(default_factory=list, repr=False)
     _norms: list[float] = field(default_factory=list, repr=False)
+    _thumb_ids: list[int] = field(default_factory=list, repr=False)  # the sample index of each thumbnail
 
     def add(self, x: np.ndarray, channel_axis: int | None) -> None:
         """Account one sample (any shape; ``channel_axis`` as for :func:`thumbnail`)."""
@@ -126,15 +127,18 @@ class SampleSet:
         if self.searched < MAX_DUPLICATE_SEARCH and v.size:
             t = thumbnail(v, channel_axis)
             n = float(np.linalg.norm(t - t.mean())) if t.size else 0.0
-            if self._thumbs and t.shape == self._thumbs[0].shape:
+            if self._thumbs and t.shape != self._thumbs[0].shape:
+                return  # a sample of another shape is compared with none (P208 names the shape)
+            if self._thumbs:
                 m = np.stack(self._thumbs)
                 dist = np.sqrt(np.einsum("kd,kd->k", m - t, m - t))
                 scale = np.maximum(np.asarray(self._norms), n)
                 close = np.nonzero((scale > 0) & (dist <= NEAR_DUPLICATE_DISTANCE * scale))[0]
                 if close.size:
-                    self.duplicates.append((int(close[0]), i))
+                    self.duplicates.append((self._thumb_ids[int(close[0])], i))
             self._thumbs.append(t)
             self._norms.append(n)
+            self._thumb_ids.append(i)
             self.searched += 1
 
     @property
