@@ -181,16 +181,22 @@ def whole(run, samples):
 '''
 
 
-def test_eval_hook_sharded_equals_one_process(cls, tmp_path):
-    """A per-sample hook sharded over the files (means of float64 sums) and a whole-set hook run one stage per
-    worker give the one-process values; the per-sample mean is also checked against numpy on the outputs."""
-    stages_dir, data = cls
+def _hooks_and_eval_set(tmp_path, data, n: int):
+    """(the HOOKS module written to tmp_path/hooks.py, a directory of the first ``n`` samples of ``data``)."""
     hooks = tmp_path / "hooks.py"
     hooks.write_text(HOOKS)
     small = tmp_path / "eval"
     small.mkdir()
-    for k in range(5):
+    for k in range(n):
         np.save(small / f"{k}.npy", np.load(data / f"{k}.npy"))
+    return hooks, small
+
+
+def test_eval_hook_sharded_equals_one_process(cls, tmp_path):
+    """A per-sample hook sharded over the files (means of float64 sums) and a whole-set hook run one stage per
+    worker give the one-process values; the per-sample mean is also checked against numpy on the outputs."""
+    stages_dir, data = cls
+    hooks, small = _hooks_and_eval_set(tmp_path, data, 5)
     stages = load_pipeline([stages_dir])
     got = {}
     for fn in ("per_sample", "whole"):
@@ -277,12 +283,7 @@ def test_bisect_with_a_per_sample_hook_sharded_equals_one_process(cls, tmp_path,
     """bisect --eval with a per-sample hook: the hybrids' metric measured over the sample files sharded on Ray
     (each worker builds the hybrid from the changes it reverts) gives the one-process bisection."""
     stages, data = cls
-    hooks = tmp_path / "hooks.py"
-    hooks.write_text(HOOKS)
-    small = tmp_path / "eval"
-    small.mkdir()
-    for k in range(4):
-        np.save(small / f"{k}.npy", np.load(data / f"{k}.npy"))
+    hooks, small = _hooks_and_eval_set(tmp_path, data, 4)
     kw = dict(data=data, budget=4, eval_hook=f"{hooks}:p0_lower", eval_samples=small)
     one = bisect(stages, numeric=NumericOptions(max_samples=2), **kw)
     many = bisect(stages, numeric=NumericOptions(max_samples=2, scale=ScaleOut(workers=2, ray="local")), **kw)
