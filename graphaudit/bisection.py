@@ -18,7 +18,7 @@ from dataclasses import asdict, replace
 
 
 from .bisect_report import BisectReport, BisectStepRecord, BisectUnitRecord
-from .classify import Change
+from .classify import Change, has_fixed_point
 from .config import ConversionConfig
 from .errors import GraphAuditError
 from .bisect_eval import HookOracle
@@ -48,10 +48,14 @@ def _sqnr(noise: float, signal: float) -> float:
 
 
 def _default_pair(stages, runtime: str) -> int:
-    """The last transition whose two stages the runtime runs (where quantization happens in a Horizon set)."""
+    """The last transition whose two stages the runtime runs (where quantization happens in a Horizon set), but not
+    one into the fixed-point stage when an earlier one runs: every change there reads or writes integers in NHWC, so
+    none can be reverted to float (Horizon's runtime runs the quantized stage)."""
     cut = next((i for i, _why in unrunnable_stages(stages, runtime)), len(stages))
     if cut < 2:
         raise GraphAuditError("bisect needs two consecutive stages the runtime can run")
+    if cut >= 3 and has_fixed_point(stages[cut - 1]):
+        return cut - 3
     return cut - 2
 
 
@@ -153,7 +157,11 @@ def _search(ev, hook: HookOracle | None, ctx, units: list[tuple[int, ...]], isol
 def _units(al: Alignment, changes: list[Change], stages, pair: int) -> list[tuple[int, ...]]:
     units = revertible(al, changes)
     if not units:
-        raise GraphAuditError(f"{stages[pair].name} -> {stages[pair + 1].name}: no change that can be reverted")
+        why = ""
+        if has_fixed_point(stages[pair + 1]) and pair > 0:
+            why = (f" (the fixed-point stage's changes read or write integers in NHWC layout; --pair {pair - 1} "
+                   f"bisects {stages[pair - 1].name} -> {stages[pair].name}, where quantization is simulated in float)")
+        raise GraphAuditError(f"{stages[pair].name} -> {stages[pair + 1].name}: no change that can be reverted{why}")
     return units
 
 

@@ -236,8 +236,9 @@ def _wrapper_units(stage, ids: list[str]) -> list[list[str]]:
     return units
 
 
-def _has_fixed_point(stage) -> bool:
-    """Whether any node of ``stage`` is a fixed-point op (asked per removed wrapper: computed once per stage)."""
+def has_fixed_point(stage) -> bool:
+    """Whether any node of ``stage`` (a :class:`graphaudit.stage.StageGraph`) is one of Horizon's fixed-point ops
+    (:func:`graphaudit.toolchains.ops.is_fixed_point`): the quantized stage. Computed once per stage."""
     found = stage.__dict__.get("_has_fixed_point")
     if found is None:
         found = stage.__dict__["_has_fixed_point"] = any(is_fixed_point(n) for n in stage.nodes.values())
@@ -265,7 +266,7 @@ def _classify_wrappers(al: Alignment, w: WrapperDiff) -> list[Change]:
     if w.removed:
         ops = {al.a.nodes[x].op_type for x in w.removed}
         pattern = f"{'+'.join(sorted(ops))} removed"
-        if ops == {"HzCalibration"} and _has_fixed_point(al.b):
+        if ops == {"HzCalibration"} and has_fixed_point(al.b):
             out.append(Change("removed", list(w.removed), [], tensor, "HzCalibration consumed by fixed point", 1.0,
                               f"the fake quantization of {w.a_root!r} became the integer scales of the fixed-point ops"))
             return out

@@ -121,7 +121,8 @@ def _add_bisect(sub) -> None:
                                    "a small set whose reversion recovers a share of the drop of the outputs.")
     b.add_argument("paths", nargs="+", help="a stage directory, or stage files in pipeline order")
     b.add_argument("--pair", type=int, metavar="I", help="transition stages[I] -> stages[I+1] (default: the last "
-                                                        "one the runtime runs: where quantization happens)")
+                                                        "one the runtime runs where quantization happens; under "
+                                                        "Horizon's runtime the one into calibrated)")
     b.add_argument("--target", type=_share, default=0.8, metavar="SHARE",
                    help="share of the drop to recover (default 0.8)")
     b.add_argument("--budget", type=_budget, metavar="N", help="most hybrid evaluations (default: stated "

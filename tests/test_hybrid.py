@@ -120,3 +120,34 @@ def test_hybrid_of_one_change_is_valid_onnx(samples):
     kept = next(j for j, c in enumerate(ch) if c.kind == "kept")
     with pytest.raises(HybridError):
         build_hybrid(al, ch, [kept], ma, mb)
+
+
+FIXED = [(f"hb/{p.name}/model_output", 2) for p in SETS]
+
+
+@pytest.mark.parametrize("rel,pair", FIXED, ids=_ids(FIXED))
+def test_fixed_point_boundaries_are_not_revertible(rel, pair):
+    """calibrated -> quantized of the real hb_mapper sets: the quantized stage's NCHW -> NHWC Transpose before the
+    fixed-point graph (counted in the protobuf: perm [0, 2, 3, 1], read by a horizon-domain node) is in no revertible
+    unit (taken out, it handed NCHW to HzSQuantizedPreprocess, which Horizon's runtime refused), and no unit writes a
+    tensor a fixed-point node outside it reads (the file's node list, ops named HzSQuantized*/HzLut*...)."""
+    stages, al, ch = _case(rel, pair)
+    m = onnx.load(stages[pair + 1].path, load_external_data=False)
+    readers: dict[str, list[onnx.NodeProto]] = {}
+    for n in m.graph.node:
+        for x in n.input:
+            readers.setdefault(x, []).append(n)
+    layout = {n.name for n in m.graph.node if n.op_type == "Transpose"
+              and list(next(a.ints for a in n.attribute if a.name == "perm")) == [0, 2, 3, 1]
+              and any(r.domain == "horizon" for x in n.output for r in readers.get(x, []))}
+    if rel.startswith("hb/ppocr") and "bayes" in rel:  # hb_mapper wrote the Transpose in these builds
+        assert layout
+    fixed_ops = ("HzSQuantized", "HzLut", "HzSLut", "HzQuantized")
+    for unit in revertible(al, ch):
+        b_nodes = {n for j in unit for n in ch[j].b_nodes}
+        assert not {al.b.nodes[n].name for n in b_nodes} & layout
+        for n in m.graph.node:
+            if n.name in {al.b.nodes[k].name for k in b_nodes}:
+                for x in n.output:
+                    assert not any(r.op_type.startswith(fixed_ops) and r.name not in b_nodes
+                                   for r in readers.get(x, [])), (unit, x)

@@ -18,6 +18,7 @@ import onnx
 from ..classify import Change
 from ..errors import GraphAuditError
 from ..lineage import Alignment
+from ..toolchains.ops import is_fixed_point, wrapper_kind
 from .backends import HORIZON_RUNTIME
 from .lower import lower_model, needs_lowering
 from .regions import COMPARABLE_KINDS
@@ -136,6 +137,7 @@ def _splice(al: Alignment, c: Change, j: int, model_a: onnx.ModelProto | None, i
     extra_nodes: list[onnx.NodeProto] = []
     extra_inits: list[onnx.TensorProto] = []
     prefix = f"{_PREFIX}{j}/"
+    _float_boundary(al, c, b_ins, b_outs)
     for x in b_outs:  # every value the rest of b reads from the change must come from a's side
         tm = al.tensor_map.get(x)
         if tm is None or tm.kind not in COMPARABLE_KINDS:
@@ -193,6 +195,27 @@ def _splice(al: Alignment, c: Change, j: int, model_a: onnx.ModelProto | None, i
     return nodes + extra_nodes, extra_inits
 
 
+def _float_boundary(al: Alignment, c: Change, b_ins: list[str], b_outs: list[str]) -> None:
+    """Raise HybridError when a tensor crossing the change's boundary is a fixed-point value in b: written by one of
+    Horizon's fixed-point ops (HzSQuantized*, HzLut, ...) that the change reads, or read by one outside the change.
+    Such a tensor holds integers in NHWC layout (docs/HORIZON.md, the quantized stage), so a's float NCHW nodes can
+    neither read it nor stand in for its producer. The quantized stage's file has no value_info for most of its
+    tensors, so the dtype check of :func:`_bypass` and the shape check of :func:`_same_shape` cannot see this."""
+    b = al.b
+    inside = set(c.b_nodes)
+    for x in b_ins:
+        t = b.tensors.get(x)
+        if t is not None and t.producer is not None and is_fixed_point(b.nodes[t.producer]):
+            raise HybridError(f"{b.path}: {c.pattern} reads {x!r}, a fixed-point value of "
+                              f"{b.nodes[t.producer].op_type}, which {al.a.name}'s float nodes cannot read")
+    for x in b_outs:
+        t = b.tensors.get(x)
+        for cid, _slot in (t.consumers if t is not None else ()):
+            if cid not in inside and is_fixed_point(b.nodes[cid]):
+                raise HybridError(f"{b.path}: {x!r} written by {c.pattern} is read as fixed-point integers by "
+                                  f"{b.nodes[cid].op_type}, which {al.a.name}'s float value cannot stand in for")
+
+
 def _bypass(al: Alignment, c: Change, j: int, b_outs: list[str], inits_a: dict | None
             ) -> tuple[list[onnx.NodeProto], list[onnx.TensorProto]]:
     """An inserted wrapper chain (HzCalibration, QuantizeLinear/DequantizeLinear, Cast) taken out of b: what the
@@ -210,6 +233,10 @@ def _bypass(al: Alignment, c: Change, j: int, b_outs: list[str], inits_a: dict |
             roots.append(x)
     if len(roots) != 1 or not b_outs:
         raise HybridError(f"{b.path}: the inserted {c.pattern} does not wrap one tensor")
+    layout = next((b.nodes[nid] for nid in c.b_nodes if wrapper_kind(b, b.nodes[nid]) == "layout"), None)
+    if layout is not None:  # hb_mapper's NCHW -> NHWC Transpose before the fixed-point graph: its readers need NHWC
+        raise HybridError(f"{b.path}: the inserted {c.pattern} ({layout.name or layout.op_type}) changes the layout "
+                          f"the rest of b reads; taken out alone it would hand them {roots[0]!r} in the other layout")
     root = b.tensors[roots[0]]
     for x in b_outs:  # the rest of b reads an int32 where the wrapper computed it (Horizon's quantized stage)
         t = b.tensors.get(x)
