@@ -230,8 +230,8 @@ class WorkerPool:
 
     def close(self, stop: bool = False) -> None:
         """Stop the local workers, after their running tasks end, or at once (``stop``: SIGTERM, after a Ctrl-C;
-        they ignore SIGINT). A Ray cluster stays up, this process's local Ray instance too; ``stop`` cancels
-        this pool's Ray tasks still running."""
+        they block SIGINT). A Ray cluster stays up, this process's local Ray instance too (Ray shuts it down when
+        this process exits; :meth:`map` cancels its Ray tasks on a Ctrl-C)."""
         if self._executor is not None:
             if stop:
                 for proc in list((getattr(self._executor, "_processes", None) or {}).values()):
