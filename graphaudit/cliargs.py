@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from ._version import __version__
+from .errors import GraphAuditError
 from .findings import SEVERITIES
 from .numeric.backends import RUNTIMES
 from .numeric.compare import DEFAULT_COSINE_THRESHOLD
 from .outputs import DEFAULT_OUT
+from .scaleout import ScaleOut
 
 __all__ = ["build_parser"]
 
@@ -34,6 +37,18 @@ def positive_int(text: str, what: str = "sample") -> int:
 def worker_count(text: str) -> int:
     """argparse type of ``--workers``: an integer >= 1."""
     return positive_int(text, "worker")
+
+
+def scale_of(args: argparse.Namespace) -> ScaleOut | None:
+    """``--workers``/``--ray`` as a :class:`ScaleOut` (None when neither shards anything); a bad setting or a
+    missing ray package is one line naming the flag."""
+    scale = ScaleOut(workers=getattr(args, "workers", 1) or 1, ray=getattr(args, "ray", None))
+    bad = scale.problem()
+    if bad:
+        raise GraphAuditError(bad)
+    if scale.ray is None and scale.local_processes < scale.workers:  # the pool's cap: say it
+        print(f"graphaudit: note: {scale.capped_note()}", file=sys.stderr)
+    return scale if scale.active else None
 
 
 def build_parser() -> argparse.ArgumentParser:

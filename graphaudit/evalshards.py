@@ -23,21 +23,28 @@ from .numeric.evalhook import (EvalHook, EvalRunner, load_eval_hook, per_sample_
                                stage_metric)
 from .numeric.merge import MeanAccumulator
 from .numeric.summary import MetricSection, StageMetric
-from .scaleout import ScaleOut, WorkerPool, shard_ranges
-from .shards import Failure, PipelineSpec, absolute, results_of, worker_pipeline
+from .scaleout import ScaleOut, WorkerPool, here, shard_ranges
+from .shards import Failure, PipelineSpec, results_of, sent, worker_pipeline
 
-__all__ = ["evaluate_scaled", "portable_spec", "eval_task"]
+__all__ = ["evaluate_scaled", "portable_spec", "eval_task", "here_spec"]
 
 
 def portable_spec(hook: EvalHook) -> str | None:
-    """The hook's spec as a worker can load it (a file spec made absolute), or None for a callable given in
-    Python (it cannot be sent to another process without pickling the user's object)."""
-    where, sep, attr = hook.spec.rpartition(":")
+    """The hook's spec as a worker can load it (as given: workers run in this process's working directory,
+    :func:`here_spec`), or None for a callable given in Python (it cannot be sent to another process without
+    pickling the user's object)."""
+    where, sep, _attr = hook.spec.rpartition(":")
     if not sep or not where:
         return None
-    if where.endswith(".py") or "/" in where or "\\" in where:
-        return f"{os.path.abspath(where)}:{attr}"
     return hook.spec
+
+
+def here_spec(spec: str) -> str:
+    """In a worker, a hook spec as sent, its file path usable here (:func:`graphaudit.scaleout.here`)."""
+    where, _, attr = spec.rpartition(":")
+    if where.endswith(".py") or "/" in where or "\\" in where:
+        return f"{here(where)}:{attr}"
+    return spec
 
 
 def _runner(spec: PipelineSpec, i: int, runtime: str) -> EvalRunner:
@@ -55,15 +62,15 @@ def eval_task(spec: PipelineSpec, i: int, hook_spec: str, cwd: str, runtime: str
     if cwd not in sys.path:
         sys.path.append(cwd)  # a module:function spec resolves as it did in the calling process
     try:
-        hook = load_eval_hook(hook_spec)
+        hook = load_eval_hook(here_spec(hook_spec))
         stages = worker_pipeline(spec)[0]
         try:
             runner = _runner(spec, i, runtime)
         except StageRunError as e:
             return StageMetric(stage=stages[i].name, not_run=str(e))
         if window is None:
-            return run_hook(hook, runner, samples)
-        files = sample_files(samples)[window[0]:window[1]]
+            return run_hook(hook, runner, here(samples))
+        files = sample_files(here(samples))[window[0]:window[1]]
         acc, error = per_sample_sums(hook, runner, files, None if ticks is None else ticks.put)
         return acc, runner.samples_run, error, runner.runtime
     except GraphAuditError as e:
@@ -112,7 +119,7 @@ def evaluate_scaled(stages, hook, samples: str | os.PathLike | None = None, *, r
         for i in run:
             if progress is not None:
                 progress(stages[i].name)
-        tasks = [(spec, i, spec_str, os.getcwd(), rt, absolute(samples), w) for i in run for w in windows]
+        tasks = [(spec, i, spec_str, os.getcwd(), rt, sent(samples), w) for i in run for w in windows]
         outs = results_of(pool.map(eval_task, tasks))
     seconds = time.perf_counter() - t0
     per_stage = {i: outs[k * len(windows):(k + 1) * len(windows)] for k, i in enumerate(run)}

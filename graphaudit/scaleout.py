@@ -8,17 +8,29 @@ and how their results merge is :mod:`graphaudit.shards`.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import multiprocessing
 import os
+import signal
 import socket
 import threading
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from multiprocessing.managers import SyncManager
 from typing import Any, Callable
 
 from .errors import GraphAuditError
 
-__all__ = ["ScaleOut", "WorkerPool", "ray_available", "shard_ranges", "run_task"]
+__all__ = ["ScaleOut", "WorkerPool", "ray_available", "shard_ranges", "run_task", "usable_cpus", "here"]
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask, which container CPU sets narrow; else ``os.cpu_count``)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
 
 
 def ray_available() -> str | None:
@@ -63,6 +75,19 @@ class ScaleOut:
         """Whether the work is sharded at all (more than one local worker, or Ray)."""
         return self.workers > 1 or self.ray is not None
 
+    @property
+    def local_processes(self) -> int:
+        """The local worker processes a pool starts at most: ``workers`` capped at :func:`usable_cpus` (a process
+        per CPU keeps every core busy with onnxruntime's CPU-bound work; more only add start-up time and memory,
+        each one loading the stages). A job starts no more than its shards, and no shard is empty, so fewer
+        samples than workers start one process per sample. Ray: not capped here (the cluster queues the tasks)."""
+        return min(self.workers, usable_cpus())
+
+    def capped_note(self) -> str:
+        """One line saying that the local workers are capped at the CPUs (``--workers 1000`` on 2 CPUs)."""
+        return (f"--workers {self.workers}: at most {self.local_processes} worker processes (the CPUs this process "
+                "may use; more would only add start-up time and memory)")
+
 
 def shard_ranges(total: int, shards: int) -> list[tuple[int, int]]:
     """``shards`` contiguous ``(start, stop)`` ranges covering ``0 .. total`` in order, sizes differing by at most
@@ -100,13 +125,63 @@ class _Ticks:
             self.thread.join()
 
 
-def run_task(fn: Callable, threads: int, *args):
-    """In a worker: ``fn(*args)`` with this process's onnxruntime sessions limited to ``threads`` intra-op threads
-    (:data:`graphaudit.numeric.backends.DEFAULT_THREADS`)."""
+_CALLER_DIR: list[str | None] = [None]  # in a worker: the caller's working directory when this node has none such
+
+
+def here(path: str | None) -> str | None:
+    """In a worker, a path the calling process sent (as the user typed it) usable here: unchanged when the worker
+    runs in the caller's working directory (always on local workers, on Ray nodes that have that directory), else
+    joined to it (absolute: the shared file system of a cluster)."""
+    if path is None or _CALLER_DIR[0] is None:
+        return path
+    return os.path.join(_CALLER_DIR[0], path)
+
+
+def run_task(fn: Callable, threads: int, cwd: str, *args):
+    """In a worker: ``fn(*args)`` run in the calling process's working directory ``cwd`` (so the paths it sends
+    are the ones the user typed, and the errors and hook arguments name them as one process would; a node without
+    that directory resolves them against it, :func:`here`), with this process's onnxruntime sessions limited to
+    ``threads`` intra-op threads (:data:`graphaudit.numeric.backends.DEFAULT_THREADS`)."""
     from .numeric import backends
 
     backends.DEFAULT_THREADS = threads
+    try:
+        if os.getcwd() != cwd:
+            os.chdir(cwd)
+        _CALLER_DIR[0] = None
+    except OSError:
+        _CALLER_DIR[0] = cwd
     return fn(*args)
+
+
+@contextlib.contextmanager
+def _sigint_ignored():
+    """SIGINT ignored in this process (while it cleans up after a Ctrl-C: a second one must not cut that short).
+    Only in the main thread (the only one that may set handlers); elsewhere a no-op."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
+@contextlib.contextmanager
+def _sigint_held():
+    """SIGINT blocked in this thread while it starts worker processes, which inherit the mask: a Ctrl-C reaches
+    this process only (delivered when the block ends, so none is lost), which stops the workers itself
+    (:meth:`WorkerPool.close`, Ray's shutdown) instead of each printing its KeyboardInterrupt traceback, or Ray's
+    agents outliving the run."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 class WorkerPool:
@@ -131,10 +206,12 @@ class WorkerPool:
         if scale.ray is None:
             # spawn: a fresh interpreter per worker (forking a process whose onnxruntime thread pools exist can hang)
             ctx = multiprocessing.get_context("spawn")
-            self._executor = ProcessPoolExecutor(max_workers=scale.workers, mp_context=ctx)
-            self._manager = ctx.Manager()
-            self.size = scale.workers
-            self.threads = max(1, (os.cpu_count() or 1) // scale.workers)  # each worker's share of the cores
+            self.size = scale.local_processes
+            self._executor = ProcessPoolExecutor(max_workers=self.size, mp_context=ctx)
+            self._manager = SyncManager(ctx=ctx)
+            with _sigint_held():
+                self._manager.start()
+            self.threads = max(1, usable_cpus() // self.size)  # each worker's share of the cores
         else:
             self._ray = _ray_connect(scale)
             self.size = scale.workers if scale.workers > 1 else max(1, int(self._ray.cluster_resources().get(
@@ -144,12 +221,22 @@ class WorkerPool:
     def __enter__(self) -> "WorkerPool":
         return self
 
-    def __exit__(self, *exc) -> None:
-        self.close()
+    def __exit__(self, kind, *exc) -> None:
+        if kind is not None and issubclass(kind, KeyboardInterrupt):
+            with _sigint_ignored():  # a second Ctrl-C must not cut the clean-up short (and leave workers running)
+                self.close(stop=True)
+        else:
+            self.close()
 
-    def close(self) -> None:
-        """Stop the local workers (a Ray cluster stays up; this process's local Ray instance too)."""
+    def close(self, stop: bool = False) -> None:
+        """Stop the local workers, after their running tasks end, or at once (``stop``: SIGTERM, after a Ctrl-C;
+        they block SIGINT). A Ray cluster stays up, this process's local Ray instance too (Ray shuts it down when
+        this process exits; :meth:`map` cancels its Ray tasks on a Ctrl-C)."""
         if self._executor is not None:
+            if stop:
+                for proc in list((getattr(self._executor, "_processes", None) or {}).values()):
+                    with contextlib.suppress(Exception):
+                        proc.terminate()
             self._executor.shutdown(wait=True, cancel_futures=True)
             self._manager.shutdown()
             self._executor = None
@@ -167,8 +254,10 @@ class WorkerPool:
             return self._map_ray(fn, tasks, tick)
         ticks = _Ticks(self._manager.Queue(), tick) if tick is not None else None
         try:
-            futures = [self._executor.submit(run_task, fn, self.threads, *t, ticks.queue if ticks else None)
-                       for t in tasks]
+            cwd = os.getcwd()
+            with _sigint_held():  # the executor starts its processes in submit
+                futures = [self._executor.submit(run_task, fn, self.threads, cwd, *t, ticks.queue if ticks else None)
+                           for t in tasks]
             out = []
             for f in futures:
                 try:
@@ -188,22 +277,44 @@ class WorkerPool:
 
         ticks = _Ticks(Queue(), tick) if tick is not None else None
         remote = ray.remote(num_cpus=1)(run_task)
+        refs: list = []
         try:
-            refs = [remote.remote(fn, self.threads, *t, ticks.queue if ticks else None) for t in tasks]
+            cwd = os.getcwd()
+            refs = [remote.remote(fn, self.threads, cwd, *t, ticks.queue if ticks else None) for t in tasks]
             out = []
             for r in refs:
                 try:
                     out.append(ray.get(r))
                 except ray.exceptions.RayTaskError as e:
-                    for x in refs:
-                        ray.cancel(x)
+                    _cancel(ray, refs)
                     cause = getattr(e, "cause", None)
                     raise (cause if isinstance(cause, BaseException) else e) from None
+                except ray.exceptions.RayError as e:  # a worker or node died, an object lost: one line
+                    _cancel(ray, refs)
+                    first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+                    raise GraphAuditError(f"--ray {self.scale.ray}: a worker failed ({first[:300]})") from None
             return out
+        except KeyboardInterrupt:
+            with _sigint_ignored():
+                _cancel(ray, refs, force=True)
+            raise
         finally:
             if ticks is not None:
                 ticks.close()
                 ticks.queue.shutdown()
+
+
+def _cancel(ray, refs: list, force: bool = False) -> None:
+    """Cancel Ray tasks, and mark their results as seen so that Ray does not print "Unhandled error" for each
+    when they are collected."""
+    for x in refs:
+        with contextlib.suppress(Exception):
+            ray.cancel(x, force=force)
+    with contextlib.suppress(Exception):
+        ray.wait(refs, num_returns=len(refs), timeout=5)
+    for x in refs:
+        with contextlib.suppress(BaseException):
+            ray.get(x, timeout=0)
 
 
 def _ray_connect(scale: ScaleOut):
@@ -224,26 +335,80 @@ def _ray_connect(scale: ScaleOut):
                 p for p in [root, os.environ.get("PYTHONPATH", "")] if p)}}
     if address is not None and address != "auto":
         _check_reachable(scale.ray)
+    kwargs["logging_level"] = logging.ERROR  # the level of Ray's own processes' loggers
     try:
-        ray.init(address=address, **kwargs)
+        # a local instance's processes (gcs_server, raylet, agents, workers) inherit SIGINT ignored: a Ctrl-C is
+        # this process's to handle (it shuts the instance down in order; interrupted, the agents outlived it)
+        with _quiet_ray_logging(), (_sigint_held() if address is None else contextlib.nullcontext()):
+            ray.init(address=address, **kwargs)
     except Exception as e:  # noqa: BLE001 - ConnectionError, RuntimeError, ValueError from Ray: one line
         first = (str(e).strip().splitlines() or [type(e).__name__])[0]
         raise GraphAuditError(f"--ray {scale.ray}: cannot start or reach Ray ({first[:300]})") from e
     return ray
 
 
+@contextlib.contextmanager
+def _quiet_ray_logging():
+    """Ray's own Python log lines below ERROR (its token-authentication notice, start-up banners) off while it
+    starts; the ``ray`` logger's level is restored after. A worker's exception still comes back through
+    ``ray.get`` (not the log), and Ray's errors still print."""
+    log = logging.getLogger("ray")
+    old = log.level
+    log.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        log.setLevel(old)
+
+
+#: HTTP/2's client connection preface (RFC 9113 §3.4) and an empty SETTINGS frame (§6.5): gRPC, the protocol of
+#: Ray's GCS and of its client server, answers with a SETTINGS frame of its own (type 4 on stream 0).
+_H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+
+
 def _check_reachable(address: str, timeout: float = 5.0) -> None:
-    """A TCP connection to ``host:port`` (``ray://host:port`` too) opens within ``timeout`` seconds, else one line
-    (Ray itself retries an unreachable cluster for minutes)."""
+    """``host:port`` (``ray://host:port`` too) accepts a TCP connection and speaks gRPC (HTTP/2, as Ray's GCS and
+    client server do) within ``timeout`` seconds, else one line: Ray itself retries an unreachable cluster or a port
+    that is not Ray for minutes. A cluster with TLS (``RAY_USE_TLS``) is only checked for the connection."""
     hostport = address.split("://", 1)[-1].rsplit("/", 1)[0]
     host, sep, port = hostport.rpartition(":")
     if not sep or not port.isdigit():
         raise GraphAuditError(f"--ray {address}: give host:port (e.g. head-node:6379 or ray://head-node:10001), "
                               "'auto' or 'local'")
     try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+        conn = socket.create_connection((host.strip("[]"), int(port)), timeout=timeout)
     except OSError as e:
         raise GraphAuditError(f"--ray {address}: cannot reach the cluster ({e.strerror or type(e).__name__})") from e
+    with conn:
+        if os.environ.get("RAY_USE_TLS", "0").lower() in ("1", "true"):
+            return
+        try:
+            conn.sendall(_H2_PREFACE)
+            head = _read(conn, 9)
+        except OSError as e:
+            problem = (f"no answer to a gRPC handshake within {timeout:g} s" if isinstance(e, TimeoutError)
+                       else f"the connection failed during a gRPC handshake: {e.strerror or type(e).__name__}")
+            raise GraphAuditError(f"--ray {address}: not a Ray cluster ({problem}; give the head node's GCS port, "
+                                  "6379 by default, or ray://head:10001)") from e
+    if len(head) == 9 and head[3] == 4 and head[5:9] == bytes(4):
+        return
+    http = head.startswith(b"HTTP/") or head.lstrip().startswith(b"<")
+    what = "an HTTP server" if http else (
+        "the connection was closed" if not head else "the answer is not gRPC")
+    hint = " (Ray's dashboard serves HTTP on 8265)" if http else ""
+    raise GraphAuditError(f"--ray {address}: not a Ray cluster ({what}{hint}; give the head node's GCS port, 6379 by "
+                          "default, or ray://head:10001)")
+
+
+def _read(conn: socket.socket, n: int) -> bytes:
+    """Up to ``n`` bytes from ``conn`` (fewer when the peer closes)."""
+    out = b""
+    while len(out) < n:
+        block = conn.recv(n - len(out))
+        if not block:
+            break
+        out += block
+    return out
 
 
 def _package_root() -> str:

@@ -25,16 +25,17 @@ from .load import load_stage
 from .measure import NumericOptions, NumericRun, _subset, run_numeric, sample_source
 from .numeric.compare import CompareOptions, TransitionNumeric, compare_stages
 from .numeric.merge import merge_transitions
-from .scaleout import WorkerPool, shard_ranges
+from .scaleout import WorkerPool, here, shard_ranges
 from .stage import StageGraph
 
 __all__ = ["PipelineSpec", "Failure", "run_numeric_scaled", "sharded_compare", "worker_pipeline", "compare_task",
-           "progress_counter", "absolute"]
+           "progress_counter", "sent"]
 
 
 @dataclass(frozen=True)
 class PipelineSpec:
-    """What a worker needs to rebuild the pipeline: per stage ``(path, role, name, sha256)``, in pipeline order, and
+    """What a worker needs to rebuild the pipeline: per stage ``(path, role, name, sha256)``, in pipeline order (the
+    path as this process names it: workers run in its working directory, :func:`graphaudit.scaleout.run_task`), and
     the conversion config this process parsed (our own object, or None). The SHA-256 of each file, taken when the
     spec is made, is checked by every worker before it loads the file: a file replaced during the run, or a node of a
     cluster holding another copy at the same path, is a one-line error, not a report mixing two models."""
@@ -49,7 +50,7 @@ class PipelineSpec:
             if not st.path or not os.path.isfile(st.path):
                 raise GraphAuditError(f"{st.name}: --workers/--ray need stages loaded from files (no file at "
                                       f"{st.path!r})")
-        return cls(tuple((os.path.abspath(st.path), st.role, st.name, file_sha256(st.path)) for st in stages), config)
+        return cls(tuple((str(st.path), st.role, st.name, file_sha256(st.path)) for st in stages), config)
 
     def key(self) -> tuple:
         return self.stages
@@ -76,10 +77,10 @@ def worker_pipeline(spec: PipelineSpec):
     if _CACHE.get("key") != spec.key():
         _CACHE.clear()
         for p, _r, _n, sha in spec.stages:
-            if file_sha256(p) != sha:
+            if file_sha256(here(p)) != sha:
                 raise GraphAuditError(f"{p}: the file differs from the one the run started with (replaced during "
                                       f"the run, or another copy on this worker{' ' + socket.gethostname()})")
-        stages = [load_stage(p, role=r, name=n) for p, r, n, _sha in spec.stages]
+        stages = [load_stage(here(p), role=r, name=n) for p, r, n, _sha in spec.stages]
         lineage = align_chain(stages)
         _CACHE.update(key=spec.key(), value=(stages, lineage, [classify(al) for al in lineage.alignments]))
     return _CACHE["value"]
@@ -109,9 +110,11 @@ class Failure:
         return e
 
 
-def absolute(path) -> str | None:
-    """``path`` as an absolute path string (workers may run elsewhere: another working directory or node), or None."""
-    return None if path is None else os.path.abspath(path)
+def sent(path) -> str | None:
+    """``path`` as a string to send to the workers, as the user gave it (workers run in this process's working
+    directory, or resolve it against it: :func:`graphaudit.scaleout.here`), so that their errors and the hook's
+    arguments name the paths one process names; or None."""
+    return None if path is None else str(path)
 
 
 def _tick(ticks) -> Callable[[int], None] | None:
@@ -125,7 +128,7 @@ def compare_task(spec: PipelineSpec, idxs: list[int], data, opts: NumericOptions
     try:
         stages, lineage, changes = worker_pipeline(spec)
         home = idxs[copts.data_stage]
-        src = sample_source(stages, home, data, opts, spec.config)
+        src = sample_source(stages, home, here(data), opts, spec.config)
         names = [str(f) for f in src.files] if len(src.files) == len(src) else None
         labels = names[start:stop] if names else [f"sample {k}" for k in range(start, stop)]
         sub, als, chs = _subset(stages, lineage, changes, idxs)
@@ -168,7 +171,7 @@ def sharded_compare(pool: WorkerPool, spec: PipelineSpec, changes, data, opts: N
             raise GraphAuditError("no samples in the data")
         plain = replace(copts, progress=None, sample_names=None, max_samples=None, config=None)
         wopts = replace(opts, progress=None, eval_progress=None, scale=None)
-        tasks = [(spec, idxs, absolute(data), wopts, plain, a, b)
+        tasks = [(spec, idxs, sent(data), wopts, plain, a, b)
                  for a, b in shard_ranges(total, pool.size)]
         try:
             outs = results_of(pool.map(compare_task, tasks, progress_counter(copts.progress)))

@@ -18,15 +18,15 @@ import onnx
 from .bisect_eval import HookOracle
 from .errors import GraphAuditError
 from .evaluate import as_eval_hook
-from .evalshards import portable_spec
+from .evalshards import here_spec, portable_spec
 from .hybrideval import HybridEvaluator
 from .numeric.compare import StageFeeder
 from .numeric.evalhook import EvalRunner, load_eval_hook, per_sample_sums, sample_files
 from .numeric.hybrid import build_hybrid
 from .numeric.merge import MeanAccumulator
 from .measure import NumericOptions, sample_source
-from .scaleout import WorkerPool, shard_ranges
-from .shards import Failure, PipelineSpec, absolute, results_of, worker_pipeline
+from .scaleout import WorkerPool, here, shard_ranges
+from .shards import Failure, PipelineSpec, results_of, sent, worker_pipeline
 
 _MODELS: dict = {}
 
@@ -45,7 +45,7 @@ def hybrid_task(spec: PipelineSpec, pair: int, data: str | None, opts: NumericOp
         if ev is None:
             _EVALUATORS.clear()
             stages, lineage, changes = worker_pipeline(spec)
-            src = sample_source(stages, idx, data, opts, spec.config)
+            src = sample_source(stages, idx, here(data), opts, spec.config)
             ev = _EVALUATORS[key] = HybridEvaluator(stages, pair, lineage.alignments[pair], changes[pair], src, idx,
                                                     spec.config, runtime, window[1], window)
         return ev.fix_noise(fix_units) if fix_units is not None else ev.noise(revert or [])
@@ -78,7 +78,7 @@ class ShardedHybrids:
         if not self.count:
             raise GraphAuditError("no samples in the data")
         self.spec = PipelineSpec.of(stages, config)
-        self.data = absolute(data)
+        self.data = sent(data)
         self.opts = replace(opts, progress=None, eval_progress=None, scale=None)
         self.windows = shard_ranges(self.count, pool.size)
 
@@ -125,12 +125,12 @@ def hook_task(spec: PipelineSpec, i: int, pair: int, hook_spec: str, runtime: st
     of the hybrid of ``revert`` in stage ``pair + 1``'s place: ``(MeanAccumulator, samples run, error)``, or a
     :class:`Failure`."""
     try:
-        hook = load_eval_hook(hook_spec)
+        hook = load_eval_hook(here_spec(hook_spec))
         stages = worker_pipeline(spec)[0]
         feeder = StageFeeder(stages, idx, "tensor", spec.config, None)
         model = None if revert is None else _hybrid_model(spec, pair, revert)
         runner = EvalRunner(stages[i], runtime, model=model, convert=lambda sample: feeder.feeds(i, sample, 0))
-        acc, error = per_sample_sums(hook, runner, sample_files(samples)[window[0]:window[1]])
+        acc, error = per_sample_sums(hook, runner, sample_files(here(samples))[window[0]:window[1]])
         return acc, runner.samples_run, error
     except GraphAuditError as e:
         return Failure.of(e)
@@ -150,7 +150,7 @@ class ShardedHookOracle(HookOracle):
                  data_stage: int):
         self.pool, self.spec_str, self.idx = pool, spec_str, data_stage
         self.spec = PipelineSpec.of(stages, config)
-        self.files = absolute(samples)
+        self.files = sent(samples)
         self.windows = shard_ranges(len(sample_files(self.files)), pool.size)
         super().__init__(stages, pair, hook, samples, runtime, config, data_stage)
 

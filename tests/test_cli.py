@@ -253,12 +253,35 @@ def test_numeric_bad_arguments_and_data(samples, tmp_path):
     bad = np.zeros((1, 3, 224, 224), np.float32)
     bad[0, 0, 0, 0] = np.nan
     np.save(tmp_path / "nan.npy", bad)
-    assert_user_error(run("compare", *pair, "--data", str(tmp_path / "nan.npy")), "NaN")
+    nan = run("compare", *pair, "--data", str(tmp_path / "nan.npy"))  # P209 (error), the comparison skipped
+    assert nan.returncode == 1 and not nan.stderr.strip() and "ERROR   P209" in nan.stdout, nan.stdout
+    assert "Numeric comparison skipped" in nan.stdout and "NaN" in nan.stdout
     for t in ("2", "nan", "-1"):
         assert_user_error(run("compare", *pair, "--random", "1", "--threshold", t), "--threshold")
     assert_user_error(run("compare", *pair, "--random", str(10**9)), "--random")
     assert_user_error(run("compare", *pair, "--random", "abc"), "invalid int value")
     assert_user_error(run("compare", *pair), "compare needs samples: give --data PATH, --random N, or --config")
+
+
+def test_nan_data_are_the_same_error_finding_for_one_stage_and_for_several(samples, tmp_path):
+    """explain --data with a NaN value: P209 at error severity and exit 1 whether it is given one stage file (no
+    comparison to run) or the stage directory (the comparison refuses the data and is skipped); it was exit 0 for
+    the file and exit 2 for the directory. Rule P209: an error when no stage can be compared on the data."""
+    import numpy as np
+
+    src = samples / "ort" / "ppocr_cls"
+    d = tmp_path / "nan"
+    d.mkdir()
+    for k in range(2):
+        x = np.load(samples / "data" / "ppocr_cls" / "x" / f"{k}.npy").copy()
+        if k == 1:
+            x.flat[7] = np.nan
+        np.save(d / f"{k}.npy", x)
+    for stages in (src / "ppocr_cls_qdq.onnx", src):
+        p = run("explain", str(stages), "--data", str(d), "--no-isolated")
+        assert (p.returncode, p.stderr.strip()) == (1, ""), (stages, p.returncode, p.stderr)
+        assert "ERROR   P209" in p.stdout and "1 value(s) of the data for input 'x' are NaN" in p.stdout
+        assert "Numeric comparison skipped" in p.stdout
 
 
 def test_images_of_the_wrong_size_are_named(samples, tmp_path):

@@ -1,0 +1,221 @@
+"""Scale-out (``--workers N``, ``--ray``) as a user meets it: a wrong ``--ray`` address, Ctrl-C, more workers than
+CPUs, Ray's own log lines, the paths in errors and hook arguments.
+
+Real processes throughout: the CLI in a subprocess (in a session of its own, so a Ctrl-C reaches it and its workers
+as a terminal's would, and every process it leaves behind can be found by session id in ``/proc``), real local
+worker processes, a real local Ray instance started by the CLI, a plain TCP server and an HTTP server started here.
+"""
+
+from __future__ import annotations
+
+import http.server
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from graphaudit.evaluate import evaluate_stages
+from graphaudit.evalshards import evaluate_scaled
+from graphaudit.pipeline import load_pipeline
+from graphaudit.scaleout import ScaleOut, WorkerPool, usable_cpus
+
+from .conftest import REPO
+from .test_cli import assert_user_error
+
+PROGRESS = re.compile(r"^[\w ]+: sample \d+/\d+( done)?$")  # the progress lines of a run on stderr
+
+
+@pytest.fixture(scope="module")
+def cls(samples):
+    return samples / "ort" / "ppocr_cls", samples / "data" / "ppocr_cls" / "x"
+
+
+def _cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "graphaudit", *args]
+
+
+def _env() -> dict:
+    return dict(os.environ, PYTHONPATH=str(REPO), COLUMNS="120")
+
+
+def _session(sid: int) -> list[tuple[int, str, str]]:
+    """(pid, state, command line) of the live processes of session ``sid`` (Linux ``/proc``; zombies left out)."""
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                stat = f.read()
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()  # state, ppid, pgrp, session, ...
+        if int(fields[3]) == sid and fields[0] not in "ZX":
+            out.append((int(d), fields[0], cmd))
+    return out
+
+
+def _interrupt_twice(args: list[str], ready, cwd, deadline: float = 240) -> tuple[int, str, list]:
+    """Start the CLI in a session of its own; once ``ready(session processes)`` holds, send SIGINT to its process
+    group twice (as two Ctrl-C), 0.5 s apart. Returns (exit code, stderr, processes of the session still alive
+    10 s after it exited). Whatever is left is killed (processes this test started)."""
+    err_path = cwd / "stderr.txt"
+    with open(err_path, "w") as err:
+        p = subprocess.Popen(_cmd(*args), cwd=cwd, env=_env(), stdout=subprocess.DEVNULL, stderr=err,
+                             start_new_session=True)
+    left: list = []
+    try:
+        t0 = time.monotonic()
+        while not ready(_session(p.pid)):
+            assert p.poll() is None, f"the run ended before it was interrupted: {err_path.read_text()}"
+            assert time.monotonic() - t0 < deadline, "the workers never started"
+            time.sleep(0.1)
+        time.sleep(0.5)
+        os.killpg(p.pid, signal.SIGINT)
+        time.sleep(0.5)
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGINT)
+        code = p.wait(timeout=60)
+        for _ in range(100):
+            left = _session(p.pid)
+            if not left:
+                break
+            time.sleep(0.1)
+        return code, err_path.read_text(), left
+    finally:
+        for pid, _state, _cmd_line in _session(p.pid):  # the session of the CLI: it and what it started
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+
+def _assert_quiet_interrupt(code: int, err: str, left: list) -> None:
+    assert code == 130, (code, err)
+    assert "Traceback" not in err and "Unhandled error" not in err, err
+    assert [line for line in err.splitlines() if not PROGRESS.match(line)] == ["graphaudit: interrupted"], err
+    assert not left, f"processes left running: {left}"
+
+
+def test_ctrl_c_twice_stops_local_workers_in_one_line(cls, tmp_path):
+    """Ctrl-C twice while the 2 workers start: exit 130, one line, no worker tracebacks (before: ~50-150 lines of
+    KeyboardInterrupt tracebacks from the spawned workers and the manager), and no process left behind."""
+    stages, data = cls
+
+    def ready(procs):  # the CLI, the queue manager and at least one worker
+        return sum("multiprocessing" in cmd for _pid, _s, cmd in procs) >= 2
+
+    _assert_quiet_interrupt(*_interrupt_twice(["compare", str(stages), "--data", str(data), "--max-samples", "16",
+                                               "--workers", "2"], ready, tmp_path))
+
+
+def test_ctrl_c_under_ray_is_one_line_and_ray_prints_nothing_of_its_own(cls, tmp_path):
+    """The same on a local Ray instance the CLI starts: once Ray's workers run the shards, Ctrl-C twice gives exit
+    130 and one line (no "Unhandled error", no token-authentication notice or other Ray log line), and Ray's
+    processes (gcs_server, raylet, workers: all in the CLI's session) are gone."""
+    stages, data = cls
+
+    def ready(procs):
+        return any("default_worker.py" in cmd for _pid, _s, cmd in procs)
+
+    _assert_quiet_interrupt(*_interrupt_twice(["compare", str(stages), "--data", str(data), "--max-samples", "16",
+                                               "--workers", "2", "--ray", "local"], ready, tmp_path))
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args) -> None:  # the test's stderr stays clean
+        pass
+
+
+@pytest.fixture
+def not_ray_ports():
+    """A TCP server that accepts connections (the kernel's backlog) and never answers, and an HTTP server."""
+    tcp = socket.socket()
+    tcp.bind(("127.0.0.1", 0))
+    tcp.listen(8)
+    web = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _QuietHandler)
+    threading.Thread(target=web.serve_forever, daemon=True).start()
+    yield tcp.getsockname()[1], web.server_address[1]
+    web.shutdown()
+    web.server_close()
+    tcp.close()
+
+
+def test_a_port_that_is_not_ray_is_one_line_within_seconds(cls, not_ray_ports):
+    """--ray at an open port that is not Ray: one line naming the address and the problem, exit 2, in seconds
+    (before: the TCP check passed and ray.init retried for more than 120 s)."""
+    stages = str(cls[0])
+    silent, web = not_ray_ports
+    for address, problem in ((f"127.0.0.1:{silent}", "no answer to a gRPC handshake"),
+                             (f"127.0.0.1:{web}", "an HTTP server"), (f"ray://127.0.0.1:{web}", "an HTTP server")):
+        t0 = time.monotonic()
+        p = subprocess.run(_cmd("compare", stages, "--random", "2", "--input-shape", "x=1x3x48x192", "--ray",
+                                address), capture_output=True, text=True, env=_env(), timeout=90)
+        took = time.monotonic() - t0
+        assert_user_error(p, f"--ray {address}: not a Ray cluster ({problem}")
+        assert took < 30, took  # the handshake waits 5 s at most; the rest is start-up and loading
+
+
+def _pid(ticks=None) -> int:
+    return os.getpid()
+
+
+def test_more_workers_than_cpus_start_one_process_per_cpu(cls):
+    """--workers 1000: at most one process per usable CPU (before: one per task, up to 1000), and the CLI says so
+    in one note line on stderr."""
+    cpus = len(os.sched_getaffinity(0))
+    assert usable_cpus() == cpus
+    with WorkerPool(ScaleOut(workers=1000)) as pool:
+        pids = pool.map(_pid, [()] * 6)
+    assert pool.size == cpus and 1 <= len(set(pids)) <= cpus, (pool.size, pids)
+    p = subprocess.run(_cmd("compare", str(cls[0]), "--data", str(cls[1]), "--max-samples", "2", "--no-isolated",
+                            "--workers", "1000"), capture_output=True, text=True, env=_env(), timeout=300)
+    assert p.returncode in (0, 1), p.stderr
+    notes = [line for line in p.stderr.splitlines() if "note:" in line]
+    assert notes == [f"graphaudit: note: --workers 1000: at most {cpus} worker processes (the CPUs this process may "
+                     "use; more would only add start-up time and memory)"], p.stderr
+
+
+PATH_HOOK = '''
+import os
+
+def kind(run, path):
+    return {"absolute": float(os.path.isabs(path))}
+kind.per_sample = True
+
+def fails(run, path):
+    if os.path.basename(path) == "2.npy":
+        raise ValueError(f"cannot read {path}")
+    return 1.0
+fails.per_sample = True
+'''
+
+
+def test_hook_arguments_and_hook_errors_name_the_paths_as_typed(cls, tmp_path, monkeypatch):
+    """A per-sample hook given as a relative file spec, on a relative --eval-samples directory, receives the
+    sample paths as one process gives them (relative; before: absolute on workers), and its error names the same
+    path."""
+    stages_dir, data = cls
+    (tmp_path / "hooks.py").write_text(PATH_HOOK)
+    (tmp_path / "eval").mkdir()
+    for k in range(4):
+        np.save(tmp_path / "eval" / f"{k}.npy", np.load(data / f"{k}.npy"))
+    monkeypatch.chdir(tmp_path)
+    stages = load_pipeline([stages_dir])
+    one = evaluate_stages(stages, "hooks.py:kind", "eval")
+    many = evaluate_scaled(stages, "hooks.py:kind", "eval", scale=ScaleOut(workers=2))
+    assert [m.values for m in many.stages] == [m.values for m in one.stages] == [{"absolute": 0.0}] * 3
+    one = evaluate_stages(stages, "hooks.py:fails", "eval")
+    many = evaluate_scaled(stages, "hooks.py:fails", "eval", scale=ScaleOut(workers=2))
+    assert [m.samples for m in many.stages] == [m.samples for m in one.stages]
+    assert [m.error for m in many.stages] == [m.error for m in one.stages]
+    assert "cannot read eval/2.npy" in one.stages[0].error, one.stages[0].error
