@@ -3,8 +3,9 @@
 :meth:`graphaudit.numeric.metrics.ErrorStats.update` reads a tensor pair in numpy blocks (two float64 copies and
 six passes per block, about 5-7 ns per element pair on the 2-core development machine). This kernel reads each
 float32 pair once and keeps the sums in registers: on PP-OCRv4 det original -> optimized (328 aligned pairs, 225 M
-element pairs per sample) the numeric step of 4 samples took 5.0 s instead of 9.0 s (medians of 3 interleaved runs,
-load average 2.6-3.0; plain inference of both stages 5.2 s in the same rounds). It is used only after
+element pairs per sample) the numeric step of 4 samples took 7.6 s instead of 8.9 s (``bench/bench_compare.py``'s
+case, medians of 3 interleaved runs at load average 3.3-4.7; plain inference of both stages 5.9 s), and 5.0 s
+instead of 9.0 s in another set of rounds at load 2.6-3.0 (floor 5.2 s). It is used only after
 :func:`enable` succeeded (numba imports), which :func:`graphaudit.numeric.reduction.reduce_pairs` calls when one
 sample's large tensors reach :data:`ENABLE_MIN_ELEMENTS`: importing numba and loading the compiled kernel cost
 about 0.8 s once per process (the kernel is compiled on first use and cached by numba), repaid within two samples
@@ -15,7 +16,7 @@ Precision: the same float64 sums of the same float32 values (exact float64 produ
 another order: blocks of :data:`BLOCK` elements, each summed in a few partial sums the compiler keeps (``reassoc``),
 then the block sums added in sequence. For sums of n non-negative terms the relative difference to any other order
 is at most about (BLOCK + n / BLOCK) * 2^-53, 3e-11 at n = 1e9, below the 1e-9 relative the report's figures are held
-to (tests/test_metrics.py; measured: 6.7e-15 on the det pair's 328 pairs). Non-finite values are not handled here:
+to (tests/test_fastsum.py; measured: 6.7e-15 on the det pair's 328 pairs). Non-finite values are not handled here:
 a non-finite sum sends the pair back to the numpy route, which counts them.
 """
 
