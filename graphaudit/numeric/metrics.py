@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..jsonvalues import json_number
+from . import fastsum
 
 __all__ = ["ErrorStats", "top1_agreement", "scale_axis"]
 
@@ -96,7 +97,19 @@ class ErrorStats:
     def _sums(self, af: np.ndarray, bf: np.ndarray, want_abs: bool = False) -> tuple[float, float]:
         """Add the float64 sums of two flat arrays, over cache-sized chunks copied into two float64 buffers reused
         from chunk to chunk (float32 values and their products convert exactly; the error is worked in place in
-        b's buffer). Returns ``(sum |err|, max |err|)``; the sum only with ``want_abs`` (for the LSB figures)."""
+        b's buffer). Returns ``(sum |err|, max |err|)``; the sum only with ``want_abs`` (for the LSB figures).
+
+        Large finite float32 pairs go through one compiled pass instead when numba is installed and the comparison
+        enabled it (:mod:`graphaudit.numeric.fastsum`: the same sums in another order, within 3e-11 relative)."""
+        fast = fastsum.error_sums(af, bf) if fastsum.enabled() else None
+        if fast is not None:
+            aa, bb, ee, abs_sum, abs_max = fast
+            self.sum_aa += aa
+            self.sum_bb += bb
+            self.sum_ee += ee
+            self.sum_ab += (aa + bb - ee) / 2  # as below: all three sums are finite here
+            self.max_abs = max(self.max_abs, abs_max)
+            return (abs_sum if want_abs else 0.0), abs_max
         n = min(af.size, _CHUNK)
         xb, yb = np.empty(n, np.float64), np.empty(n, np.float64)
         abs_sum, abs_max = 0.0, 0.0

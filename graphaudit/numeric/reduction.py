@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from . import fastsum
 from .fixedpoint import nhwc_as
 from .metrics import SMALL_TENSOR, top1_agreement, update_many
 from .schedule import for_each
@@ -74,6 +75,8 @@ def reduce_pairs(tensors: list[TensorError], va: dict, vb: dict) -> None:
         else:
             large.append((te, ref, got))
     update_many(small)
+    if not fastsum.enabled() and sum(got.size for _te, _ref, got in large) >= fastsum.ENABLE_MIN_ELEMENTS:
+        fastsum.enable()  # large tensors: the compiled pass repays its one-time cost within two samples
 
     def one(item) -> None:
         te, ref, got = item

@@ -1,0 +1,159 @@
+"""The compiled error sums (graphaudit/numeric/fastsum.py, numba) against numpy float64 formulas and the numpy route.
+
+- the kernel's five figures against float64 sums worked out here (``math.fsum`` of the exact float64 products), on
+  sizes that are and are not multiples of its block;
+- :class:`ErrorStats` with the kernel against the formulas of its docstring, LSB of one scale and first-sample
+  cosine included;
+- pairs the kernel does not take (NaN/inf, float16, float64, too small) fall back to the numpy route: figures and
+  non-finite counts equal the numpy route's, the counts also known from the arrays;
+- a real 3-stage pipeline (PP-OCR cls original -> optimized -> QDQ, isolated regions and outputs against the first
+  stage included) compared with the kernel and with the numpy route: every figure of every tensor pair and region
+  within 1e-9 relative (the tolerance the report's figures are held to; the two routes add the same float64 terms
+  in another order, a few 1e-15 apart on these tensors).
+
+numba is an optional dependency (``graphaudit[fast]``): without it these tests skip.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from graphaudit.numeric import fastsum
+from graphaudit.numeric.metrics import ErrorStats
+
+pytest.importorskip("numba")
+
+
+@pytest.fixture
+def kernel():
+    """The kernel in use for this test only (module state restored after it)."""
+    prev = (fastsum._kernel, fastsum._tried)
+    fastsum._tried = False
+    assert fastsum.enable()
+    yield fastsum._kernel
+    fastsum._kernel, fastsum._tried = prev
+
+
+def _pair(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal(n, dtype=np.float32) * 3
+    return a, (a + rng.standard_normal(n, dtype=np.float32) * 1e-2).astype(np.float32)
+
+
+def _fsum_figures(a: np.ndarray, b: np.ndarray) -> tuple[float, ...]:
+    a64, b64 = a.astype(np.float64).ravel(), b.astype(np.float64).ravel()
+    e = b64 - a64  # exact: float32 values differ by a float64-representable amount
+    return (math.fsum(a64 * a64), math.fsum(b64 * b64), math.fsum(e * e), math.fsum(np.abs(e)),
+            float(np.abs(e).max()))
+
+
+@pytest.mark.parametrize("n", [fastsum.MIN_ELEMENTS, 3 * fastsum.BLOCK * 40 + 17])
+def test_kernel_sums_equal_exact_float64_sums(kernel, n):
+    a, b = _pair(n)
+    got = fastsum.error_sums(a, b)
+    assert got is not None
+    for g, w in zip(got, _fsum_figures(a, b)):
+        assert g == pytest.approx(w, rel=1e-12)
+
+
+def test_error_stats_with_kernel_match_formulas(kernel):
+    pairs = [_pair(200_003, seed=k) for k in range(3)]
+    step = 0.01
+    s = ErrorStats()
+    for a, b in pairs:
+        s.update(a.reshape(1, -1), b.reshape(1, -1), step)
+    A = np.concatenate([a for a, _b in pairs]).astype(np.float64)
+    B = np.concatenate([b for _a, b in pairs]).astype(np.float64)
+    E = B - A
+    assert s.cosine == pytest.approx(math.fsum(A * B) / math.sqrt(math.fsum(A * A) * math.fsum(B * B)), rel=1e-12)
+    assert s.sqnr_db == pytest.approx(10 * math.log10(math.fsum(A * A) / math.fsum(E * E)), rel=1e-12)
+    assert s.rel_l2 == pytest.approx(math.sqrt(math.fsum(E * E) / math.fsum(A * A)), rel=1e-12)
+    assert s.max_abs == float(np.abs(E).max())
+    assert s.lsb_max == pytest.approx(float(np.abs(E).max()) / step, rel=1e-15)
+    assert s.lsb_mean == pytest.approx(math.fsum(np.abs(E)) / step / A.size, rel=1e-12)
+    a0, b0 = (x.astype(np.float64) for x in pairs[0])
+    eps = ErrorStats.TOOLCHAIN_EPS
+    first = (math.fsum(a0 * b0) + eps) / (math.sqrt(math.fsum(a0 * a0)) * math.sqrt(math.fsum(b0 * b0)) + eps)
+    assert s.first_sample_cosine == pytest.approx(first, rel=1e-12)
+    assert s.samples == 3 and s.count == A.size and s.nonfinite_a == s.nonfinite_b == 0
+
+
+def _numpy_route(fn):
+    saved, fastsum._kernel = fastsum._kernel, None
+    try:
+        return fn()
+    finally:
+        fastsum._kernel = saved
+
+
+def test_nonfinite_and_other_dtypes_fall_back_to_the_numpy_route(kernel):
+    a, b = _pair(fastsum.MIN_ELEMENTS + 5)
+    a[[10, 60_000]] = np.nan
+    b[[3, 4, 50_000]] = [np.inf, -np.inf, np.nan]
+    assert fastsum.error_sums(a, b) is None
+    assert fastsum.error_sums(*(x.astype(np.float16) for x in _pair(fastsum.MIN_ELEMENTS))) is None
+    assert fastsum.error_sums(*(x.astype(np.float64) for x in _pair(fastsum.MIN_ELEMENTS))) is None
+    assert fastsum.error_sums(*_pair(fastsum.MIN_ELEMENTS - 1)) is None
+    with_kernel = ErrorStats()
+    with_kernel.update(a, b, 0.5)
+    numpy_only = _numpy_route(lambda: (s := ErrorStats(), s.update(a, b, 0.5))[0])
+    assert (with_kernel.nonfinite_a, with_kernel.nonfinite_b) == (2, 3)
+    assert repr(with_kernel.to_dict()) == repr(numpy_only.to_dict())  # NaN figures compare equal as text
+
+
+def test_environment_variable_keeps_the_numpy_route():
+    code = ("import graphaudit.numeric.fastsum as f; import numpy as np; "
+            "print(f.enable(), f.enabled(), f.error_sums(np.ones(1 << 17, np.float32), np.ones(1 << 17, np.float32)))")
+    env = {**os.environ, "GRAPHAUDIT_NUMPY_SUMS": "1"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert out.stdout.split() == ["False", "False", "None"]
+    del env["GRAPHAUDIT_NUMPY_SUMS"]
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert out.stdout.split()[:2] == ["True", "True"]
+
+
+def _all_figures(results) -> dict:
+    out = {}
+    for i, res in enumerate(results):
+        for kind, items in (("t", res.tensors), ("ref", res.vs_reference)):
+            for te in items:
+                out[(i, kind, te.a_tensor, te.b_tensor)] = te.stats
+        for r in res.regions:
+            out[(i, "region", r.change.pattern, tuple(r.outputs))] = r.stats
+    return out
+
+
+def _close(x: ErrorStats, y: ErrorStats) -> bool:
+    fields = ("sum_aa", "sum_bb", "sum_ab", "sum_ee", "max_abs", "lsb_max", "lsb_sum")
+    return (x.count, x.samples, x.lsb_count, x.nonfinite_a, x.nonfinite_b) == (
+        y.count, y.samples, y.lsb_count, y.nonfinite_a, y.nonfinite_b) and all(
+        getattr(x, f) == pytest.approx(getattr(y, f), rel=1e-9, abs=0) for f in fields) and (
+        x.first is None) == (y.first is None) and (x.first is None or x.first == pytest.approx(y.first, rel=1e-9))
+
+
+def test_three_stage_pipeline_figures_equal_the_numpy_route(kernel, samples, monkeypatch):
+    from graphaudit.numeric.compare import CompareOptions, compare_stages
+    from graphaudit.pipeline import audit
+
+    d = samples / "ort" / "ppocr_cls"
+    au = audit([d / f"ppocr_cls_{s}.onnx" for s in ("original", "optimized", "qdq")])
+    xs = [{"x": np.load(samples / "data" / "ppocr_cls" / "x" / f"{k}.npy")} for k in range(3)]
+    calls = []
+    monkeypatch.setattr(fastsum, "MIN_ELEMENTS", 1)  # every tensor the numpy route reads in blocks takes the kernel
+    monkeypatch.setattr(fastsum, "_kernel", lambda a, b, f=kernel: calls.append(a.size) or f(a, b))
+    run = lambda: compare_stages(au.stages, au.lineage.alignments, au.changes, xs,  # noqa: E731
+                                 CompareOptions(isolated=True))
+    fast = _all_figures(run())
+    assert len(calls) > 100  # the kernel did the large pairs
+    slow = _all_figures(_numpy_route(run))
+    assert fast.keys() == slow.keys() and len(fast) > 300
+    assert sum(1 for k in fast if k[1] == "ref") > 0 and sum(1 for k in fast if k[1] == "region") > 0
+    assert any(s.lsb_count for s in fast.values())
+    bad = [k for k in fast if not _close(fast[k], slow[k])]
+    assert not bad, bad[:5]
