@@ -29,9 +29,10 @@ PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
-# the ray extra (tests/test_shards.py starts a local Ray cluster: graphaudit compare --ray) and the bench extra
-# (the peers bench/bench_peers.py times; tests/test_bench_peers.py)
-.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev,ray,bench]'
+# the ray extra (tests/test_shards.py starts a local Ray cluster: graphaudit compare --ray), the bench extra
+# (the peers bench/bench_peers.py times; tests/test_bench_peers.py) and the fast extra (numba: the compiled error
+# sums of graphaudit/numeric/fastsum.py; tests/test_fastsum.py)
+.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev,ray,bench,fast]'
 .venv/bin/python samples/build_samples.py
 # The real Horizon OE 1.x toolchain (a Python 3.10 venv in ${GRAPHAUDIT_CACHE:-~/.cache/graphaudit}, outside the
 # repo) and the stage sets it builds from the sample models into samples/build/hb; both cached (samples/README.md).
