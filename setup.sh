@@ -45,9 +45,11 @@ if [ -f samples/build/hbenv.path ]; then
   # graphaudit itself inside the toolchain's environment, held to the toolchain's own pins (numpy 1.23.0, onnx
   # 1.15.0, onnxruntime 1.16.2, protobuf 3.20.3, ...: every name==version line of the venv's freeze is a
   # constraint, so pip fails rather than move one), with pytest for the tests that need Horizon's runtime.
+  # Editable: $hb/bin/graphaudit runs this checkout's code as it is now (the venv is a cache shared by checkouts:
+  # the one that ran set-up last is the one it runs).
   echo "setup: graphaudit into the toolchain environment ($hb)"
   grep -E '^[A-Za-z0-9_.-]+==' "$hb/hbenv-freeze.txt" >"$hb/hbenv-pins.txt"
-  "$hb/bin/python" -m pip install -q --disable-pip-version-check --no-input -c "$hb/hbenv-pins.txt" '.[hbtest]' \
+  "$hb/bin/python" -m pip install -q --disable-pip-version-check --no-input -c "$hb/hbenv-pins.txt" -e '.[hbtest]' \
     >"$hb/graphaudit-install.log" 2>&1 || { tail -20 "$hb/graphaudit-install.log" >&2; exit 1; }
 fi
 # Labelled samples for the eval hook examples (examples/eval_top1.py, eval_det.py): labels true by construction

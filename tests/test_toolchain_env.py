@@ -49,6 +49,16 @@ def test_installed_beside_the_toolchain_pins():
 
 
 @needs_env
+def test_toolchain_graphaudit_is_this_checkout():
+    """The README's ``$(cat samples/build/hbenv.path)/bin/graphaudit`` runs this checkout's code, not a copy frozen
+    when set-up last ran (a copy installed into the cached venv kept running fixed bugs after a ``git pull``)."""
+    code = "import graphaudit.numeric.hybrid as h; print(h.__file__)"
+    out = subprocess.run([str(PY), "-c", code], capture_output=True, text=True, check=True, cwd="/",
+                         env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    assert Path(out.stdout.strip()).resolve() == (ROOT / "graphaudit" / "numeric" / "hybrid.py").resolve()
+
+
+@needs_env
 def test_horizon_runtime_suite(tmp_path):
     """tests/horizon_runtime in the toolchain's Python: lowering vs Horizon's runtime, explain --runtime horizon
     and the toolchain table. Its failures are this test's failure, with the tail of its output."""
