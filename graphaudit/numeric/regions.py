@@ -49,6 +49,17 @@ def region_io(al: Alignment, c: Change) -> tuple[list[tuple[str, str]], list[tup
     return (ins, outs) if outs else None
 
 
+def _in_b_layout(v: np.ndarray, shape) -> np.ndarray | None:
+    """a's float value ``v`` in the layout of b's tensor of static ``shape``: transposed NCHW -> NHWC where b holds it
+    NHWC (the fixed-point stage's HzDequantize outputs before hb_mapper's NHWC -> NCHW Transpose), unchanged where
+    the shapes agree or b's is not static; None when both are static and differ otherwise (not b's value)."""
+    if not shape or not all(isinstance(d, int) and d > 0 for d in shape) or tuple(shape) == v.shape:
+        return v
+    if v.ndim == 4 and tuple(v.shape[i] for i in (0, 2, 3, 1)) == tuple(shape):
+        return np.ascontiguousarray(v.transpose(0, 2, 3, 1))
+    return v if v.size == int(np.prod(shape)) and v.ndim != len(shape) else None
+
+
 #: Largest input of one batch of regions (bytes of one sample's feeds, which is about the size of the regions'
 #: outputs that the batch's run holds until it ends): a transition's regions are split into batches of at most
 #: this, so a detector's 170 regions do not hold every region output of a sample at once.
@@ -120,6 +131,10 @@ class RegionRunner:
                     np.int16 if bt.dtype == "INT16" else np.int8)
             elif v.dtype == np.float64:
                 v = v.astype(np.float32)
+            if v.dtype.kind == "f" and bt is not None:
+                v = _in_b_layout(v, bt.shape)
+                if v is None:
+                    return None
             feeds[b_in] = v
         return feeds
 
