@@ -80,25 +80,29 @@ def render_bisect(rep: BisectReport, console: Console) -> None:
         console.print(Text(f"int16 at those units would keep their error (clipping at the calibrated thresholds "
                            f"stays in int16); searched again with int16 as the fix does: units "
                            f"{', '.join(map(str, rep.fix_units))}", style="yellow"))
-    render_fix(rep.fix, console)
+    weak = rep.fix_recovered is not None and rep.fix_recovered < rep.recovered / 2
+    render_fix(rep.fix, console, weak)
     if rep.fix_recovered is not None:
-        weak = rep.fix_recovered < rep.recovered / 2
+        worse = " (the outputs move further from a than b's)" if rep.fix_recovered < 0 else ""
         console.print(Text(f"  predicted with the fix (measured on b with those tensors in int16 at the same "
-                           f"thresholds): {rep.fix_recovered:.1%} of the drop" + (
+                           f"thresholds): {rep.fix_recovered:.1%} of the drop{worse}" + (
                                "; int16 keeps what clips at the calibrated thresholds: recalibrate those tensors "
                                "(calibration_type max, or a higher max_percentile) or run their consumers on the "
                                "CPU" if weak else ""), style="yellow" if weak else "dim"))
 
 
-def render_fix(fix: dict | None, console: Console) -> None:
-    """The setting to paste (``BisectReport.fix``) and its lint findings."""
+def render_fix(fix: dict | None, console: Console, weak: bool = False) -> None:
+    """The setting to paste (``BisectReport.fix``) and its lint findings; ``weak``: its predicted recovery is under
+    half of the reverted units' (headed as a setting to try, not a fix)."""
     if not fix:
         return
     console.print()
     if not fix.get("text"):
         console.print(Text(fix.get("note", ""), style="dim"))
         return
-    console.print(Text(f"Fix ({fix['toolchain']}): {fix['note']}", style="bold"))
+    head = (f"int16 setting ({fix['toolchain']}), predicted below to recover little: {fix['note']}" if weak
+            else f"Fix ({fix['toolchain']}): {fix['note']}")
+    console.print(Text(head, style="bold"))
     console.print(Text(fix["text"].rstrip()), soft_wrap=True)
     for line in fix.get("lint", []):
         console.print(Text(f"  lint: {printable(line)}", style="yellow"), soft_wrap=True)
