@@ -106,9 +106,14 @@ def _render(args: argparse.Namespace, console: Console) -> int:
     from .render.diffgraph import build_diff_graph, picture_format
 
     picture_format(args.output)
-    protect = user_inputs(args.paths, args.source, args.data)
+    kw = _audit_args(args)
+    protect = user_inputs(args.paths, args.source, args.data, args.config)
+    if kw["config"] is not None:  # the model and calibration data the config names are inputs too
+        from .config import config_inputs
+
+        protect += config_inputs(kw["config"])
     out = check_output_path(args.output, protect)
-    au = audit(args.paths, **_audit_args(args))
+    au = audit(args.paths, **kw)
     bad = sorted({f"{f.code} {f.message}" for f in contract_errors(au.report.findings)})
     if bad:  # the shading would blame the toolchain for the data
         console.print(Text(f"warning: the data violate the stage's input contract: {bad[0]}"

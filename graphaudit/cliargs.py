@@ -187,6 +187,7 @@ def _add_render(sub) -> None:
                     help="above N nodes, collapse kept chains and focus on the findings (default 300)")
     _rankdir_arg(rd)
     _numeric_args(rd, required=False)
+    _config_arg(rd)  # its cal_data_dir shades the graph without --data; raw .bgr/.rgb data need its input shape
 
 
 def _add_lint(sub) -> None:

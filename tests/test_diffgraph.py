@@ -384,3 +384,20 @@ def test_rankdir_lays_the_graph_out_left_to_right(samples, tmp_path, capsys):
     assert sizes["TB"][2] == sizes["LR"][2]
     with pytest.raises(GraphAuditError, match="--rankdir BT"):
         build_diff_graph(audit(load_pipeline([d])).diff_source(), pair=0, rankdir="BT")
+
+
+def test_render_shades_a_real_set_with_its_config(tmp_path, capsys):
+    """A real hb_mapper set's raw .bgr calibration data need the config (their shape and layout): render takes
+    --config like explain and compare, and shades the graph with the config's data (it had no --config, so a new
+    user could shade a real set only with --random)."""
+    s = REPO / "samples" / "build" / "hb" / "ppocr_cls_bayes-e"
+    if not (s / "model_output").is_dir():
+        pytest.skip("no real hb_mapper set built (./setup.sh builds them where Python 3.10 is available)")
+    out = tmp_path / "cal.svg"
+    assert main(["render", str(s / "model_output"), "--pair", "1", "--data", str(s / "calibration_data_bgr"),
+                 "-o", str(out)]) == 2
+    assert "--config" in capsys.readouterr().err
+    assert main(["render", str(s / "model_output"), "--pair", "1", "--config", str(s / "config.yaml"),
+                 "--max-samples", "2", "-o", str(out)]) == 0
+    labels = re.findall(r"cos (\d\.\d+)", out.read_text())
+    assert len(labels) > 50 and min(map(float, labels)) < 1.0
