@@ -207,8 +207,10 @@ def _transition_line(i: int, t: TransitionSummary, report: AuditReport, random: 
         action = ""
         if documented_equal:
             text += ", so an accuracy drop you measured between them comes from how your evaluation feeds them."
+            horizon = any(_is_horizon(report, st.name) for st in report.stages)
             action = ("Feed each stage its own input contract: `graphaudit check-inputs STAGES --data DIR` shows what "
-                      "each stage takes (layout, colour order, normalization, the -128 offset of *_128 inputs).")
+                      "each stage takes (layout, colour order, normalization"
+                      + (", the -128 offset of *_128 inputs)." if horizon else ")."))
         else:
             text += "."
         return VerdictLine(cause="equal", scope=scope, text=text, evidence=figures, action=action,
