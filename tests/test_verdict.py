@@ -166,3 +166,23 @@ def test_nodes_named_only_where_they_can_explain_the_outputs_loss():
                           tensors=tensors)
     assert [n for n, *_ in _outliers(t)] == ["conv7", "relu3"]  # without the outputs' figure: both are outliers
     assert [n for n, *_ in _outliers(t, 14.4)] == ["conv7"]
+
+
+def test_structure_only_verdict_quotes_the_toolchain_logs_figures():
+    """A real hb_mapper set explained without data: the verdict says the toolchain's own log measured the model
+    (its lowest output and node cosine, read here from the log's text with a regex), instead of only 'no data'."""
+    import re
+
+    from graphaudit.pipeline import audit
+
+    d = Path(__file__).resolve().parents[1] / "samples" / "build" / "hb" / "ppocr_det_bayes-e"
+    if not d.is_dir():
+        pytest.skip("no real hb_mapper set built (./setup.sh builds them where Python 3.10 is available)")
+    text = (d / "hb_mapper_makertbin.log").read_text()
+    rows = re.findall(r"^(\S+)\s+BPU\s+id\(\d+\)\s+\S+\s+([01]\.\d+)\s", text, re.M)
+    low_node = min(rows, key=lambda r: float(r[1]))
+    out = re.search(r"^sigmoid_0\.tmp_0\s+([01]\.\d+)", text.split("The quantized model output:")[-1], re.M)
+    au = audit([d / "model_output"], log=d / "hb_mapper_makertbin.log")
+    line = next(v for v in au.report.verdict if v.cause == "not-seen" and "No data were run" in v.text)
+    assert f"output sigmoid_0.tmp_0 at cosine {float(out.group(1)):.6f}" in line.text
+    assert f"lowest node {low_node[0]} at {float(low_node[1]):.6f}" in line.text
