@@ -222,8 +222,9 @@ def _numeric(report: AuditReport, console: Console) -> None:
         else:
             console.print(Text(f"  no tensor with {crit}", style="green"))
         if tr.worst_regions:
-            console.print(f"  worst changes measured alone ({tr.regions_measured} measured"
-                          f"{', %d skipped' % tr.regions_skipped if tr.regions_skipped else ''}):")
+            skipped = (f", {tr.regions_skipped} skipped: a boundary tensor without the same value in {tr.a}, or "
+                       "not runnable alone" if tr.regions_skipped else "")
+            console.print(f"  worst changes measured alone ({tr.regions_measured} measured{skipped}):")
             for r in tr.worst_regions[:5]:
                 outs = ", ".join(o[1] for o in r.outputs[:2])
                 console.print(Text(f"    {r.kind}: {r.pattern} -> {outs}: SQNR {_fmt(r.sqnr_db, '.1f')} dB, "
