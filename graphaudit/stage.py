@@ -16,7 +16,7 @@ if TYPE_CHECKING:  # networkx is imported where a graph is built (about 0.2 s of
 __all__ = ["StageGraph", "NodeInfo", "TensorInfo", "node_graph"]
 
 
-@dataclass
+@dataclass(slots=True)
 class NodeInfo:
     """One ONNX node.
 
@@ -59,7 +59,7 @@ class NodeInfo:
         return f"{self.domain}::{self.op_type}"
 
 
-@dataclass
+@dataclass(slots=True)
 class TensorInfo:
     """One tensor (value) of a stage.
 
