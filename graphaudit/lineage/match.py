@@ -147,20 +147,49 @@ def _match_params_by_hash(m: Matching, cand_a: list[str], cand_b: list[str]) -> 
         names_b = groups_b.get(key)
         if not names_b:
             continue
-        by_hash_a: dict[str, list[str]] = defaultdict(list)
-        by_hash_b: dict[str, list[str]] = defaultdict(list)
-        for n in names_a:
-            d = m.a.tensors[n].digest()
-            if d:
-                by_hash_a[d].append(n)
-        for n in names_b:
-            d = m.b.tensors[n].digest()
-            if d:
-                by_hash_b[d].append(n)
+        # the side with many more weights hashes only those whose bytes one of the other side's has (equal
+        # bytes of one dtype and shape: equal digests), e.g. 100,000 quantization scales against 2 Clip bounds
+        if len(names_b) > 2 * len(names_a):
+            by_hash_a = _by_digest(m.a.tensors, names_a)
+            by_hash_b = _by_digest(m.b.tensors, names_b, _raws(m.a.tensors, names_a))
+        elif len(names_a) > 2 * len(names_b):
+            by_hash_b = _by_digest(m.b.tensors, names_b)
+            by_hash_a = _by_digest(m.a.tensors, names_a, _raws(m.b.tensors, names_b))
+        else:
+            by_hash_a, by_hash_b = _by_digest(m.a.tensors, names_a), _by_digest(m.b.tensors, names_b)
         for d, la in by_hash_a.items():
             lb = by_hash_b.get(d, [])
             if len(la) == 1 and len(lb) == 1:
                 m.map(la[0], lb[0], "exact", 0.95, f"weights {la[0]!r} and {lb[0]!r} have the same content", "hash")
+
+
+def _raw(t) -> bytes | None:
+    """The bytes of weight ``t`` (as :meth:`TensorInfo.digest` reads them), None when unreadable."""
+    try:
+        return t._reader() if t._reader is not None else None
+    except (OSError, ValueError):
+        return None
+
+
+def _raws(tensors: dict, names: list[str]) -> set[bytes]:
+    """The bytes of the weights ``names`` (the readable ones)."""
+    return {r for r in (_raw(tensors[n]) for n in names) if r is not None}
+
+
+def _by_digest(tensors: dict, names: list[str], among: set[bytes] | None = None) -> dict[str, list[str]]:
+    """Content hash -> names of the weights ``names`` (of one dtype and shape) that have it (unreadable ones left
+    out); with ``among``, only the weights whose bytes are one of those."""
+    out: dict[str, list[str]] = defaultdict(list)
+    for n in names:
+        t = tensors[n]
+        if among is not None:
+            raw = _raw(t)
+            if raw is None or raw not in among:
+                continue
+        d = t.digest()
+        if d:
+            out[d].append(n)
+    return out
 
 
 def match_stages(va: StageView, vb: StageView) -> Matching:

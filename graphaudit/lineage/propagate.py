@@ -7,7 +7,7 @@ inputs (backward); small single-entry single-exit rewrites are crossed when neit
 
 from __future__ import annotations
 
-from ..stage import NodeInfo
+from ..stage import PARAM_KINDS, NodeInfo
 from ..toolchains.ops import op_class
 from .matching import Matching
 from .rewrites import consumer_ops, folded_before, node_changed, skip_fused_followers
@@ -22,29 +22,33 @@ def input_ok(m: Matching, na: NodeInfo, nb: NodeInfo) -> tuple[bool, float]:
     Returns (consistent, score). Unmapped inputs are allowed and score less.
     """
     score = 0.0
-    for i in range(max(len(na.inputs), len(nb.inputs))):
-        xa = na.inputs[i] if i < len(na.inputs) else ""
-        xb = nb.inputs[i] if i < len(nb.inputs) else ""
+    ins_a, ins_b = na.inputs, nb.inputs
+    la, lb = len(ins_a), len(ins_b)
+    root_a, root_b, tensors_a, tensors_b = m.va.root, m.vb.root, m.va.stage.tensors, m.vb.stage.tensors
+    a2b, b2a, absorbed = m.a2b, m.b2a, m.absorbed
+    for i in range(la if la > lb else lb):
+        xa = ins_a[i] if i < la else ""
+        xb = ins_b[i] if i < lb else ""
         if not xa or not xb:
             continue  # optional input present on one side only (e.g. a bias added by a fold)
-        ra, rb = m.root_a(xa), m.root_b(xb)
-        pa, pb = m.a.tensors[ra].is_param, m.b.tensors[rb].is_param
+        ra, rb = root_a.get(xa, xa), root_b.get(xb, xb)
+        ta, tb = tensors_a[ra], tensors_b[rb]
+        pa, pb = ta.kind in PARAM_KINDS, tb.kind in PARAM_KINDS
         if pa and pb:
             # weights may be shared or de-duplicated by an optimizer: compare shapes, never reject
-            sa, sb = m.a.tensors[ra].shape, m.b.tensors[rb].shape
-            score += (1 if sa == sb else -1) + (1 if m.a2b.get(ra) == rb else 0)
+            score += (1 if ta.shape == tb.shape else -1) + (1 if a2b.get(ra) == rb else 0)
             continue
-        if ra in m.absorbed:
-            if _reads_below(m, m.absorbed[ra][0], xb):
+        if ra in absorbed:
+            if _reads_below(m, absorbed[ra][0], xb):
                 score += 2
                 continue
             return False, 0.0
-        if ra in m.a2b:
-            if m.a2b[ra] != rb:
+        if ra in a2b:
+            if a2b[ra] != rb:
                 return False, 0.0
             score += 2
-        elif rb in m.b2a:
-            if folded_before(m, ra) != m.b2a[rb]:
+        elif rb in b2a:
+            if folded_before(m, ra) != b2a[rb]:
                 return False, 0.0
             score += 1  # a foldable op before the node in a was folded into it in b
         elif pa != pb:
@@ -209,13 +213,14 @@ def _hop(m: Matching, ra: str, rb: str) -> None:
     """
     if ra in m.absorbed or any(c in m.node_a2b for c, _i, _x in m.va.consumers.get(ra, [])):
         return
+    sbs: dict[int, tuple[list[str], str] | None] = {}  # b's subgraph per depth, the same for every depth of a's
     for da in (1, 2, 3):
         sa = _sese(m.va, ra, m.node_a2b, da)
         if sa is None:
             continue
         ops_a = consumer_ops(m.va, sa[1])
         for db in (1, 2, 3):
-            sb = _sese(m.vb, rb, m.node_b2a, db)
+            sb = sbs[db] = sbs[db] if db in sbs else _sese(m.vb, rb, m.node_b2a, db)
             if sb is None:
                 continue
             ea, eb = m.root_a(sa[1]), m.root_b(sb[1])
