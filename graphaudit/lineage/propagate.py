@@ -7,6 +7,8 @@ inputs (backward); small single-entry single-exit rewrites are crossed when neit
 
 from __future__ import annotations
 
+from typing import Iterator
+
 from ..stage import PARAM_KINDS, NodeInfo
 from ..toolchains.ops import op_class
 from .matching import Matching
@@ -164,45 +166,53 @@ def _backward(m: Matching, ra: str, rb: str) -> None:
         try_pair(m, pa, pb, m.info[ra][1] * 0.95, f"producers of matched tensors {ra!r} / {rb!r}, same op")
 
 
-def _sese(view: StageView, start: str, done: dict[str, str], depth: int) -> tuple[list[str], str] | None:
-    """Small single-entry single-exit subgraph below root ``start``.
+def _sese_levels(view: StageView, start: str, done: dict[str, str], depth: int = 3) -> Iterator[
+        tuple[list[str], str] | None]:
+    """Small single-entry single-exit subgraphs below root ``start``, one per number of steps 1 .. ``depth``.
 
-    Collects unmatched core nodes reachable from ``start`` in at most ``depth`` steps whose
-    non-constant inputs all come from ``start`` or from inside; returns (node ids, exit tensor)
-    when exactly one tensor leaves the set, else None.
+    At step k: the unmatched core nodes reachable from ``start`` in at most k steps whose non-constant inputs all
+    come from ``start`` or from inside; yields (node ids, exit tensor) when exactly one tensor leaves the set, else
+    None. Lazy: one traversal, each step taken when the next subgraph is asked for.
     """
-    st = view.stage
+    st, consumers, root, const_derived = view.stage, view.consumers, view.root, view.const_derived
+    nodes = st.nodes
     inside: list[str] = []
     produced = {start}
     frontier = [start]
     for _ in range(depth):
         nxt = []
         for t in frontier:
-            for cid, _i, _x in view.consumers.get(t, []):
-                n = st.nodes[cid]
+            for cid, _i, _x in consumers.get(t, ()):
+                n = nodes[cid]
                 if cid in inside or cid in done or n.parent is not None:
                     continue
-                if all(not x or view.root.get(x, x) in produced or view.root.get(x, x) in view.const_derived
-                       for x in n.inputs):
+                if all(not x or root.get(x, x) in produced or root.get(x, x) in const_derived for x in n.inputs):
                     inside.append(cid)
                     for o in n.outputs:
                         if o:
                             produced.add(o)
                             nxt.append(o)
         frontier = nxt
+        yield _single_exit(view, start, inside)
+
+
+def _single_exit(view: StageView, start: str, inside: list[str]) -> tuple[list[str], str] | None:
+    """(a copy of ``inside``, its one exit tensor) when exactly one tensor leaves ``inside`` and every consumer of
+    ``start`` is inside, else None."""
     if not inside:
         return None
+    st, consumers = view.stage, view.consumers
     exits = []
     for cid in inside:
         for o in st.nodes[cid].outputs:
-            if o and (st.tensors[o].is_graph_output or any(c not in inside for c, _i, _x in view.consumers.get(o, []))):
+            if o and (st.tensors[o].is_graph_output or any(c not in inside for c, _i, _x in consumers.get(o, ()))):
                 exits.append(o)
     if len(exits) != 1:
         return None
     # every consumer of start must be inside, or the region is not single-entry
-    if any(c not in inside for c, _i, _x in view.consumers.get(start, [])):
+    if any(c not in inside for c, _i, _x in consumers.get(start, ())):
         return None
-    return inside, exits[0]
+    return list(inside), exits[0]
 
 
 def _hop(m: Matching, ra: str, rb: str) -> None:
@@ -213,14 +223,16 @@ def _hop(m: Matching, ra: str, rb: str) -> None:
     """
     if ra in m.absorbed or any(c in m.node_a2b for c, _i, _x in m.va.consumers.get(ra, [])):
         return
-    sbs: dict[int, tuple[list[str], str] | None] = {}  # b's subgraph per depth, the same for every depth of a's
-    for da in (1, 2, 3):
-        sa = _sese(m.va, ra, m.node_a2b, da)
+    levels_b = _sese_levels(m.vb, rb, m.node_b2a)
+    sbs: list[tuple[list[str], str] | None] = []  # b's subgraph per depth, the same for every depth of a's
+    for sa in _sese_levels(m.va, ra, m.node_a2b):
         if sa is None:
             continue
         ops_a = consumer_ops(m.va, sa[1])
         for db in (1, 2, 3):
-            sb = sbs[db] = sbs[db] if db in sbs else _sese(m.vb, rb, m.node_b2a, db)
+            if len(sbs) < db:
+                sbs.append(next(levels_b))
+            sb = sbs[db - 1]
             if sb is None:
                 continue
             ea, eb = m.root_a(sa[1]), m.root_b(sb[1])
