@@ -163,40 +163,57 @@ def _tensor_map(m: Matching, wrappers: list[WrapperDiff]) -> tuple[dict[str, Ten
     """b tensor -> a counterpart. Roots map through the matching; a wrapper output maps to the output of
     the nearest wrapper above it that both stages keep (e.g. HzPreprocess), else to the a root, with the
     kind of the wrappers in between (quantized, converted, layout, preprocessed)."""
-    tmap: dict[str, TensorMatch] = {}
+    va, vb = m.va, m.vb
+    a_nodes, b_nodes = va.stage.nodes, vb.stage.nodes
     kept_b = {xb: xa for w in wrappers for xa, xb in w.kept}
     # anchor: b tensor -> (a tensor, wrapper kinds since that anchor, base kind, confidence, evidence, basis)
+    none = frozenset()
+    info = m.info
     anchor: dict[str, tuple[str, frozenset, str, float, str, str]] = {}
     for rb, ra in m.b2a.items():
-        kind, conf, ev, basis = m.info[ra]
-        anchor[rb] = (ra, frozenset(), kind, conf, ev, basis)
-    for nid in m.vb.wrappers:  # file order is topological: inputs are resolved before outputs
-        node = m.b.nodes[nid]
+        kind, conf, ev, basis = info[ra]
+        anchor[rb] = (ra, none, kind, conf, ev, basis)
+    a_via, b_via = va.via, vb.via
+    for nid, wkind in vb.wrappers.items():  # file order is topological: inputs are resolved before outputs
+        node = b_nodes[nid]
         out, inp = node.outputs[0], node.inputs[0]
-        if m.vb.via.get(out) != nid:
+        if b_via.get(out) != nid:
             continue
-        if nid in kept_b and m.va.via.get(m.a.nodes[kept_b[nid]].outputs[0]) == kept_b[nid]:
-            anchor[out] = (m.a.nodes[kept_b[nid]].outputs[0], frozenset(), "exact", 0.95,
+        xa = kept_b.get(nid)
+        if xa is not None and a_via.get(a_nodes[xa].outputs[0]) == xa:
+            anchor[out] = (a_nodes[xa].outputs[0], none, "exact", 0.95,
                            f"output of {node.op_type} kept in both stages", "structure")
-        elif inp in anchor:
-            a_t, kinds, base, conf, ev, basis = anchor[inp]
-            anchor[out] = (a_t, kinds | {m.vb.wrappers[nid]}, base, conf, f"{ev}; behind {node.op_type}", basis)
+        else:
+            up = anchor.get(inp)
+            if up is not None:
+                a_t, kinds, base, conf, ev, basis = up
+                anchor[out] = (a_t, kinds | {wkind}, base, conf, f"{ev}; behind {node.op_type}", basis)
+    kind_of: dict[tuple[frozenset, str], str] = {}  # (wrapper kinds, base kind) -> match kind (_kind_of)
+    tmap: dict[str, TensorMatch] = {}
     for name, (a_t, kinds, base, conf, ev, basis) in anchor.items():
-        tmap[name] = TensorMatch(a_t, name, _kind_of(kinds, base), conf, ev, basis)
+        k = kind_of.get((kinds, base))
+        if k is None:
+            k = kind_of[(kinds, base)] = _kind_of(kinds, base)
+        tmap[name] = TensorMatch(a_t, name, k, conf, ev, basis)
     for ra, (out_b, act) in m.absorbed.items():
         tmap[out_b] = TensorMatch(ra, out_b, "absorbed", 0.9,
-                                  f"{m.a.nodes[act].op_type} {act!r} absorbed into quantization; value is the dequantized output",
+                                  f"{a_nodes[act].op_type} {act!r} absorbed into quantization; value is the dequantized output",
                                   "structure")
     a_to_b: dict[str, list[str]] = {}
     for name, tm in tmap.items():
-        a_to_b.setdefault(tm.a, []).append(name)
+        lst = a_to_b.get(tm.a)
+        if lst is None:
+            a_to_b[tm.a] = [name]
+        else:
+            lst.append(name)
     # a-side wrapper outputs (e.g. an Identity removed in b) map through their root too, when the wrappers in
     # between keep the value (a layout Transpose or an HzPreprocess does not: MTCNN ONet's NHWC preprocessing
     # transposes, removed by hb_mapper's optimizer, would pair the normalized value with the raw graph input)
-    for name in m.a.tensors:
-        ra = m.va.root.get(name, name)
-        if name != ra and ra in m.a2b and name not in a_to_b and m.va.kinds.get(name, frozenset()) <= _SAME_VALUE:
-            a_to_b[name] = [m.a2b[ra]]
+    a_root, a_kinds, a2b = va.root, va.kinds, m.a2b
+    for name in [n for n in va.stage.tensors if n in a_via]:  # a tensor whose root is another one is behind a wrapper
+        ra = a_root.get(name, name)
+        if name != ra and ra in a2b and name not in a_to_b and a_kinds.get(name, none) <= _SAME_VALUE:
+            a_to_b[name] = [a2b[ra]]
     return tmap, a_to_b
 
 
@@ -220,6 +237,9 @@ def _diff_chains(m: Matching, ra: str | None, rb: str | None, wa: list[str], wb:
     """Pair a's and b's wrappers on one value by (op class, depth on the chain), then by op class alone
     (HzPreprocess pairs with the quantized stage's HzSQuantizedPreprocess)."""
     d = WrapperDiff(ra, rb)
+    if not wa or not wb:  # nothing to pair: every wrapper is removed or inserted
+        d.removed, d.inserted = list(wa), list(wb)
+        return d
     by_depth: dict[tuple[str, int], list[str]] = defaultdict(list)
     by_op: dict[str, list[str]] = defaultdict(list)
     for y in reversed(wb):
