@@ -6,7 +6,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from ..errors import StagesUnrelatedError
-from ..stage import StageGraph
+from ..stage import PARAM_KINDS, StageGraph
 from ..toolchains.ops import op_class
 from .match import match_stages
 from .matching import Matching, TensorMatch
@@ -315,13 +315,18 @@ def _boundary(view: StageView, node_ids: list[str]) -> tuple[list[str], list[str
             r = root.get(x, x)
             t = tensors[r]
             p = t.producer
-            if (p is None or p not in inside) and not t.is_param:
-                ins.setdefault(r)
+            if (p is None or p not in inside) and t.kind not in PARAM_KINDS and r not in ins:
+                ins[r] = None
         for x in n.outputs:
-            if not x:
+            if not x or x in outs:
                 continue
-            if tensors[x].is_graph_output or any(c not in inside for c, _i, _t in consumers.get(x, ())):
-                outs.setdefault(x)
+            if tensors[x].is_graph_output:
+                outs[x] = None
+                continue
+            for c, _i, _t in consumers.get(x, ()):
+                if c not in inside:
+                    outs[x] = None
+                    break
     return list(ins), list(outs)
 
 

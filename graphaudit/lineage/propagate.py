@@ -154,9 +154,13 @@ def _forward(m: Matching, ra: str, rb: str) -> None:
 def _backward(m: Matching, ra: str, rb: str) -> None:
     if ra in m.absorbed:
         return
-    pa, pb = m.a.producer(ra), m.b.producer(rb)
-    if pa is None or pb is None or pa.id in m.node_a2b or pb.id in m.node_b2a:
+    va, vb = m.va, m.vb
+    ta, tb = va.stage.tensors.get(ra), vb.stage.tensors.get(rb)  # the producers (StageGraph.producer), inline
+    ida = ta.producer if ta is not None else None
+    idb = tb.producer if tb is not None else None
+    if ida is None or idb is None or ida in m.node_a2b or idb in m.node_b2a:
         return
+    pa, pb = va.stage.nodes[ida], vb.stage.nodes[idb]
     if pa.id in m.va.wrappers or pb.id in m.vb.wrappers or op_class(pa) != op_class(pb):
         return
     if ra not in pa.outputs or rb not in pb.outputs or pa.outputs.index(ra) != pb.outputs.index(rb):
