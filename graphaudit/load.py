@@ -307,8 +307,6 @@ class _Builder:
 
 def _validate(b: _Builder) -> None:
     """Reject graphs no toolchain can have written: reads of undefined tensors, cycles."""
-    import networkx as nx
-
     for name, t in b.tensors.items():
         if t.producer is None and t.kind == "activation" and t.consumers:
             top_level = [c for c, _k in t.consumers if b.nodes[c].parent is None]
@@ -321,8 +319,12 @@ def _validate(b: _Builder) -> None:
     pos = {nid: i for i, nid in enumerate(b.nodes)}
     in_order = all(pos[t.producer] < pos[c] for t in b.tensors.values() if t.producer is not None
                    for c, _k in t.consumers)
-    g = node_graph(b.nodes, b.tensors) if not in_order else None
-    if g is not None and not nx.is_directed_acyclic_graph(g):
+    if in_order:
+        return
+    import networkx as nx  # only here: importing it costs about 0.1 s of every run
+
+    g = node_graph(b.nodes, b.tensors)
+    if not nx.is_directed_acyclic_graph(g):
         cycle = nx.find_cycle(g)
         raise ModelLoadError(f"{b.path}: the graph has a cycle through node {cycle[0][0]!r}")
 
