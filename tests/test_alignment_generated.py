@@ -8,8 +8,8 @@ pipelines do not (hundreds of absorbed activations, thousands of wrapper chains)
 (what ``graphaudit diff`` computes: report JSON without tool name and version, every tensor pair, node pair and
 absorbed activation) with a golden record of SHA-256 digests per section, exactly as test_alignment_stable.py does.
 
-The golden record (``tests/data/alignment_golden/generated.json``) is the output of the code before the integer-id
-work of issue 17 part 1 (main at 83116f6), written by ``python tests/test_alignment_generated.py --regenerate``.
+The golden record (``tests/data/alignment_golden/generated.json``) is the output of the code before the second
+round of issue 17 part 1's speed work (main at 83116f6), written by ``python tests/test_alignment_generated.py --regenerate``.
 As there, the code's own earlier output is the expected value on purpose: this test says that a change meant to
 leave the results alone did; test_pipelines.py and test_change_kinds.py say whether the results are right.
 Regenerate only for a change meant to alter alignment results, and say so in the commit.
