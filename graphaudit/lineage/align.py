@@ -280,21 +280,30 @@ def _regions(m: Matching) -> list[Region]:
     absorbed_nodes = {act for _out, act in m.absorbed.values()}
     for na, nb in m.node_a2b.items():  # a pair outside the core (a subgraph's producer) joins as an extra id
         _union(parent, _id(ids_a, na, parent), _id(ids_b, nb, parent))
+    a_nodes, a2b, b_wrappers = m.a.nodes, m.a2b, m.vb.wrappers
     for n_id in a_core:
         if n_id in absorbed_nodes:
             continue
-        for out in m.a.nodes[n_id].outputs:
-            rb = m.a2b.get(out)
+        for out in a_nodes[n_id].outputs:
+            rb = a2b.get(out)
             if rb is None:
                 continue
             pb = m.b.producer(rb)
-            if pb is not None and pb.id not in m.vb.wrappers and pb.parent is None:
+            if pb is not None and pb.id not in b_wrappers and pb.parent is None:
                 _union(parent, ids_a[n_id], ids_b[pb.id])
-    groups: dict[int, Region] = {}
+    groups: dict[int, Region] = {}  # union-find root -> its region, in order of first node
     for i, n_id in enumerate(a_core):
-        groups.setdefault(_find(parent, i), Region([], [])).a_nodes.append(n_id)
+        r = _find(parent, i)
+        g = groups.get(r)
+        if g is None:
+            g = groups[r] = Region([], [])
+        g.a_nodes.append(n_id)
     for i, n_id in enumerate(b_core, len(a_core)):
-        groups.setdefault(_find(parent, i), Region([], [])).b_nodes.append(n_id)
+        r = _find(parent, i)
+        g = groups.get(r)
+        if g is None:
+            g = groups[r] = Region([], [])
+        g.b_nodes.append(n_id)
     regions = list(groups.values())
     for r in regions:
         r.inputs, r.outputs = _boundary(m.va, r.a_nodes)
