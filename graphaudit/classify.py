@@ -128,7 +128,6 @@ def _classify_region(al: Alignment, r: Region) -> Change:
     b_core = [n for n in r.b_nodes if al.b.nodes[n].op_type != "Constant"]
     ins = set(r.inputs)
     tensors = r.inputs + [t for t in r.outputs if t not in ins]
-    pattern = _pattern(al, r)
     if not a_core and not b_core:
         # weight-holding Constant nodes only
         if r.a_nodes and not r.b_nodes:
@@ -149,7 +148,7 @@ def _classify_region(al: Alignment, r: Region) -> Change:
                 return Change("modified", r.a_nodes, r.b_nodes, tensors, f"{na.op_type} modified", conf,
                               "; ".join(diffs))
             return Change("kept", r.a_nodes, r.b_nodes, tensors, na.op_type, conf, ev)
-        kind = "replaced"
+        kind, pattern = "replaced", _pattern(al, r)
         fixed = _fixed_point_confidence(al, a_core, b_core)
         return Change(kind, r.a_nodes, r.b_nodes, tensors, pattern,
                       fixed or KNOWN_PATTERNS.get(pattern, 0.9 if op_class(na) == op_class(nb) else 0.6),
@@ -159,7 +158,7 @@ def _classify_region(al: Alignment, r: Region) -> Change:
     if not a_core:
         return Change("inserted", r.a_nodes, r.b_nodes, r.b_inputs + r.b_outputs, f"{'+'.join(_ops(al.b, b_core))} inserted",
                       0.8, "no counterpart in a")
-    size = len(a_core) + len(b_core)
+    size, pattern = len(a_core) + len(b_core), _pattern(al, r)
     known = KNOWN_PATTERNS.get(pattern) or _fixed_point_confidence(al, a_core, b_core)
     if known is None and size > MAX_EXPLAINED_REGION:
         top = lambda st, ids: ", ".join(f"{op} x{c}" for op, c in Counter(_ops(st, ids)).most_common(4))  # noqa: E731
@@ -200,14 +199,14 @@ def _removed(al: Alignment, r: Region, a_core: list[str], tensors: list[str]) ->
 def _wrapper_pattern(stage, ids: list[str], root: str | None) -> str:
     ops = [stage.nodes[i].op_type for i in ids]
     weight = root is not None and stage.tensors[root].is_param
-    counts = Counter(ops)
-    if counts.get("QuantizeLinear") and counts.get("DequantizeLinear"):
+    kinds = set(ops)
+    if "QuantizeLinear" in kinds and "DequantizeLinear" in kinds:
         base = "QuantizeLinear/DequantizeLinear pair"
-    elif set(ops) == {"DequantizeLinear"}:
+    elif kinds == {"DequantizeLinear"}:
         base = "DequantizeLinear (quantized weight)" if weight else "DequantizeLinear"
-    elif set(ops) == {"HzCalibration"}:
+    elif kinds == {"HzCalibration"}:
         return f"HzCalibration({'weight' if weight else 'activation'})"
-    elif set(ops) == {"Transpose"}:
+    elif kinds == {"Transpose"}:
         base = "layout Transpose"
     else:
         base = "+".join(dict.fromkeys(ops))

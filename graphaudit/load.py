@@ -19,6 +19,7 @@ from .stage import NodeInfo, StageGraph, TensorInfo, node_graph
 __all__ = ["load_stage", "dtype_name"]
 
 _GRAPH_ATTR_TYPES = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+_EXTERNAL, _STRING = onnx.TensorProto.EXTERNAL, onnx.TensorProto.STRING
 
 
 def _text(v: str | bytes) -> str:
@@ -102,7 +103,14 @@ def _tensor_reader(t: onnx.TensorProto, base_dir: Path) -> Callable[[], bytes]:
 
         return read_external
 
-    def read() -> bytes:  # the bytes are copied out of the protobuf only when asked for
+    return _inline_reader(t)
+
+
+def _inline_reader(t: onnx.TensorProto) -> Callable[[], bytes]:
+    """A function returning the raw bytes of a weight stored in the model (copied out of the protobuf only when
+    called)."""
+
+    def read() -> bytes:
         raw = t.raw_data
         return raw if raw else numpy_helper.to_array(t).tobytes()
 
@@ -189,14 +197,7 @@ class _Builder:
     def add_graph(self, g: onnx.GraphProto, parent: str | None, prefix: str, depth: int = 0) -> None:
         if depth > 64:
             raise ModelLoadError(f"{self.path}: subgraphs nested more than 64 deep")
-        for init in g.initializer:
-            name = init.name
-            t = self.tensor(name if type(name) is str else _text(name))
-            t.kind = "initializer"
-            t.dtype = dtype_name(init.data_type)
-            t.shape = tuple(init.dims)  # int64 dims: Python ints already
-            t.nbytes = _tensor_nbytes(init, t.shape)
-            t._reader = _tensor_reader(init, self.base_dir)
+        self._initializers(g)
         for sp in g.sparse_initializer:
             t = self.tensor(_text(sp.values.name))
             t.kind = "initializer"
@@ -220,6 +221,28 @@ class _Builder:
                 self.tensors[_text(vo.name)].is_graph_output = True
         self.add_nodes(g, parent, prefix, depth)
 
+    def _initializers(self, g: onnx.GraphProto) -> None:
+        """One weight per initializer of ``g``: dtype, dims, bytes implied, a reader of its bytes (not read)."""
+        tensors, base_dir = self.tensors, self.base_dir
+        for init in g.initializer:
+            name = init.name
+            if type(name) is not str:
+                name = _text(name)
+            data_type, dims = init.data_type, tuple(init.dims)  # int64 dims: Python ints already
+            if init.data_location == _EXTERNAL:
+                nbytes, reader = _tensor_nbytes(init, dims), _tensor_reader(init, base_dir)
+            else:  # the common case, inline: _expected_nbytes and _tensor_reader's closure without their calls
+                size = _itemsize(data_type)
+                nbytes = (None if size is None or data_type == _STRING or (dims and min(dims) < 0)
+                          else math.prod(dims) * size)
+                reader = _inline_reader(init)
+            t = tensors.get(name)
+            if t is None:
+                tensors[name] = TensorInfo(name, dtype_name(data_type), dims, None, [], "initializer", False, False,
+                                           nbytes, None, reader)
+            else:  # already read by a node of an outer graph, or listed twice
+                t.kind, t.dtype, t.shape, t.nbytes, t._reader = "initializer", dtype_name(data_type), dims, nbytes, reader
+
     def add_nodes(self, g: onnx.GraphProto, parent: str | None, prefix: str, depth: int) -> None:
         """The nodes of ``g`` (and of their subgraphs) with their tensors' producer and consumers."""
         tensors, nodes, used = self.tensors, self.nodes, self.used_ids
@@ -238,20 +261,19 @@ class _Builder:
                 nid = self.node_id(name, op_type, outputs, i, prefix)
             attributes = n.attribute
             attrs = {_text(a.name): _attr_value(a) for a in attributes} if attributes else {}
-            nodes[nid] = NodeInfo(id=nid, name=name, op_type=op_type, domain=domain, inputs=inputs, outputs=outputs,
-                                  attributes=attrs, index=i, parent=parent)
+            nodes[nid] = NodeInfo(nid, name, op_type, domain, inputs, outputs, attrs, i, parent)
             for k, x in enumerate(inputs):
                 if x:
                     t = tensors.get(x)
                     if t is None:
-                        t = tensors[x] = TensorInfo(name=x)
+                        t = tensors[x] = TensorInfo(x, "", None, None, [])
                     t.consumers.append((nid, k))
             for x in outputs:
                 if not x:
                     continue
                 t = tensors.get(x)
                 if t is None and op_type != "Constant":  # the common case: a new tensor this node computes
-                    t = tensors[x] = TensorInfo(name=x, producer=nid)
+                    t = tensors[x] = TensorInfo(x, "", None, nid, [])
                 else:
                     self._produce(n, nid, x, op_type, domain, parent)
             if attributes:
@@ -285,8 +307,6 @@ class _Builder:
 
 def _validate(b: _Builder) -> None:
     """Reject graphs no toolchain can have written: reads of undefined tensors, cycles."""
-    import networkx as nx
-
     for name, t in b.tensors.items():
         if t.producer is None and t.kind == "activation" and t.consumers:
             top_level = [c for c, _k in t.consumers if b.nodes[c].parent is None]
@@ -299,8 +319,12 @@ def _validate(b: _Builder) -> None:
     pos = {nid: i for i, nid in enumerate(b.nodes)}
     in_order = all(pos[t.producer] < pos[c] for t in b.tensors.values() if t.producer is not None
                    for c, _k in t.consumers)
-    g = node_graph(b.nodes, b.tensors) if not in_order else None
-    if g is not None and not nx.is_directed_acyclic_graph(g):
+    if in_order:
+        return
+    import networkx as nx  # only here: importing it costs about 0.1 s of every run
+
+    g = node_graph(b.nodes, b.tensors)
+    if not nx.is_directed_acyclic_graph(g):
         cycle = nx.find_cycle(g)
         raise ModelLoadError(f"{b.path}: the graph has a cycle through node {cycle[0][0]!r}")
 

@@ -90,9 +90,9 @@ class ChangeRecord:
     @classmethod
     def of(cls, c: Change, a: StageGraph, b: StageGraph) -> "ChangeRecord":
         """The record of change ``c`` from stage ``a`` to stage ``b``."""
-        return cls(kind=c.kind, pattern=c.pattern, confidence=round(c.confidence, 3), evidence=c.evidence,
-                   a_nodes=c.a_nodes, b_nodes=c.b_nodes, a_ops=[a.nodes[n].op_type for n in c.a_nodes],
-                   b_ops=[b.nodes[n].op_type for n in c.b_nodes], tensors=c.tensors)
+        a_nodes, b_nodes = a.nodes, b.nodes
+        return cls(c.kind, c.pattern, round(c.confidence, 3), c.evidence, c.a_nodes, c.b_nodes,
+                   [a_nodes[n].op_type for n in c.a_nodes], [b_nodes[n].op_type for n in c.b_nodes], c.tensors)
 
 
 @dataclass

@@ -13,10 +13,14 @@ import onnx
 if TYPE_CHECKING:  # networkx is imported where a graph is built (about 0.2 s of start-up)
     import networkx as nx
 
-__all__ = ["StageGraph", "NodeInfo", "TensorInfo", "node_graph"]
+__all__ = ["StageGraph", "NodeInfo", "TensorInfo", "node_graph", "PARAM_KINDS"]
+
+#: The :attr:`TensorInfo.kind` values of weights (:attr:`TensorInfo.is_param`); hot loops test ``t.kind in
+#: PARAM_KINDS`` instead of calling the property.
+PARAM_KINDS = frozenset({"initializer", "constant"})
 
 
-@dataclass
+@dataclass(slots=True)
 class NodeInfo:
     """One ONNX node.
 
@@ -59,7 +63,7 @@ class NodeInfo:
         return f"{self.domain}::{self.op_type}"
 
 
-@dataclass
+@dataclass(slots=True)
 class TensorInfo:
     """One tensor (value) of a stage.
 
@@ -96,7 +100,7 @@ class TensorInfo:
     @property
     def is_param(self) -> bool:
         """True for weights: initializers and Constant node outputs."""
-        return self.kind in ("initializer", "constant")
+        return self.kind in PARAM_KINDS
 
     def digest(self) -> str | None:
         """Content hash (BLAKE2b-128 over dtype, shape and raw bytes) of a weight, computed lazily.

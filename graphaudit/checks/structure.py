@@ -10,7 +10,7 @@ from ..lineage.view import StageView
 from ..numeric.lower import LOWERABLE_OPS
 from ..toolchains.ops import HORIZON_DOMAIN, WEIGHTED_OPS, is_fixed_point_op, quant_format, trace_back
 from ..numeric.kernels import ort_has_kernel
-from ..stage import StageGraph
+from ..stage import NodeInfo, StageGraph
 from ..toolchains.horizon import decode_hzcalibration, decode_hzpreprocess
 from .base import AuditContext, make_finding
 
@@ -192,11 +192,18 @@ def check_quant_formats(ctx: AuditContext) -> Iterator[Finding]:
     with the count of each quantized op (Q/DQ-only stages are S105's), and whether stock onnxruntime runs them."""
     for st in ctx.stages:
         ops: dict[str, Counter] = {}
+        first: dict[tuple[str, str], NodeInfo] = {}  # (domain, op type) -> its first node: the format is the op's
+        counts: Counter = Counter()
         for n in st.nodes.values():
-            f = quant_format(n)
+            key = (n.domain, n.op_type)
+            counts[key] += 1
+            if key not in first:
+                first[key] = n
+        for (domain, op_type), count in counts.items():
+            f = quant_format(first[(domain, op_type)])
             if f is not None:
-                d = "" if n.domain in ("", "ai.onnx") else n.domain + "."
-                ops.setdefault(f, Counter())[d + n.op_type] += 1
+                d = "" if domain in ("", "ai.onnx") else domain + "."
+                ops.setdefault(f, Counter())[d + op_type] += count
         if not ({"dynamic", "QOperator"} & set(ops)):
             continue
         parts = [f"{_FORMAT_SAYS.get(f, 'QuantizeLinear/DequantizeLinear at the boundaries')}: "

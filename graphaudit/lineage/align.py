@@ -6,7 +6,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from ..errors import StagesUnrelatedError
-from ..stage import StageGraph
+from ..stage import PARAM_KINDS, StageGraph
 from ..toolchains.ops import op_class
 from .match import match_stages
 from .matching import Matching, TensorMatch
@@ -163,40 +163,57 @@ def _tensor_map(m: Matching, wrappers: list[WrapperDiff]) -> tuple[dict[str, Ten
     """b tensor -> a counterpart. Roots map through the matching; a wrapper output maps to the output of
     the nearest wrapper above it that both stages keep (e.g. HzPreprocess), else to the a root, with the
     kind of the wrappers in between (quantized, converted, layout, preprocessed)."""
-    tmap: dict[str, TensorMatch] = {}
+    va, vb = m.va, m.vb
+    a_nodes, b_nodes = va.stage.nodes, vb.stage.nodes
     kept_b = {xb: xa for w in wrappers for xa, xb in w.kept}
     # anchor: b tensor -> (a tensor, wrapper kinds since that anchor, base kind, confidence, evidence, basis)
+    none = frozenset()
+    info = m.info
     anchor: dict[str, tuple[str, frozenset, str, float, str, str]] = {}
     for rb, ra in m.b2a.items():
-        kind, conf, ev, basis = m.info[ra]
-        anchor[rb] = (ra, frozenset(), kind, conf, ev, basis)
-    for nid in m.vb.wrappers:  # file order is topological: inputs are resolved before outputs
-        node = m.b.nodes[nid]
+        kind, conf, ev, basis = info[ra]
+        anchor[rb] = (ra, none, kind, conf, ev, basis)
+    a_via, b_via = va.via, vb.via
+    for nid, wkind in vb.wrappers.items():  # file order is topological: inputs are resolved before outputs
+        node = b_nodes[nid]
         out, inp = node.outputs[0], node.inputs[0]
-        if m.vb.via.get(out) != nid:
+        if b_via.get(out) != nid:
             continue
-        if nid in kept_b and m.va.via.get(m.a.nodes[kept_b[nid]].outputs[0]) == kept_b[nid]:
-            anchor[out] = (m.a.nodes[kept_b[nid]].outputs[0], frozenset(), "exact", 0.95,
+        xa = kept_b.get(nid)
+        if xa is not None and a_via.get(a_nodes[xa].outputs[0]) == xa:
+            anchor[out] = (a_nodes[xa].outputs[0], none, "exact", 0.95,
                            f"output of {node.op_type} kept in both stages", "structure")
-        elif inp in anchor:
-            a_t, kinds, base, conf, ev, basis = anchor[inp]
-            anchor[out] = (a_t, kinds | {m.vb.wrappers[nid]}, base, conf, f"{ev}; behind {node.op_type}", basis)
+        else:
+            up = anchor.get(inp)
+            if up is not None:
+                a_t, kinds, base, conf, ev, basis = up
+                anchor[out] = (a_t, kinds | {wkind}, base, conf, f"{ev}; behind {node.op_type}", basis)
+    kind_of: dict[tuple[frozenset, str], str] = {}  # (wrapper kinds, base kind) -> match kind (_kind_of)
+    tmap: dict[str, TensorMatch] = {}
     for name, (a_t, kinds, base, conf, ev, basis) in anchor.items():
-        tmap[name] = TensorMatch(a_t, name, _kind_of(kinds, base), conf, ev, basis)
+        k = kind_of.get((kinds, base))
+        if k is None:
+            k = kind_of[(kinds, base)] = _kind_of(kinds, base)
+        tmap[name] = TensorMatch(a_t, name, k, conf, ev, basis)
     for ra, (out_b, act) in m.absorbed.items():
         tmap[out_b] = TensorMatch(ra, out_b, "absorbed", 0.9,
-                                  f"{m.a.nodes[act].op_type} {act!r} absorbed into quantization; value is the dequantized output",
+                                  f"{a_nodes[act].op_type} {act!r} absorbed into quantization; value is the dequantized output",
                                   "structure")
     a_to_b: dict[str, list[str]] = {}
     for name, tm in tmap.items():
-        a_to_b.setdefault(tm.a, []).append(name)
+        lst = a_to_b.get(tm.a)
+        if lst is None:
+            a_to_b[tm.a] = [name]
+        else:
+            lst.append(name)
     # a-side wrapper outputs (e.g. an Identity removed in b) map through their root too, when the wrappers in
     # between keep the value (a layout Transpose or an HzPreprocess does not: MTCNN ONet's NHWC preprocessing
     # transposes, removed by hb_mapper's optimizer, would pair the normalized value with the raw graph input)
-    for name in m.a.tensors:
-        ra = m.va.root.get(name, name)
-        if name != ra and ra in m.a2b and name not in a_to_b and m.va.kinds.get(name, frozenset()) <= _SAME_VALUE:
-            a_to_b[name] = [m.a2b[ra]]
+    a_root, a_kinds, a2b = va.root, va.kinds, m.a2b
+    for name in [n for n in va.stage.tensors if n in a_via]:  # a tensor whose root is another one is behind a wrapper
+        ra = a_root.get(name, name)
+        if name != ra and ra in a2b and name not in a_to_b and a_kinds.get(name, none) <= _SAME_VALUE:
+            a_to_b[name] = [a2b[ra]]
     return tmap, a_to_b
 
 
@@ -220,6 +237,9 @@ def _diff_chains(m: Matching, ra: str | None, rb: str | None, wa: list[str], wb:
     """Pair a's and b's wrappers on one value by (op class, depth on the chain), then by op class alone
     (HzPreprocess pairs with the quantized stage's HzSQuantizedPreprocess)."""
     d = WrapperDiff(ra, rb)
+    if not wa or not wb:  # nothing to pair: every wrapper is removed or inserted
+        d.removed, d.inserted = list(wa), list(wb)
+        return d
     by_depth: dict[tuple[str, int], list[str]] = defaultdict(list)
     by_op: dict[str, list[str]] = defaultdict(list)
     for y in reversed(wb):
@@ -260,21 +280,30 @@ def _regions(m: Matching) -> list[Region]:
     absorbed_nodes = {act for _out, act in m.absorbed.values()}
     for na, nb in m.node_a2b.items():  # a pair outside the core (a subgraph's producer) joins as an extra id
         _union(parent, _id(ids_a, na, parent), _id(ids_b, nb, parent))
+    a_nodes, a2b, b_wrappers = m.a.nodes, m.a2b, m.vb.wrappers
     for n_id in a_core:
         if n_id in absorbed_nodes:
             continue
-        for out in m.a.nodes[n_id].outputs:
-            rb = m.a2b.get(out)
+        for out in a_nodes[n_id].outputs:
+            rb = a2b.get(out)
             if rb is None:
                 continue
             pb = m.b.producer(rb)
-            if pb is not None and pb.id not in m.vb.wrappers and pb.parent is None:
+            if pb is not None and pb.id not in b_wrappers and pb.parent is None:
                 _union(parent, ids_a[n_id], ids_b[pb.id])
-    groups: dict[int, Region] = {}
+    groups: dict[int, Region] = {}  # union-find root -> its region, in order of first node
     for i, n_id in enumerate(a_core):
-        groups.setdefault(_find(parent, i), Region([], [])).a_nodes.append(n_id)
+        r = _find(parent, i)
+        g = groups.get(r)
+        if g is None:
+            g = groups[r] = Region([], [])
+        g.a_nodes.append(n_id)
     for i, n_id in enumerate(b_core, len(a_core)):
-        groups.setdefault(_find(parent, i), Region([], [])).b_nodes.append(n_id)
+        r = _find(parent, i)
+        g = groups.get(r)
+        if g is None:
+            g = groups[r] = Region([], [])
+        g.b_nodes.append(n_id)
     regions = list(groups.values())
     for r in regions:
         r.inputs, r.outputs = _boundary(m.va, r.a_nodes)
@@ -295,13 +324,18 @@ def _boundary(view: StageView, node_ids: list[str]) -> tuple[list[str], list[str
             r = root.get(x, x)
             t = tensors[r]
             p = t.producer
-            if (p is None or p not in inside) and not t.is_param:
-                ins.setdefault(r)
+            if (p is None or p not in inside) and t.kind not in PARAM_KINDS and r not in ins:
+                ins[r] = None
         for x in n.outputs:
-            if not x:
+            if not x or x in outs:
                 continue
-            if tensors[x].is_graph_output or any(c not in inside for c, _i, _t in consumers.get(x, ())):
-                outs.setdefault(x)
+            if tensors[x].is_graph_output:
+                outs[x] = None
+                continue
+            for c, _i, _t in consumers.get(x, ()):
+                if c not in inside:
+                    outs[x] = None
+                    break
     return list(ins), list(outs)
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from ..stage import PARAM_KINDS
 from ..toolchains.ops import (ABSORBABLE_ACTIVATIONS, DEQUANTIZED_VALUE_OPS, FIXED_POINT_TENSOR_SUFFIX, WEIGHTED_OPS,
                               op_class)
 from .matching import Matching
@@ -60,15 +61,21 @@ def _quantize_output(m: Matching, rb: str) -> str | None:
     return None
 
 
-def _name_pairs(m: Matching):
+def _name_pairs(m: Matching) -> list[tuple[str, str, str]]:
     """(a tensor, b tensor, kind) for tensors named alike: the same name, or b's name with the fixed-point
     suffix (``X_quantized`` in Horizon's quantized stage holds the integer form of ``X``)."""
-    a, b = m.a, m.b
-    for name, tb in b.tensors.items():
-        if name in a.tensors:
-            yield name, name, "exact"
-        elif name.endswith(FIXED_POINT_TENSOR_SUFFIX) and name[: -len(FIXED_POINT_TENSOR_SUFFIX)] in a.tensors:
-            yield name[: -len(FIXED_POINT_TENSOR_SUFFIX)], name, "quantized"
+    a_tensors, suffix, k = m.a.tensors, FIXED_POINT_TENSOR_SUFFIX, len(FIXED_POINT_TENSOR_SUFFIX)
+    out = []
+    for name in m.b.tensors:
+        if name in a_tensors:
+            out.append((name, name, "exact"))
+        elif name.endswith(suffix) and name[:-k] in a_tensors:
+            out.append((name[:-k], name, "quantized"))
+    return out
+
+
+#: Tensor kinds never paired by name: weights (paired by name or content in _seed_params) and names nothing defines.
+_NOT_SEEDED = PARAM_KINDS | {"missing"}
 
 
 def _seed_names(m: Matching) -> None:
@@ -80,12 +87,12 @@ def _seed_names(m: Matching) -> None:
     (hb_mapper keeps the pre-BatchNormalization name on the Conv that absorbed it; docs/HORIZON.md).
     """
     a, b = m.a, m.b
-    for an, bn, kind in list(_name_pairs(m)):
-        ta, tb = a.tensors[an], b.tensors[bn]
-        if ta.is_param or tb.is_param or ta.kind == "missing" or tb.kind == "missing":
+    a_tensors, b_tensors, a_root, b_root, a2b, b2a = a.tensors, b.tensors, m.va.root, m.vb.root, m.a2b, m.b2a
+    for an, bn, kind in _name_pairs(m):
+        if a_tensors[an].kind in _NOT_SEEDED or b_tensors[bn].kind in _NOT_SEEDED:
             continue
-        ra, rb = m.root_a(an), m.root_b(bn)
-        if ra in m.a2b or rb in m.b2a:
+        ra, rb = a_root.get(an, an), b_root.get(bn, bn)
+        if ra in a2b or rb in b2a:
             continue
         pa, pb = a.producer(ra), b.producer(rb)
         if pa is None or pb is None:
@@ -147,20 +154,49 @@ def _match_params_by_hash(m: Matching, cand_a: list[str], cand_b: list[str]) -> 
         names_b = groups_b.get(key)
         if not names_b:
             continue
-        by_hash_a: dict[str, list[str]] = defaultdict(list)
-        by_hash_b: dict[str, list[str]] = defaultdict(list)
-        for n in names_a:
-            d = m.a.tensors[n].digest()
-            if d:
-                by_hash_a[d].append(n)
-        for n in names_b:
-            d = m.b.tensors[n].digest()
-            if d:
-                by_hash_b[d].append(n)
+        # the side with many more weights hashes only those whose bytes one of the other side's has (equal
+        # bytes of one dtype and shape: equal digests), e.g. 100,000 quantization scales against 2 Clip bounds
+        if len(names_b) > 2 * len(names_a):
+            by_hash_a = _by_digest(m.a.tensors, names_a)
+            by_hash_b = _by_digest(m.b.tensors, names_b, _raws(m.a.tensors, names_a))
+        elif len(names_a) > 2 * len(names_b):
+            by_hash_b = _by_digest(m.b.tensors, names_b)
+            by_hash_a = _by_digest(m.a.tensors, names_a, _raws(m.b.tensors, names_b))
+        else:
+            by_hash_a, by_hash_b = _by_digest(m.a.tensors, names_a), _by_digest(m.b.tensors, names_b)
         for d, la in by_hash_a.items():
             lb = by_hash_b.get(d, [])
             if len(la) == 1 and len(lb) == 1:
                 m.map(la[0], lb[0], "exact", 0.95, f"weights {la[0]!r} and {lb[0]!r} have the same content", "hash")
+
+
+def _raw(t) -> bytes | None:
+    """The bytes of weight ``t`` (as :meth:`TensorInfo.digest` reads them), None when unreadable."""
+    try:
+        return t._reader() if t._reader is not None else None
+    except (OSError, ValueError):
+        return None
+
+
+def _raws(tensors: dict, names: list[str]) -> set[bytes]:
+    """The bytes of the weights ``names`` (the readable ones)."""
+    return {r for r in (_raw(tensors[n]) for n in names) if r is not None}
+
+
+def _by_digest(tensors: dict, names: list[str], among: set[bytes] | None = None) -> dict[str, list[str]]:
+    """Content hash -> names of the weights ``names`` (of one dtype and shape) that have it (unreadable ones left
+    out); with ``among``, only the weights whose bytes are one of those."""
+    out: dict[str, list[str]] = defaultdict(list)
+    for n in names:
+        t = tensors[n]
+        if among is not None:
+            raw = _raw(t)
+            if raw is None or raw not in among:
+                continue
+        d = t.digest()
+        if d:
+            out[d].append(n)
+    return out
 
 
 def match_stages(va: StageView, vb: StageView) -> Matching:

@@ -7,7 +7,9 @@ inputs (backward); small single-entry single-exit rewrites are crossed when neit
 
 from __future__ import annotations
 
-from ..stage import NodeInfo
+from typing import Iterator
+
+from ..stage import PARAM_KINDS, NodeInfo
 from ..toolchains.ops import op_class
 from .matching import Matching
 from .rewrites import consumer_ops, folded_before, node_changed, skip_fused_followers
@@ -22,29 +24,33 @@ def input_ok(m: Matching, na: NodeInfo, nb: NodeInfo) -> tuple[bool, float]:
     Returns (consistent, score). Unmapped inputs are allowed and score less.
     """
     score = 0.0
-    for i in range(max(len(na.inputs), len(nb.inputs))):
-        xa = na.inputs[i] if i < len(na.inputs) else ""
-        xb = nb.inputs[i] if i < len(nb.inputs) else ""
+    ins_a, ins_b = na.inputs, nb.inputs
+    la, lb = len(ins_a), len(ins_b)
+    root_a, root_b, tensors_a, tensors_b = m.va.root, m.vb.root, m.va.stage.tensors, m.vb.stage.tensors
+    a2b, b2a, absorbed = m.a2b, m.b2a, m.absorbed
+    for i in range(la if la > lb else lb):
+        xa = ins_a[i] if i < la else ""
+        xb = ins_b[i] if i < lb else ""
         if not xa or not xb:
             continue  # optional input present on one side only (e.g. a bias added by a fold)
-        ra, rb = m.root_a(xa), m.root_b(xb)
-        pa, pb = m.a.tensors[ra].is_param, m.b.tensors[rb].is_param
+        ra, rb = root_a.get(xa, xa), root_b.get(xb, xb)
+        ta, tb = tensors_a[ra], tensors_b[rb]
+        pa, pb = ta.kind in PARAM_KINDS, tb.kind in PARAM_KINDS
         if pa and pb:
             # weights may be shared or de-duplicated by an optimizer: compare shapes, never reject
-            sa, sb = m.a.tensors[ra].shape, m.b.tensors[rb].shape
-            score += (1 if sa == sb else -1) + (1 if m.a2b.get(ra) == rb else 0)
+            score += (1 if ta.shape == tb.shape else -1) + (1 if a2b.get(ra) == rb else 0)
             continue
-        if ra in m.absorbed:
-            if _reads_below(m, m.absorbed[ra][0], xb):
+        if ra in absorbed:
+            if _reads_below(m, absorbed[ra][0], xb):
                 score += 2
                 continue
             return False, 0.0
-        if ra in m.a2b:
-            if m.a2b[ra] != rb:
+        if ra in a2b:
+            if a2b[ra] != rb:
                 return False, 0.0
             score += 2
-        elif rb in m.b2a:
-            if folded_before(m, ra) != m.b2a[rb]:
+        elif rb in b2a:
+            if folded_before(m, ra) != b2a[rb]:
                 return False, 0.0
             score += 1  # a foldable op before the node in a was folded into it in b
         elif pa != pb:
@@ -148,9 +154,13 @@ def _forward(m: Matching, ra: str, rb: str) -> None:
 def _backward(m: Matching, ra: str, rb: str) -> None:
     if ra in m.absorbed:
         return
-    pa, pb = m.a.producer(ra), m.b.producer(rb)
-    if pa is None or pb is None or pa.id in m.node_a2b or pb.id in m.node_b2a:
+    va, vb = m.va, m.vb
+    ta, tb = va.stage.tensors.get(ra), vb.stage.tensors.get(rb)  # the producers (StageGraph.producer), inline
+    ida = ta.producer if ta is not None else None
+    idb = tb.producer if tb is not None else None
+    if ida is None or idb is None or ida in m.node_a2b or idb in m.node_b2a:
         return
+    pa, pb = va.stage.nodes[ida], vb.stage.nodes[idb]
     if pa.id in m.va.wrappers or pb.id in m.vb.wrappers or op_class(pa) != op_class(pb):
         return
     if ra not in pa.outputs or rb not in pb.outputs or pa.outputs.index(ra) != pb.outputs.index(rb):
@@ -160,45 +170,53 @@ def _backward(m: Matching, ra: str, rb: str) -> None:
         try_pair(m, pa, pb, m.info[ra][1] * 0.95, f"producers of matched tensors {ra!r} / {rb!r}, same op")
 
 
-def _sese(view: StageView, start: str, done: dict[str, str], depth: int) -> tuple[list[str], str] | None:
-    """Small single-entry single-exit subgraph below root ``start``.
+def _sese_levels(view: StageView, start: str, done: dict[str, str], depth: int = 3) -> Iterator[
+        tuple[list[str], str] | None]:
+    """Small single-entry single-exit subgraphs below root ``start``, one per number of steps 1 .. ``depth``.
 
-    Collects unmatched core nodes reachable from ``start`` in at most ``depth`` steps whose
-    non-constant inputs all come from ``start`` or from inside; returns (node ids, exit tensor)
-    when exactly one tensor leaves the set, else None.
+    At step k: the unmatched core nodes reachable from ``start`` in at most k steps whose non-constant inputs all
+    come from ``start`` or from inside; yields (node ids, exit tensor) when exactly one tensor leaves the set, else
+    None. Lazy: one traversal, each step taken when the next subgraph is asked for.
     """
-    st = view.stage
+    st, consumers, root, const_derived = view.stage, view.consumers, view.root, view.const_derived
+    nodes = st.nodes
     inside: list[str] = []
     produced = {start}
     frontier = [start]
     for _ in range(depth):
         nxt = []
         for t in frontier:
-            for cid, _i, _x in view.consumers.get(t, []):
-                n = st.nodes[cid]
+            for cid, _i, _x in consumers.get(t, ()):
+                n = nodes[cid]
                 if cid in inside or cid in done or n.parent is not None:
                     continue
-                if all(not x or view.root.get(x, x) in produced or view.root.get(x, x) in view.const_derived
-                       for x in n.inputs):
+                if all(not x or root.get(x, x) in produced or root.get(x, x) in const_derived for x in n.inputs):
                     inside.append(cid)
                     for o in n.outputs:
                         if o:
                             produced.add(o)
                             nxt.append(o)
         frontier = nxt
+        yield _single_exit(view, start, inside)
+
+
+def _single_exit(view: StageView, start: str, inside: list[str]) -> tuple[list[str], str] | None:
+    """(a copy of ``inside``, its one exit tensor) when exactly one tensor leaves ``inside`` and every consumer of
+    ``start`` is inside, else None."""
     if not inside:
         return None
+    st, consumers = view.stage, view.consumers
     exits = []
     for cid in inside:
         for o in st.nodes[cid].outputs:
-            if o and (st.tensors[o].is_graph_output or any(c not in inside for c, _i, _x in view.consumers.get(o, []))):
+            if o and (st.tensors[o].is_graph_output or any(c not in inside for c, _i, _x in consumers.get(o, ()))):
                 exits.append(o)
     if len(exits) != 1:
         return None
     # every consumer of start must be inside, or the region is not single-entry
-    if any(c not in inside for c, _i, _x in view.consumers.get(start, [])):
+    if any(c not in inside for c, _i, _x in consumers.get(start, ())):
         return None
-    return inside, exits[0]
+    return list(inside), exits[0]
 
 
 def _hop(m: Matching, ra: str, rb: str) -> None:
@@ -209,13 +227,16 @@ def _hop(m: Matching, ra: str, rb: str) -> None:
     """
     if ra in m.absorbed or any(c in m.node_a2b for c, _i, _x in m.va.consumers.get(ra, [])):
         return
-    for da in (1, 2, 3):
-        sa = _sese(m.va, ra, m.node_a2b, da)
+    levels_b = _sese_levels(m.vb, rb, m.node_b2a)
+    sbs: list[tuple[list[str], str] | None] = []  # b's subgraph per depth, the same for every depth of a's
+    for sa in _sese_levels(m.va, ra, m.node_a2b):
         if sa is None:
             continue
         ops_a = consumer_ops(m.va, sa[1])
         for db in (1, 2, 3):
-            sb = _sese(m.vb, rb, m.node_b2a, db)
+            if len(sbs) < db:
+                sbs.append(next(levels_b))
+            sb = sbs[db - 1]
             if sb is None:
                 continue
             ea, eb = m.root_a(sa[1]), m.root_b(sb[1])

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..stage import NodeInfo, StageGraph
-from ..toolchains.ops import wrapper_kind
+from ..toolchains.ops import WRAPPER_KINDS, norm_domain, wrapper_kind
 
 __all__ = ["StageView"]
 
@@ -58,29 +58,28 @@ class StageView:
 
     @classmethod
     def build(cls, stage: StageGraph) -> "StageView":
-        """Compute the view in one pass over the nodes in file order (topological in valid ONNX)."""
+        """Compute the view in passes over the nodes in file order (topological in valid ONNX)."""
         v = cls(stage)
         nodes, tensors = stage.nodes, stage.tensors
-        wrappers = v.wrappers
-        for node in nodes.values():
-            k = wrapper_kind(stage, node)
-            if k is not None:
-                wrappers[node.id] = k
-        root, depth, kinds, none = v.root, v.depth, v.kinds, frozenset()
-        for name, t in tensors.items():
-            if name in root:
-                continue
-            pid = t.producer
-            if pid is None or pid not in wrappers:  # its own root (what _resolve finds at once)
-                root[name], depth[name], kinds[name] = name, 0, none
-                continue
-            node = nodes[pid]
-            inp = node.inputs[0]
-            if node.outputs[0] == name and inp in root and inp != name:  # input resolved before (file order)
-                root[name], v.via[name], depth[name] = root[inp], pid, depth[inp] + 1
-                kinds[name] = kinds[inp] | {wrappers[pid]}
-            else:
-                v._resolve(name)
+        v.wrappers = wrappers = _wrappers(stage)
+        # a tensor no wrapper writes is its own root (what _resolve finds at once); a wrapper's outputs are resolved
+        # in file order, each through its input's root when that is known already
+        written = {o for nid in wrappers for o in nodes[nid].outputs if o and tensors[o].producer == nid}
+        none = frozenset()
+        v.root = root = {name: name for name in tensors if name not in written}
+        v.depth, v.kinds = depth, kinds = dict.fromkeys(root, 0), dict.fromkeys(root, none)
+        via = v.via
+        for nid, kind in wrappers.items():
+            node = nodes[nid]
+            for name in node.outputs:
+                if name not in written or name in root:
+                    continue
+                inp = node.inputs[0]
+                if node.outputs[0] == name and inp in root and inp != name:  # input resolved before (file order)
+                    root[name], via[name], depth[name] = root[inp], nid, depth[inp] + 1
+                    kinds[name] = kinds[inp] | {kind}
+                else:
+                    v._resolve(name)
         core = {nid for nid, n in nodes.items() if n.parent is None and nid not in wrappers}
         consumers = v.consumers
         for name, t in tensors.items():
@@ -93,13 +92,18 @@ class StageView:
                         if lst is None:
                             lst = consumers[r] = []
                     lst.append((cid, idx, name))
+        tree = v.tree
         for nid in wrappers:
-            out = nodes[nid].outputs[0]
-            v.tree.setdefault(root[out], []).append(nid)
-        v.const_derived = {n for n, t in tensors.items() if t.is_param}
-        for node in nodes.values():
-            if node.parent is None and node.inputs and all(not x or x in v.const_derived for x in node.inputs):
-                v.const_derived.update(o for o in node.outputs if o)
+            r = root[nodes[nid].outputs[0]]
+            lst = tree.get(r)
+            if lst is None:
+                tree[r] = [nid]
+            else:
+                lst.append(nid)
+        v.const_derived = cd = {n for n, t in tensors.items() if t.kind == "initializer" or t.kind == "constant"}
+        for node in nodes.values():  # every non-empty input derived from weights (TensorInfo.is_param)
+            if node.parent is None and node.inputs and cd.issuperset(filter(None, node.inputs)):
+                cd.update(o for o in node.outputs if o)
         return v
 
     def _resolve(self, name: str) -> str:
@@ -145,3 +149,19 @@ class StageView:
         if self._core is None:
             self._core = [n for n in self.stage.nodes.values() if n.id not in self.wrappers and n.parent is None]
         return self._core
+
+
+def _wrappers(stage: StageGraph) -> dict[str, str]:
+    """Wrapper node id -> kind (:func:`wrapper_kind`), in file order; asked only of nodes whose op is a wrapper op."""
+    out: dict[str, str] = {}
+    listed: dict[tuple[str, str], bool] = {}  # (domain, op_type) -> a wrapper op of WRAPPER_KINDS
+    for nid, node in stage.nodes.items():
+        key = (node.domain, node.op_type)
+        is_op = listed.get(key)
+        if is_op is None:
+            is_op = listed[key] = (norm_domain(node.domain), node.op_type) in WRAPPER_KINDS
+        if is_op:
+            k = wrapper_kind(stage, node)
+            if k is not None:
+                out[nid] = k
+    return out

@@ -118,8 +118,8 @@ def safe_report(report: AuditReport) -> AuditReport:
     d = report.to_dict()
     # JSON writes C0 controls as backslash escapes and the others as they are: a backslash or a control means a copy
     text = json.dumps(d, ensure_ascii=False, default=str)
-    if "\\" not in text and not needs_escape(text):
-        return report
+    if "\\" not in text and (text.isascii() and "\x7f" not in text or not needs_escape(text)):
+        return report  # an ASCII text with no backslash can hold no control but DEL (printable's only other one)
     return AuditReport.from_dict(_printable(d))
 
 
