@@ -76,8 +76,9 @@ class BisectReport:
         Its share of the drop recovered and its metric; ``reached`` whether the share reaches ``target``.
     fix_recovered : float or None
         The share of the drop the fix is predicted to recover, measured on a model that does what the fix asks (the
-        chosen HzCalibration nodes quantizing to int16 at their thresholds), not on the float hybrid; None when the
-        fix is not a hb_mapper setting.
+        chosen HzCalibration nodes quantizing to int16 at their thresholds, with what hb_mapper changes along with
+        them: :func:`graphaudit.numeric.int16fix.int16_calibration`), not on the float hybrid; None when the fix is
+        not a hb_mapper setting.
     fix_units : list of int
         The units the fix names (indices into ``units``): ``chosen``, or the result of a second search with the
         fix's own model as the oracle when int16 at the chosen units would win back less than half of ``recovered``.

@@ -13,7 +13,8 @@ from .errors import GraphAuditError
 from .lineage import Alignment
 from .numeric.backends import make_session
 from .numeric.compare import StageFeeder
-from .numeric.hybrid import build_hybrid, hybrid_session_model, int16_calibration, output_noise
+from .numeric.hybrid import build_hybrid, hybrid_session_model, output_noise
+from .numeric.int16fix import int16_calibration
 
 __all__ = ["HybridEvaluator", "fix_model"]
 
@@ -90,7 +91,8 @@ class HybridEvaluator:
 
 def fix_model(ev: HybridEvaluator, unit_changes: list[int]):
     """b as the hb_mapper fix would make it: the units' activation HzCalibration nodes quantizing to int16 at their
-    thresholds, their weight HzCalibration nodes reverted (the weight's node on the CPU, in float)."""
+    thresholds with what hb_mapper changes along with them (:func:`graphaudit.numeric.int16fix.int16_calibration`),
+    their weight HzCalibration nodes reverted (the weight's node on the CPU, in float)."""
     al, changes = ev.al, ev.changes
     weights = [j for j in unit_changes if "weight" in changes[j].pattern]
     acts = [al.b.nodes[n].name or n for j in unit_changes if "weight" not in changes[j].pattern

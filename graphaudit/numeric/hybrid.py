@@ -23,8 +23,7 @@ from .backends import HORIZON_RUNTIME
 from .lower import lower_model, needs_lowering
 from .regions import COMPARABLE_KINDS
 
-__all__ = ["REVERTIBLE_KINDS", "HybridError", "revertible", "build_hybrid", "hybrid_session_model", "output_noise",
-           "int16_calibration"]
+__all__ = ["REVERTIBLE_KINDS", "HybridError", "revertible", "build_hybrid", "hybrid_session_model", "output_noise"]
 
 #: Change kinds a hybrid can revert. "removed" changes (a node b has no longer: Identity, Dropout, a Cast) are left:
 #: their a nodes read and write tensors b has merged into one, and they do not change numbers where b is right.
@@ -410,32 +409,3 @@ def hybrid_session_model(model: onnx.ModelProto, path, runtime: str) -> onnx.Mod
     if runtime != HORIZON_RUNTIME and needs_lowering(model):
         return lower_model(model, path).model
     return model
-
-
-def int16_calibration(model: onnx.ModelProto, nodes: Iterable[str]) -> onnx.ModelProto:
-    """A copy of a calibrated model whose HzCalibration nodes named ``nodes`` quantize to int16 at their thresholds:
-    ``qtype`` int16 and ``scales = thresholds / 32767`` (what hb_mapper 1.24 writes for a ``node_info``
-    ``OutputType: int16`` when the calibration keeps the threshold: measured on PP-OCR cls, relu_4's threshold
-    6.5862 -> scale 2.0100e-4). Other nodes are left as they are.
-    """
-    want = set(nodes)
-    out = onnx.ModelProto()
-    out.CopyFrom(model)
-    for n in out.graph.node:
-        if n.op_type != "HzCalibration" or n.name not in want:
-            continue
-        attrs = {a.name: a for a in n.attribute}
-        if "thresholds" not in attrs:
-            continue
-        thresholds = list(attrs["thresholds"].floats)
-        if "qtype" in attrs:
-            attrs["qtype"].s = b"int16"
-        else:
-            n.attribute.append(onnx.helper.make_attribute("qtype", "int16"))
-        scales = [t / 32767.0 for t in thresholds]
-        if "scales" in attrs:
-            del attrs["scales"].floats[:]
-            attrs["scales"].floats.extend(scales)
-        else:
-            n.attribute.append(onnx.helper.make_attribute("scales", scales))
-    return out

@@ -84,8 +84,9 @@ def render_bisect(rep: BisectReport, console: Console) -> None:
     render_fix(rep.fix, console, weak)
     if rep.fix_recovered is not None:
         worse = " (the outputs move further from a than b's)" if rep.fix_recovered < 0 else ""
-        console.print(Text(f"  predicted with the fix (measured on b with those tensors in int16 at the same "
-                           f"thresholds): {rep.fix_recovered:.1%} of the drop{worse}" + (
+        console.print(Text(f"  predicted with the fix (measured on b as hb_mapper builds it: those tensors in int16 "
+                           f"at the same thresholds, with hb_mapper's int16 propagation): {rep.fix_recovered:.1%} of "
+                           f"the drop{worse}" + (
                                "; int16 keeps what clips at the calibrated thresholds: recalibrate those tensors "
                                "(calibration_type max, or a higher max_percentile) or run their consumers on the "
                                "CPU" if weak else ""), style="yellow" if weak else "dim"))
