@@ -158,9 +158,12 @@ def _units(al: Alignment, changes: list[Change], stages, pair: int) -> list[tupl
     units = revertible(al, changes)
     if not units:
         why = ""
-        if has_fixed_point(stages[pair + 1]) and pair > 0:
-            why = (f" (the fixed-point stage's changes read or write integers in NHWC layout; --pair {pair - 1} "
-                   f"bisects {stages[pair - 1].name} -> {stages[pair].name}, where quantization is simulated in float)")
+        if has_fixed_point(stages[pair + 1]):
+            why = " (the fixed-point stage's changes read or write integers in NHWC layout"
+            if pair > 0 and stages[pair].role == "calibrated":
+                why += (f"; --pair {pair - 1} bisects {stages[pair - 1].name} -> {stages[pair].name}, where "
+                        "quantization is simulated in float")
+            why += ")"
         raise GraphAuditError(f"{stages[pair].name} -> {stages[pair + 1].name}: no change that can be reverted{why}")
     return units
 
