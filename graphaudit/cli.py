@@ -301,7 +301,7 @@ def _explain_run(args: argparse.Namespace, console: Console, freeze: bool) -> in
             gc.freeze()
     reports = [au.report for au in audits]
     if args.command == "compare" and not (args.data or args.random) and reports[0].numeric is None \
-            and reports[0].metric is None:
+            and reports[0].metric is None and not contract_errors(reports[0].findings):  # else: as with --data
         run = reports[0].run
         why = run.numeric_skipped if run is not None and run.numeric_skipped else (
             f"{run.config if run is not None else 'the config'} names no cal_data_dir")

