@@ -198,3 +198,23 @@ def check_eval_hook_failed(ctx: AuditContext) -> Iterator[Finding]:
             "its metric is missing for that stage only", stage=m.stage,
             location={"file": str(st.path)} if st is not None else {},
             evidence={"hook": ctx.metric.hook, "error": m.error, "samples": m.samples, "runtime": m.runtime})
+
+
+def check_nonfinite_outputs(ctx: AuditContext) -> Iterator[Finding]:
+    """Rule N406 (graphaudit/rules/numeric.yaml): one finding per stage whose graph outputs held NaN or infinite
+    values on the data (counted by :class:`graphaudit.numeric.metrics.ErrorStats`: ``nonfinite_a`` for the
+    transition's reference stage, ``nonfinite_b`` for its test stage). Where both stages of a transition are NaN
+    there is no divergence to find, and every figure compared against them is NaN: this says so."""
+    seen: dict[str, list] = {}
+    for res in ctx.numeric or []:
+        for te in res.outputs():
+            s = te.stats
+            for name, tensor, bad in ((res.a, te.a_tensor, s.nonfinite_a), (res.b, te.b_tensor, s.nonfinite_b)):
+                if bad and (tensor, bad) not in seen.setdefault(name, []):
+                    seen[name].append((tensor, bad))
+    for name, items in seen.items():
+        listing = ", ".join(f"{t!r} {n:,}" for t, n in items)
+        yield make_finding(
+            "N406", f"output values of {name} are NaN or infinite on the data ({listing} value(s)): the "
+            "comparisons with this stage measure nothing there", stage=name, location={"tensor": items[0][0]},
+            evidence={"outputs": [{"tensor": t, "nonfinite": n} for t, n in items]})

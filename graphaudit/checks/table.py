@@ -85,6 +85,7 @@ RULES: dict[str, Rule] = {
     "N403": N.check_stage_not_run,
     "N404": N.check_isolated_outlier,
     "N405": N.check_eval_hook_failed,
+    "N406": N.check_nonfinite_outputs,
 }
 
 #: The config rule codes (``graphaudit lint``), in code order.
