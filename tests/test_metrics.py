@@ -85,8 +85,15 @@ def test_identical_stages_producing_nan_do_not_diverge(tmp_path):
     text = '<ir_version: 8, opset_import: ["" : 13]>\ng (float[1,8] x) => (float[1,8] y) { l = Log (x)\n y = Relu (l) }'
     save_text(tmp_path, "m_original.onnx", text)
     save_text(tmp_path, "m_optimized.onnx", text)
-    out = tmp_path.parent / f"{tmp_path.name}_out"
-    assert main(["explain", str(tmp_path), "--random", "3", "--json", str(out) + ".json", "--no-report"]) == 0
+    out = tmp_path.parent / f"{tmp_path.name}_out.json"
+    # no divergence (both stages alike); the NaN outputs themselves are finding N406, an error: exit 1
+    assert main(["explain", str(tmp_path), "--random", "3", "--json", str(out), "--no-report"]) == 1
+    import json
+
+    rep = json.loads(out.read_text())
+    assert rep["numeric"][0]["first_divergence"] is None
+    codes = {f["code"] for f in rep["findings"]}
+    assert "N406" in codes and "N401" not in codes
 
 
 def test_float32_sums_and_per_tensor_lsb_match_formulas():
