@@ -42,6 +42,23 @@ BUILD = REPO / "samples" / "build"
 MODES = ("floor", "today", "in-session", "iobinding")
 
 
+
+def _reduction_nodes(a: str, b: str, p: str) -> list:
+    """The float64 reductions of one pair (a, b) of float tensors, outputs ``p + "aa"``, ``"bb"``, ``"ee"`` (sums of
+    a^2, b^2, (b - a)^2) and ``"mx"`` (max |b - a|)."""
+    from onnx import TensorProto, helper
+
+    dbl = TensorProto.DOUBLE
+    return [helper.make_node("Cast", [a], [p + "a"], to=dbl),
+            helper.make_node("Cast", [b], [p + "b"], to=dbl),
+            helper.make_node("Sub", [p + "b", p + "a"], [p + "e"]),
+            helper.make_node("ReduceSumSquare", [p + "a"], [p + "aa"], keepdims=0),
+            helper.make_node("ReduceSumSquare", [p + "b"], [p + "bb"], keepdims=0),
+            helper.make_node("ReduceSumSquare", [p + "e"], [p + "ee"], keepdims=0),
+            helper.make_node("Abs", [p + "e"], [p + "ae"]),
+            helper.make_node("ReduceMax", [p + "ae"], [p + "mx"], keepdims=0)]
+
+
 def _peak_rss_mb() -> float:
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
@@ -66,23 +83,16 @@ def fused_model(model_a, model_b, pairs: list[tuple[str, str]], prefix: str = "b
     is converted to b's default-domain opset when they differ (:func:`onnx.version_converter.convert_version`).
     """
     import onnx
-    from onnx import TensorProto, compose, helper, version_converter
+    from onnx import compose, helper, version_converter
 
     opset = {o.domain: o.version for o in model_b.opset_import}
     if {o.domain: o.version for o in model_a.opset_import}.get("", 0) != opset.get("", 0):
         model_a = version_converter.convert_version(model_a, opset[""])
     model_b = compose.add_prefix(model_b, prefix)
-    nodes, outs, dbl = list(model_a.graph.node) + list(model_b.graph.node), [], TensorProto.DOUBLE
+    nodes, outs = list(model_a.graph.node) + list(model_b.graph.node), []
     for k, (a, b) in enumerate(pairs):
         p = f"r{k}_"
-        nodes += [helper.make_node("Cast", [a], [p + "a"], to=dbl),
-                  helper.make_node("Cast", [prefix + b], [p + "b"], to=dbl),
-                  helper.make_node("Sub", [p + "b", p + "a"], [p + "e"]),
-                  helper.make_node("ReduceSumSquare", [p + "a"], [p + "aa"], keepdims=0),
-                  helper.make_node("ReduceSumSquare", [p + "b"], [p + "bb"], keepdims=0),
-                  helper.make_node("ReduceSumSquare", [p + "e"], [p + "ee"], keepdims=0),
-                  helper.make_node("Abs", [p + "e"], [p + "ae"]),
-                  helper.make_node("ReduceMax", [p + "ae"], [p + "mx"], keepdims=0)]
+        nodes += _reduction_nodes(a, prefix + b, p)
         outs += [p + "aa", p + "bb", p + "ee", p + "mx"]
     graph = helper.make_graph(nodes, "fused", list(model_a.graph.input) + list(model_b.graph.input),
                               [onnx.ValueInfoProto(name=o) for o in outs],
@@ -248,14 +258,7 @@ def _reduction_session(pairs: list):
     for k, (a, _b) in enumerate(pairs):
         p = f"r{k}_"
         ins += [helper.make_tensor_value_info(p + x, TensorProto.FLOAT, list(a.shape)) for x in ("x", "y")]
-        nodes += [helper.make_node("Cast", [p + "x"], [p + "a"], to=dbl),
-                  helper.make_node("Cast", [p + "y"], [p + "b"], to=dbl),
-                  helper.make_node("Sub", [p + "b", p + "a"], [p + "e"]),
-                  helper.make_node("ReduceSumSquare", [p + "a"], [p + "aa"], keepdims=0),
-                  helper.make_node("ReduceSumSquare", [p + "b"], [p + "bb"], keepdims=0),
-                  helper.make_node("ReduceSumSquare", [p + "e"], [p + "ee"], keepdims=0),
-                  helper.make_node("Abs", [p + "e"], [p + "ae"]),
-                  helper.make_node("ReduceMax", [p + "ae"], [p + "mx"], keepdims=0)]
+        nodes += _reduction_nodes(p + "x", p + "y", p)
         outs += [helper.make_tensor_value_info(p + x, dbl, []) for x in ("aa", "bb", "ee", "mx")]
     m = helper.make_model(helper.make_graph(nodes, "reduce", ins, outs), opset_imports=[helper.make_opsetid("", 13)])
     so = ort.SessionOptions()
