@@ -305,6 +305,33 @@ class _Builder:
                     self.add_graph(sg, nid, f"{nid}/{_text(a.name)}[{j}]/", depth + 1)
 
 
+def _canonical_order(tensors: dict[str, TensorInfo], nodes: dict[str, NodeInfo],
+                     graph_inputs: list[str]) -> dict[str, TensorInfo]:
+    """``tensors`` in an order set by the graph's inputs and nodes alone: the graph inputs, then each node's inputs
+    and outputs in node (file) order, then what no node reads or writes, by name.
+
+    ONNX gives the order of ``graph.initializer`` and ``graph.value_info`` no meaning, and toolchains do not keep it:
+    two hb_mapper 1.24.3 runs on the same model and calibration data write byte-different files that differ only in
+    that order. Everything downstream iterates the tensor table, so its order must not come from those lists, or the
+    same conversion aligns differently from one build to the next.
+    """
+    out: dict[str, TensorInfo] = {}
+    for name in graph_inputs:
+        if name in tensors:
+            out[name] = tensors[name]
+    for n in nodes.values():
+        for x in n.inputs:
+            if x and x not in out:
+                out[x] = tensors[x]
+        for x in n.outputs:
+            if x and x not in out:
+                out[x] = tensors[x]
+    if len(out) < len(tensors):
+        for name in sorted(k for k in tensors if k not in out):
+            out[name] = tensors[name]
+    return out
+
+
 def _validate(b: _Builder) -> None:
     """Reject graphs no toolchain can have written: reads of undefined tensors, cycles."""
     for name, t in b.tensors.items():
@@ -374,6 +401,7 @@ def load_stage(path: str | os.PathLike, role: str = "custom", name: str | None =
     b = _Builder(model, p)
     b.add_graph(model.graph, None, "")
     _validate(b)
+    b.tensors = _canonical_order(b.tensors, b.nodes, [_text(vi.name) for vi in model.graph.input])
     opsets = {("" if _text(o.domain) == "ai.onnx" else _text(o.domain)): int(o.version) for o in model.opset_import}
     inputs = [_text(vi.name) for vi in model.graph.input if b.tensors[_text(vi.name)].kind == "input"]
     outputs = [_text(vo.name) for vo in model.graph.output]

@@ -9,7 +9,9 @@ pipelines do not (hundreds of absorbed activations, thousands of wrapper chains)
 absorbed activation) with a golden record of SHA-256 digests per section, exactly as test_alignment_stable.py does.
 
 The golden record (``tests/data/alignment_golden/generated.json``) is the output of the code before the second
-round of issue 17 part 1's speed work (main at 83116f6), written by ``python tests/test_alignment_generated.py --regenerate``.
+round of issue 17 part 1's speed work (main at 83116f6), written again by
+``python tests/test_alignment_generated.py --regenerate`` for the deliberate change of test_alignment_stable.py's
+docstring (a tensor table in an order of its own; same-named nodes paired backward at confidence 1.0).
 As there, the code's own earlier output is the expected value on purpose: this test says that a change meant to
 leave the results alone did; test_pipelines.py and test_change_kinds.py say whether the results are right.
 Regenerate only for a change meant to alter alignment results, and say so in the commit.

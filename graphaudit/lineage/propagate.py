@@ -166,8 +166,9 @@ def _backward(m: Matching, ra: str, rb: str) -> None:
     if ra not in pa.outputs or rb not in pb.outputs or pa.outputs.index(ra) != pb.outputs.index(rb):
         return
     ok, _ = input_ok(m, pa, pb)
-    if ok:
-        try_pair(m, pa, pb, m.info[ra][1] * 0.95, f"producers of matched tensors {ra!r} / {rb!r}, same op")
+    if ok:  # the same node name is as strong here as when _forward reaches the pair: which comes first is order
+        conf = 1.0 if pa.name and pa.name == pb.name else m.info[ra][1] * 0.95
+        try_pair(m, pa, pb, conf, f"producers of matched tensors {ra!r} / {rb!r}, same op")
 
 
 def _sese_levels(view: StageView, start: str, done: dict[str, str], depth: int = 3) -> Iterator[
