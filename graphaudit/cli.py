@@ -29,7 +29,7 @@ from .load import load_stage
 from .cliargs import build_parser, scale_of
 from .outputs import plan_reports, write_reports
 from .report import AuditReport
-from .toolchains.discovery import role_of
+from .toolchains.discovery import discover_stages, role_of
 from .measure import NumericOptions
 from .pipeline import audit, contract_errors, load_pipeline, user_inputs
 from .render import (render_diff, render_explain, render_findings, render_input_stats, render_numeric, render_rules,
@@ -276,16 +276,22 @@ def _explain_run(args: argparse.Namespace, console: Console, freeze: bool) -> in
         raise GraphAuditError("compare needs samples: give --data PATH, --random N, or --config YAML (its "
                               "cal_data_dir; found by itself when the config's working_dir holds the stages), "
                               "or --eval MODULE:FUNCTION")
-    protect = [p for _t, paths in pipelines for p in user_inputs(paths, args.source, getattr(args, "config", None),
-                                                                   getattr(args, "data", None), kw["log"],
-                                                                   *_found_logs(paths, kw["find_log"]))]
-    if kw["config"] is not None:  # the model and calibration data the config names are inputs too
+    given = [p for _t, paths in pipelines for p in user_inputs(paths, args.source, getattr(args, "config", None),
+                                                                 getattr(args, "data", None), kw["log"],
+                                                                 getattr(args, "eval_samples", None), _hook_file(args))]
+    protect = given + [p for _t, paths in pipelines for p in _found_logs(paths, kw["find_log"])]
+    if kw["config"] is not None:  # a config found beside the stages, the model and data it names are inputs too
         from .config import config_inputs
 
-        protect += config_inputs(kw["config"])
+        protect += [Path(kw["config"].path), *config_inputs(kw["config"])]
     plan = None
     if args.command == "explain":
-        plan = plan_reports(args.out, args.html, args.json, args.no_report, args.model_explorer, protect)
+        if not default_run:  # a missing or mistaken stage path is named before where the reports go
+            discover_stages(args.paths, args.source, min_stages=1)
+        # the default --out must not land next to what the user gave (a config or log found beside the stages
+        # is not the user's: running from the project directory that holds them stays the usual way)
+        plan = plan_reports(args.out, args.html, args.json, args.no_report, args.model_explorer, protect,
+                            inputs=given, option="--out DIR")
     elif args.json is not None:
         check_output_path(args.json, protect)
     audits = []

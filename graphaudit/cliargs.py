@@ -271,8 +271,9 @@ def _rankdir_arg(p: argparse.ArgumentParser) -> None:
 
 
 def _report_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--out", metavar="DIR", default=DEFAULT_OUT,
-                   help=f"directory for report.html and report.json (default: {DEFAULT_OUT})")
+    p.add_argument("--out", metavar="DIR",
+                   help=f"directory for report.html and report.json (default: ./{DEFAULT_OUT}, refused when the "
+                        "working directory holds an input file)")
     p.add_argument("--html", metavar="FILE", help="write the HTML report here instead of DIR/report.html")
     p.add_argument("--no-report", action="store_true",
                    help="terminal only: no report files (except --json/--html/--model-explorer given explicitly)")

