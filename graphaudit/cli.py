@@ -266,7 +266,7 @@ def _explain(args: argparse.Namespace, console: Console) -> int:
 def _explain_run(args: argparse.Namespace, console: Console, freeze: bool) -> int:
     """:func:`_explain`; ``freeze``: freeze each audit once built."""
     pipelines, default_run = _pipelines(args)
-    kw = _audit_args(args)
+    kw = _audit_args(args, console)
     finds = args.command in ("explain", "compare")  # compare reads raw calibration files with it too
     if finds and not default_run and kw["config"] is None and not args.no_config:
         kw["config"] = _found_config(args.paths, console, runs_data=args.command == "compare")
@@ -338,7 +338,7 @@ def _bisect(args: argparse.Namespace, console: Console) -> int:
     from .bisection import bisect
     from .render.bisect_console import render_bisect, render_bisect_start, render_bisect_step
 
-    kw = _audit_args(args)
+    kw = _audit_args(args, console)
     if kw["config"] is None and not args.no_config and not (args.data or args.random):
         kw["config"] = _found_config(args.paths, console, runs_data=True)
     protect = user_inputs(args.paths, args.source, args.config, args.data, args.eval_samples, _hook_file(args))
@@ -420,8 +420,9 @@ def _eval_progress(stage: str) -> None:
     print(f"evaluating {stage} (--eval)", file=sys.stderr, flush=True)
 
 
-def _audit_args(args: argparse.Namespace) -> dict:
-    """Keyword arguments of :func:`graphaudit.pipeline.audit` for explain/compare/diff/render arguments."""
+def _audit_args(args: argparse.Namespace, console: Console | None = None) -> dict:
+    """Keyword arguments of :func:`graphaudit.pipeline.audit` for explain/compare/diff/render arguments; on
+    ``console``, a note when ``--max-samples`` cannot cap the ``--eval`` hook (a whole-set hook)."""
     hook = getattr(args, "eval_hook", None)
     if getattr(args, "eval_samples", None) and not hook:
         raise GraphAuditError("--eval-samples needs --eval MODULE:FUNCTION (the function that reads them)")
@@ -433,6 +434,11 @@ def _audit_args(args: argparse.Namespace) -> dict:
         from .evaluate import as_eval_hook
 
         kw.update(eval_hook=as_eval_hook(hook), eval_samples=args.eval_samples)
+        n = getattr(args, "max_samples", None)
+        if console is not None and n is not None and not kw["eval_hook"].per_sample:
+            console.print(Text(f"note: --max-samples {n} does not cap --eval {hook}: a whole-set hook reads "
+                               "--eval-samples itself (a hook with per_sample = True runs on the first "
+                               f"{n} files)", style="dim"), soft_wrap=True)
     return kw
 
 

@@ -229,7 +229,8 @@ def _numeric_args(p: argparse.ArgumentParser, required: bool) -> None:
                                                   ".bin files (with --raw-dtype/--raw-shape) or images")
     g.add_argument("--random", metavar="N", type=int, help="N random samples (seeded) instead of data")
     p.add_argument("--seed", type=int, default=0, help="seed for --random (default 0)")
-    p.add_argument("--max-samples", type=positive_int, metavar="N", help="use only the first N samples of --data")
+    p.add_argument("--max-samples", type=positive_int, metavar="N",
+                   help="use only the first N samples of --data (and of --eval-samples for a per_sample --eval hook)")
     p.add_argument("--raw-dtype", help="dtype of raw .bin/.rgb files, e.g. uint8 or float32")
     p.add_argument("--raw-shape", help="shape of raw files, e.g. 1x3x224x224")
     p.add_argument("--threshold", type=float, default=DEFAULT_COSINE_THRESHOLD,
