@@ -121,6 +121,10 @@ def _render(args: argparse.Namespace, console: Console) -> int:
                            + "; the error shading measures the data, not only the toolchain", style="yellow"))
     if au.report.run and au.report.run.numeric_skipped:
         console.print(Text(f"warning: no error shading: {au.report.run.numeric_skipped}", style="yellow"))
+    if kw["config"] is not None:  # the config linted against the stages, listed as explain lists them
+        console.print(Text(f"config: {kw['config'].path} (linted against the stages, C3xx)", style="bold"))
+        render_findings(replace(au.report, findings=[f for f in au.report.findings if f.code.startswith("C")]),
+                        console)
     src = au.diff_source()
     g = build_diff_graph(src, pair=args.pair, focus=args.focus, radius=args.radius, expand=args.expand,
                          max_nodes=args.max_nodes, rankdir=args.rankdir)
