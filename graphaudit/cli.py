@@ -125,6 +125,7 @@ def _render(args: argparse.Namespace, console: Console) -> int:
         console.print(Text(f"config: {kw['config'].path} (linted against the stages, C3xx)", style="bold"))
         render_findings(replace(au.report, findings=[f for f in au.report.findings if f.code.startswith("C")]),
                         console)
+    _small_job_note(kw["numeric"], [au.report])
     src = au.diff_source()
     g = build_diff_graph(src, pair=args.pair, focus=args.focus, radius=args.radius, expand=args.expand,
                          max_nodes=args.max_nodes, rankdir=args.rankdir)
@@ -324,6 +325,7 @@ def _explain_run(args: argparse.Namespace, console: Console, freeze: bool) -> in
             render_findings(rep, console)
         else:
             render_diff(rep, console, args.verbose)
+    _small_job_note(kw["numeric"], reports)
     if plan is not None:
         for what, path in write_reports(audits, plan=plan, json=args.json, rankdir=args.rankdir):
             console.print(Text(f"{what}: {path}"))
@@ -362,6 +364,18 @@ def _bisect(args: argparse.Namespace, console: Console) -> int:
         write_json(rep, args.json, protect=protect)
         console.print(Text(f"\nJSON: {args.json}"))
     return 0 if rep.reached else 1
+
+
+def _small_job_note(numeric: NumericOptions, reports: list[AuditReport]) -> None:
+    """One note line on stderr (as the note on more workers than CPUs) when ``--workers`` ran so few samples that the
+    workers' start-up likely outweighed the sharing (:meth:`graphaudit.scaleout.ScaleOut.small_job_note`)."""
+    if numeric.scale is None:
+        return
+    for rep in reports:
+        note = numeric.scale.small_job_note(rep.run.samples_used if rep.run is not None else None)
+        if note:
+            print(f"graphaudit: note: {note}", file=sys.stderr, flush=True)
+            return
 
 
 def _hook_file(args: argparse.Namespace) -> Path | None:
