@@ -319,6 +319,35 @@ def test_nan_data_are_the_same_error_finding_for_one_stage_and_for_several(sampl
         assert "Numeric comparison skipped" in p.stdout
 
 
+def test_nan_data_get_their_own_fix_and_a_constant_sample_the_rule_s(samples, tmp_path):
+    """P209 on NaN values carries the rule's nonfinite fix (where the NaN come from: numpy.isfinite, zero std,
+    float16), not the generic one about calibrating on real, varied inputs; a constant sample in the same data keeps
+    the generic fix; compare's list prints both fixes (it printed one fix per code)."""
+    import numpy as np
+
+    from graphaudit.catalogue import load_catalogue
+
+    rule = load_catalogue()["P209"]
+    d = tmp_path / "nan"
+    d.mkdir()
+    for k in range(3):
+        x = np.load(samples / "data" / "ppocr_cls" / "x" / f"{k}.npy").copy()
+        if k == 1:
+            x.flat[7] = np.nan
+        if k == 2:
+            x[...] = 0.5
+        np.save(d / f"{k}.npy", x)
+    p = run("compare", str(samples / "ort" / "ppocr_cls"), "--data", str(d), "--no-isolated", "--json",
+            str(tmp_path / "r.json"))
+    assert p.returncode == 1, p.stderr
+    fixes = {("NaN" in f["message"]): f["fix"] for f in json.loads((tmp_path / "r.json").read_text())["findings"]
+             if f["code"] == "P209"}
+    assert fixes[True] == rule.fixes["nonfinite"] != rule.fix and "isfinite" in fixes[True], fixes
+    assert fixes[False] == rule.fix, fixes
+    shown = " ".join(p.stdout.split())
+    assert "fix: " + rule.fixes["nonfinite"] in shown and "fix: " + rule.fix in shown, p.stdout
+
+
 def test_images_of_the_wrong_size_are_named(samples, tmp_path):
     from PIL import Image
 
