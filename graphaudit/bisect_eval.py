@@ -29,6 +29,9 @@ class HookOracle:
         The resolved runtime (``"onnxruntime"`` or ``"horizon"``); ``config`` declares layout and colour.
     data_stage : int
         The stage whose contract ``runner.feeds_from`` converts from.
+    max_samples : int, optional
+        A per-sample hook runs on the first ``max_samples`` files of ``samples`` (``--max-samples``); a whole-set
+        hook reads ``samples`` itself.
 
     Raises
     ------
@@ -37,8 +40,8 @@ class HookOracle:
     """
 
     def __init__(self, stages, pair: int, hook, samples: str | os.PathLike | None, runtime: str, config,
-                 data_stage: int):
-        self.stages, self.pair, self.runtime = stages, pair, runtime
+                 data_stage: int, max_samples: int | None = None):
+        self.stages, self.pair, self.runtime, self.max_samples = stages, pair, runtime, max_samples
         self.hook = as_eval_hook(hook)
         self.samples = None if samples is None else str(samples)
         self.feeder = StageFeeder(stages, data_stage, "tensor", config, None)
@@ -58,7 +61,7 @@ class HookOracle:
     def _values(self, i: int, model: onnx.ModelProto | None) -> dict[str, float]:
         runner = EvalRunner(self.stages[i], self.runtime, model=model,
                             convert=lambda sample, i=i: self.feeder.feeds(i, sample, 0))
-        m = run_hook(self.hook, runner, self.samples)
+        m = run_hook(self.hook, runner, self.samples, self.max_samples)
         if m.error or not m.values:
             raise GraphAuditError(f"--eval {self.hook.spec} on {self.stages[i].name}"
                                   f"{' (a hybrid)' if model is not None else ''}: {m.error or 'no value returned'}")

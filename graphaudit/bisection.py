@@ -88,7 +88,7 @@ def bisect(paths, pair: int | None = None, *, source: str | os.PathLike | None =
     eval_hook, eval_samples : optional
         The user's metric (``--eval``, :class:`graphaudit.bisect_eval.HookOracle`) instead of the output SQNR: the
         share recovered is ``(m(hybrid) - m(b)) / (m(a) - m(b))`` in its first value. Without data, 4 random
-        samples order the units by isolated error.
+        samples order the units by isolated error. ``numeric.max_samples`` given caps a per-sample hook's files.
 
     Returns
     -------
@@ -124,7 +124,7 @@ def bisect(paths, pair: int | None = None, *, source: str | os.PathLike | None =
         noise_b, signal = ev.noise([])
         _check_drop(noise_b, signal, stages, pair)
         hook = None if eval_hook is None else hook_oracle(pool, stages, pair, eval_hook, eval_samples, runtime, cfg,
-                                                          idx)
+                                                          idx, opts.max_samples)
         return _search(ev, hook, (stages, al, ch, cfg, lineage), units, isolated, (noise_b, signal),
                        (pair, runtime, target, budget), (progress, on_start))
 

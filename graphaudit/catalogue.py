@@ -25,7 +25,9 @@ class Rule:
     kebab-case name, one-line summary, why it matters, how to fix it, default severity,
     and examples (``{"fail": [...], "pass": [...]}``, each a dict with ``stages``: a list of
     ``{"role": ..., "model": <onnx.parser text>}``; a failing example may state ``severity`` where the finding
-    raises the default, e.g. P209 when every sample is blank)."""
+    raises the default, e.g. P209 when every sample is blank). ``fixes`` (optional in the YAML): variant name ->
+    the fix of a variant of the finding whose cause differs from the rule's usual one (P209 ``nonfinite``: NaN or
+    infinite values), used instead of ``fix`` by the check that yields that variant."""
 
     code: str
     name: str
@@ -35,6 +37,7 @@ class Rule:
     severity: str
     examples: dict[str, list[dict[str, Any]]] = field(hash=False, compare=False)
     source: str = ""
+    fixes: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
 
 
 def _plain(x: Any) -> Any:
@@ -68,9 +71,14 @@ def load_catalogue(rules_dir: str | None = None) -> dict[str, Rule]:
                 raise RuleCatalogueError(f"{f}: rule {e['code']} has unknown severity {e['severity']!r}")
             if e["code"] in rules:
                 raise RuleCatalogueError(f"{f}: duplicate rule code {e['code']}")
+            fixes = e.get("fixes") or {}
+            if not isinstance(fixes, dict) or not all(isinstance(k, str) and isinstance(v, str) and v.strip()
+                                                      for k, v in fixes.items()):
+                raise RuleCatalogueError(f"{f}: rule {e['code']}: fixes must map variant names to fix texts")
             rules[e["code"]] = Rule(code=e["code"], name=e["name"], summary=" ".join(str(e["summary"]).split()),
                                     why=" ".join(str(e["why"]).split()), fix=" ".join(str(e["fix"]).split()), severity=e["severity"],
-                                    examples=_plain(e["examples"]), source=f.name)
+                                    examples=_plain(e["examples"]), source=f.name,
+                                    fixes={k: " ".join(v.split()) for k, v in fixes.items()})
     return dict(sorted(rules.items()))
 
 

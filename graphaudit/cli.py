@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import math
 import os
 import signal
 from dataclasses import replace
@@ -26,16 +25,15 @@ from .errors import GraphAuditError
 from .fileio import check_output_path, write_atomic
 from .findings import report_order, severity_rank
 from .load import load_stage
-from .cliargs import build_parser, scale_of
+from .cliargs import build_parser
+from .cliopts import audit_args, load_config, raw_shape, small_job_note
 from .outputs import plan_reports, write_reports
 from .report import AuditReport
-from .toolchains.discovery import role_of
-from .measure import NumericOptions
+from .toolchains.discovery import discover_stages, role_of
 from .pipeline import audit, contract_errors, load_pipeline, user_inputs
 from .render import (render_diff, render_explain, render_findings, render_input_stats, render_numeric, render_rules,
                      write_json)
 from .render.brief import line_overflow
-from .render.progress import progress_factory
 from .samples import bundled_config, bundled_data, bundled_pipelines
 
 __all__ = ["main", "build_parser"]  # build_parser lives in cliargs
@@ -43,44 +41,6 @@ __all__ = ["main", "build_parser"]  # build_parser lives in cliargs
 
 #: Samples run per bundled pipeline by a bare `graphaudit explain` (keeps the demo quick).
 DEFAULT_SAMPLE_RUN = 4
-
-
-def _load_config(path):
-    """The parsed conversion config at ``path`` (None without one)."""
-    if not path:
-        return None
-    from .config import load_config_or_log
-
-    return load_config_or_log(path)
-
-
-#: Largest element count a --raw-shape / --input-shape may ask for (about 4 GiB of float32).
-MAX_ELEMENTS = 2 ** 30
-
-
-def _raw_shape(text: str | None, option: str = "--raw-shape") -> tuple | None:
-    if not text:
-        return None
-    try:
-        dims = tuple(int(x) for x in text.lower().replace(",", "x").split("x"))
-    except ValueError as e:
-        raise GraphAuditError(f"{option} {text!r}: expected dims like 1x3x224x224") from e
-    if any(d < 1 for d in dims):
-        raise GraphAuditError(f"{option} {text!r}: every dim must be at least 1")
-    if math.prod(dims) > MAX_ELEMENTS:
-        raise GraphAuditError(f"{option} {text!r}: {math.prod(dims):,} elements per sample is more than "
-                              f"{MAX_ELEMENTS:,}")
-    return dims
-
-
-def _input_shapes(items: list[str]) -> dict[str, tuple]:
-    out = {}
-    for item in items:
-        name, sep, dims = item.partition("=")
-        if not sep or not name:
-            raise GraphAuditError(f"--input-shape {item!r}: expected NAME=DIMS, e.g. x=1x3x224x224")
-        out[name] = _raw_shape(dims, f"--input-shape {name}")
-    return out
 
 
 def _lower(args: argparse.Namespace, console: Console) -> int:
@@ -106,7 +66,7 @@ def _render(args: argparse.Namespace, console: Console) -> int:
     from .render.diffgraph import build_diff_graph, picture_format
 
     picture_format(args.output)
-    kw = _audit_args(args)
+    kw = audit_args(args)
     protect = user_inputs(args.paths, args.source, args.data, args.config)
     if kw["config"] is not None:  # the model and calibration data the config names are inputs too
         from .config import config_inputs
@@ -121,6 +81,11 @@ def _render(args: argparse.Namespace, console: Console) -> int:
                            + "; the error shading measures the data, not only the toolchain", style="yellow"))
     if au.report.run and au.report.run.numeric_skipped:
         console.print(Text(f"warning: no error shading: {au.report.run.numeric_skipped}", style="yellow"))
+    if kw["config"] is not None:  # the config linted against the stages, listed as explain lists them
+        console.print(Text(f"config: {kw['config'].path} (linted against the stages, C3xx)", style="bold"))
+        render_findings(replace(au.report, findings=[f for f in au.report.findings if f.code.startswith("C")]),
+                        console)
+    small_job_note(kw["numeric"], [au.report])
     src = au.diff_source()
     g = build_diff_graph(src, pair=args.pair, focus=args.focus, radius=args.radius, expand=args.expand,
                          max_nodes=args.max_nodes, rankdir=args.rankdir)
@@ -147,7 +112,7 @@ def _check_inputs(args: argparse.Namespace, console: Console) -> int:
     from .toolchains.contracts import stage_contracts
 
     paths = args.paths
-    cfg = _load_config(args.config)
+    cfg = load_config(args.config)
     protect = user_inputs(paths, args.source, args.data, args.config)
     if cfg is not None:
         from .config import config_inputs
@@ -160,7 +125,7 @@ def _check_inputs(args: argparse.Namespace, console: Console) -> int:
     else:
         stages = load_pipeline(paths, source=args.source)
     idx = 1 if stages[0].role == "source" and len(stages) > 1 else 0
-    stats, findings = check_inputs(stages, args.data, idx, args.raw_dtype, _raw_shape(args.raw_shape), args.max_samples,
+    stats, findings = check_inputs(stages, args.data, idx, args.raw_dtype, raw_shape(args.raw_shape), args.max_samples,
                                    cfg)
     if cfg is not None:  # the config is linted against the stages, as explain does
         from .lint import lint_config
@@ -266,7 +231,7 @@ def _explain(args: argparse.Namespace, console: Console) -> int:
 def _explain_run(args: argparse.Namespace, console: Console, freeze: bool) -> int:
     """:func:`_explain`; ``freeze``: freeze each audit once built."""
     pipelines, default_run = _pipelines(args)
-    kw = _audit_args(args)
+    kw = audit_args(args, console)
     finds = args.command in ("explain", "compare")  # compare reads raw calibration files with it too
     if finds and not default_run and kw["config"] is None and not args.no_config:
         kw["config"] = _found_config(args.paths, console, runs_data=args.command == "compare")
@@ -276,23 +241,29 @@ def _explain_run(args: argparse.Namespace, console: Console, freeze: bool) -> in
         raise GraphAuditError("compare needs samples: give --data PATH, --random N, or --config YAML (its "
                               "cal_data_dir; found by itself when the config's working_dir holds the stages), "
                               "or --eval MODULE:FUNCTION")
-    protect = [p for _t, paths in pipelines for p in user_inputs(paths, args.source, getattr(args, "config", None),
-                                                                   getattr(args, "data", None), kw["log"],
-                                                                   *_found_logs(paths, kw["find_log"]))]
-    if kw["config"] is not None:  # the model and calibration data the config names are inputs too
+    given = [p for _t, paths in pipelines for p in user_inputs(paths, args.source, getattr(args, "config", None),
+                                                                 getattr(args, "data", None), kw["log"],
+                                                                 getattr(args, "eval_samples", None), _hook_file(args))]
+    protect = given + [p for _t, paths in pipelines for p in _found_logs(paths, kw["find_log"])]
+    if kw["config"] is not None:  # a config found beside the stages, the model and data it names are inputs too
         from .config import config_inputs
 
-        protect += config_inputs(kw["config"])
+        protect += [Path(kw["config"].path), *config_inputs(kw["config"])]
     plan = None
     if args.command == "explain":
-        plan = plan_reports(args.out, args.html, args.json, args.no_report, args.model_explorer, protect)
+        if not default_run:  # a missing or mistaken stage path is named before where the reports go
+            discover_stages(args.paths, args.source, min_stages=1)
+        # the default --out must not land next to what the user gave (a config or log found beside the stages
+        # is not the user's: running from the project directory that holds them stays the usual way)
+        plan = plan_reports(args.out, args.html, args.json, args.no_report, args.model_explorer, protect,
+                            inputs=given, option="--out DIR")
     elif args.json is not None:
         check_output_path(args.json, protect)
     audits = []
     for title, paths in pipelines:
         one = dict(kw)
         if default_run:
-            one.update(config=_load_config(bundled_config(title)), find_log=False,
+            one.update(config=load_config(bundled_config(title)), find_log=False,
                        data=bundled_data(title) if args.random is None else None,
                        numeric=replace(kw["numeric"], max_samples=args.max_samples if args.max_samples is not None
                                        else DEFAULT_SAMPLE_RUN))
@@ -314,6 +285,7 @@ def _explain_run(args: argparse.Namespace, console: Console, freeze: bool) -> in
             render_findings(rep, console)
         else:
             render_diff(rep, console, args.verbose)
+    small_job_note(kw["numeric"], reports)
     if plan is not None:
         for what, path in write_reports(audits, plan=plan, json=args.json, rankdir=args.rankdir):
             console.print(Text(f"{what}: {path}"))
@@ -332,7 +304,7 @@ def _bisect(args: argparse.Namespace, console: Console) -> int:
     from .bisection import bisect
     from .render.bisect_console import render_bisect, render_bisect_start, render_bisect_step
 
-    kw = _audit_args(args)
+    kw = audit_args(args, console)
     if kw["config"] is None and not args.no_config and not (args.data or args.random):
         kw["config"] = _found_config(args.paths, console, runs_data=True)
     protect = user_inputs(args.paths, args.source, args.config, args.data, args.eval_samples, _hook_file(args))
@@ -391,43 +363,6 @@ def _found_logs(paths: list, find_log: bool) -> list[Path]:
 
     found = pick_toolchain_file(paths)
     return [Path(found)] if found is not None else []
-
-
-def _numeric_options(args: argparse.Namespace) -> NumericOptions:
-    """The :class:`NumericOptions` of explain/compare/diff/render arguments; a bad value is named by its flag."""
-    numeric = hasattr(args, "threshold")
-    kw = {"threshold": args.threshold, "isolated": not args.no_isolated} if numeric else {}
-    opts = NumericOptions(
-        random=getattr(args, "random", None), seed=getattr(args, "seed", 0), max_samples=getattr(args, "max_samples", None),
-        raw_dtype=getattr(args, "raw_dtype", None), raw_shape=_raw_shape(getattr(args, "raw_shape", None)),
-        input_shapes=_input_shapes(getattr(args, "input_shape", [])),
-        progress=progress_factory() if numeric else None, runtime=getattr(args, "runtime", "auto"),
-        eval_progress=_eval_progress if getattr(args, "eval_hook", None) else None, scale=scale_of(args), **kw)
-    bad = opts.problem()
-    if bad is not None:
-        raise GraphAuditError(f"--{bad[0].replace('_', '-')} {bad[1]}: {bad[2]}")
-    return opts
-
-
-def _eval_progress(stage: str) -> None:
-    """Say on stderr which stage the eval hook runs on (a hook over many samples takes a while)."""
-    print(f"evaluating {stage} (--eval)", file=sys.stderr, flush=True)
-
-
-def _audit_args(args: argparse.Namespace) -> dict:
-    """Keyword arguments of :func:`graphaudit.pipeline.audit` for explain/compare/diff/render arguments."""
-    hook = getattr(args, "eval_hook", None)
-    if getattr(args, "eval_samples", None) and not hook:
-        raise GraphAuditError("--eval-samples needs --eval MODULE:FUNCTION (the function that reads them)")
-    kw = {"source": args.source, "config": _load_config(getattr(args, "config", None)),
-          "data": getattr(args, "data", None), "log": getattr(args, "log", None),
-          "find_log": args.command == "explain" and not getattr(args, "no_log", True),
-          "numeric": _numeric_options(args)}
-    if hook:  # loaded here: a bad spec is exit 2 before any work
-        from .evaluate import as_eval_hook
-
-        kw.update(eval_hook=as_eval_hook(hook), eval_samples=args.eval_samples)
-    return kw
 
 
 class _TrimmedLines:

@@ -229,7 +229,8 @@ def _numeric_args(p: argparse.ArgumentParser, required: bool) -> None:
                                                   ".bin files (with --raw-dtype/--raw-shape) or images")
     g.add_argument("--random", metavar="N", type=int, help="N random samples (seeded) instead of data")
     p.add_argument("--seed", type=int, default=0, help="seed for --random (default 0)")
-    p.add_argument("--max-samples", type=positive_int, metavar="N", help="use only the first N samples of --data")
+    p.add_argument("--max-samples", type=positive_int, metavar="N",
+                   help="use only the first N samples of --data (and of --eval-samples for a per_sample --eval hook)")
     p.add_argument("--raw-dtype", help="dtype of raw .bin/.rgb files, e.g. uint8 or float32")
     p.add_argument("--raw-shape", help="shape of raw files, e.g. 1x3x224x224")
     p.add_argument("--threshold", type=float, default=DEFAULT_COSINE_THRESHOLD,
@@ -271,8 +272,9 @@ def _rankdir_arg(p: argparse.ArgumentParser) -> None:
 
 
 def _report_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--out", metavar="DIR", default=DEFAULT_OUT,
-                   help=f"directory for report.html and report.json (default: {DEFAULT_OUT})")
+    p.add_argument("--out", metavar="DIR",
+                   help=f"directory for report.html and report.json (default: ./{DEFAULT_OUT}, refused when the "
+                        "working directory holds an input file)")
     p.add_argument("--html", metavar="FILE", help="write the HTML report here instead of DIR/report.html")
     p.add_argument("--no-report", action="store_true",
                    help="terminal only: no report files (except --json/--html/--model-explorer given explicitly)")

@@ -93,9 +93,11 @@ def _merged(stage: str, parts: list, seconds: float) -> StageMetric:
 
 
 def evaluate_scaled(stages, hook, samples: str | os.PathLike | None = None, *, runtime: str = "auto", config=None,
-                    progress: Callable[[str], None] | None = None, scale: ScaleOut | None = None) -> MetricSection:
+                    progress: Callable[[str], None] | None = None, scale: ScaleOut | None = None,
+                    max_samples: int | None = None) -> MetricSection:
     """:func:`graphaudit.evaluate.evaluate_stages` on ``scale``'s workers (in this process when ``scale`` is None or
-    not active, or the hook is a callable given in Python rather than a ``module:function`` spec).
+    not active, or the hook is a callable given in Python rather than a ``module:function`` spec); a per-sample
+    hook on the first ``max_samples`` files when given.
 
     Raises
     ------
@@ -105,7 +107,8 @@ def evaluate_scaled(stages, hook, samples: str | os.PathLike | None = None, *, r
     ev = as_eval_hook(hook)
     spec_str = portable_spec(ev)
     if scale is None or not scale.active or spec_str is None:
-        return evaluate_stages(stages, ev, samples, runtime=runtime, config=config, progress=progress)
+        return evaluate_stages(stages, ev, samples, runtime=runtime, config=config, progress=progress,
+                               max_samples=max_samples)
     try:
         rt = resolve_runtime(runtime)
     except ValueError as e:
@@ -115,7 +118,8 @@ def evaluate_scaled(stages, hook, samples: str | os.PathLike | None = None, *, r
     run = [i for i in range(len(stages)) if i not in not_runnable]
     spec, t0 = PipelineSpec.of(stages, config), time.perf_counter()
     with WorkerPool(scale) as pool:
-        windows = shard_ranges(len(sample_files(samples)), pool.size) if ev.per_sample else [None]
+        # the shards cover the first max_samples files (a prefix: each worker's window lies inside it)
+        windows = shard_ranges(len(sample_files(samples, max_samples)), pool.size) if ev.per_sample else [None]
         for i in run:
             if progress is not None:
                 progress(stages[i].name)

@@ -33,7 +33,8 @@ def as_eval_hook(hook) -> EvalHook:
 
 def evaluate_stages(stages, hook, samples: str | os.PathLike | None = None, *, runtime: str = "auto", config=None,
                     progress: Callable[[str], None] | None = None,
-                    models: dict[int, onnx.ModelProto] | None = None) -> MetricSection:
+                    models: dict[int, onnx.ModelProto] | None = None,
+                    max_samples: int | None = None) -> MetricSection:
     """Run the user's metric on every stage of a pipeline.
 
     Each stage gets its own :class:`~graphaudit.numeric.evalhook.EvalRunner`, made by the runtime the numeric
@@ -60,6 +61,9 @@ def evaluate_stages(stages, hook, samples: str | os.PathLike | None = None, *, r
     models : dict of int to onnx.ModelProto, optional
         Run ``models[i]`` in the place of stage ``i`` (same inputs; a hybrid of two stages), measured and reported
         under that stage's name and contract.
+    max_samples : int, optional
+        A per-sample hook (``per_sample = True``) runs on the first ``max_samples`` files of ``samples`` only; a
+        whole-set hook reads ``samples`` itself and is not capped.
 
     Returns
     -------
@@ -99,7 +103,7 @@ def evaluate_stages(stages, hook, samples: str | os.PathLike | None = None, *, r
                           convert=lambda sample, i=i: feeder.feeds(i, sample, 0))
 
     metrics = evaluate_on_runners(ev, stages, None if samples is None else str(samples),
-                                  dict(unrunnable_stages(stages, rt)), make_runner, progress)
+                                  dict(unrunnable_stages(stages, rt)), make_runner, progress, max_samples)
     names = list(dict.fromkeys(k for m in metrics for k in m.values))
     return MetricSection(hook=ev.spec, samples=None if samples is None else str(samples),
                          lower_is_better=ev.lower_names(names), stages=metrics)

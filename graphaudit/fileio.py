@@ -10,7 +10,7 @@ from pathlib import Path
 
 from .errors import GraphAuditError
 
-__all__ = ["require_regular_file", "atomic_write", "write_atomic", "check_output_path", "check_output_dir", "check_not_input", "resolve_path", "make_dir"]
+__all__ = ["require_regular_file", "atomic_write", "write_atomic", "check_output_path", "check_output_dir", "check_not_input", "check_default_place", "resolve_path", "make_dir"]
 
 
 def require_regular_file(path: str | os.PathLike, what: str, error: type[Exception] = GraphAuditError) -> Path:
@@ -94,6 +94,44 @@ def check_not_input(p: Path, protect: list[Path] | None, what: str = "overwrite"
             raise GraphAuditError(f"{p}: is or lies inside the input directory {q}; refusing to write there")
         if not is_dir and rq == rp:
             raise GraphAuditError(f"{p}: is one of the input files; refusing to {what} it")
+
+
+def check_default_place(p: str | os.PathLike, inputs: list[Path] | None, what: str, option: str) -> None:
+    """Refuse an output that graphaudit places by default (not a path the user typed) in the directory of one of the
+    user's input files, or at or inside one of the input directories: the user's files get nothing written
+    next to them unless the user asked for that place.
+
+    Parameters
+    ----------
+    p : path-like
+        The default output path (file or directory, existing or not).
+    inputs : list of Path
+        What the user gave (stage files and directories, config, data, log, ...).
+    what : str
+        The output, for the message (``"the default report directory"``).
+    option : str
+        How to place it elsewhere, for the message (``"--out DIR"``).
+
+    Raises
+    ------
+    GraphAuditError
+        One line naming the output, the input and ``option``.
+    """
+    rp = resolve_path(Path(p))
+    for q in inputs or []:
+        try:
+            if q.is_dir():
+                rq = q.resolve()
+                if rq == rp or rq in rp.parents:
+                    raise GraphAuditError(f"{p}: {what} would be written inside the input directory {q}; "
+                                          f"give {option} to place it elsewhere")
+                continue
+            homes = {q.resolve().parent, Path(os.path.abspath(q)).parent.resolve()}  # a symlink's directory too
+        except (OSError, RuntimeError):
+            continue
+        if rp.parent in homes:
+            raise GraphAuditError(f"{p}: {what} would be written next to the input file {q}; "
+                                  f"give {option} to place it elsewhere")
 
 
 def check_output_path(path: str | os.PathLike, protect: list[Path] | None = None) -> Path:

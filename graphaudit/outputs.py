@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import GraphAuditError
-from .fileio import check_not_input, check_output_dir, check_output_path, make_dir
+from .fileio import check_default_place, check_not_input, check_output_dir, check_output_path, make_dir
 
 __all__ = ["ReportPlan", "plan_reports", "write_reports", "DEFAULT_OUT"]
 
@@ -26,16 +26,20 @@ class ReportPlan:
     protect: list[Path] = field(default_factory=list)
 
 
-def plan_reports(out: str | os.PathLike = DEFAULT_OUT, html: str | os.PathLike | None = None,
+def plan_reports(out: str | os.PathLike | None = None, html: str | os.PathLike | None = None,
                  json: str | os.PathLike | None = None, no_report: bool = False,
                  model_explorer: str | os.PathLike | None = None,
-                 protect: list[Path] | None = None) -> ReportPlan:
+                 protect: list[Path] | None = None, inputs: list[Path] | None = None,
+                 option: str = "out=DIR") -> ReportPlan:
     """Decide and validate the report paths of ``explain``.
 
     Parameters
     ----------
-    out : path-like
-        Directory for ``report.json`` and ``report.html`` (created on write).
+    out : path-like, optional
+        Directory for ``report.json`` and ``report.html`` (created on write); None: :data:`DEFAULT_OUT` in the
+        working directory, placed by default, so refused when it would land next to one of the ``inputs`` (in the
+        directory of an input file, or inside an input directory). A path given is the caller's choice: refused
+        only when it is an input or lies inside an input directory.
     html, json : path-like, optional
         Explicit paths; an explicit JSON path replaces ``out/report.json``.
     no_report : bool
@@ -44,15 +48,21 @@ def plan_reports(out: str | os.PathLike = DEFAULT_OUT, html: str | os.PathLike |
         ``""`` for ``out/model_explorer``, a directory, or None for no Model Explorer files.
     protect : list of Path
         The user's inputs (files, and directories whose whole tree is off limits).
+    inputs : list of Path, optional
+        What the user gave (typed), whose directories a default-placed report directory stays out of
+        (default: ``protect``).
+    option : str
+        How the caller places the reports, for the refusal's message (the CLI: ``"--out DIR"``).
 
     Raises
     ------
     GraphAuditError
         A path that is an input file, or is or lies inside an input directory, a file where a directory
-        is needed, a missing parent directory of an explicit file.
+        is needed, a missing parent directory of an explicit file; the default directory beside an input.
     """
     protect = list(protect or [])
-    out = Path(out)
+    default = out is None
+    out = Path(DEFAULT_OUT if out is None else out)
     plan = ReportPlan(
         out=out, protect=protect,
         json=None if json is not None or no_report else out / "report.json",
@@ -63,6 +73,8 @@ def plan_reports(out: str | os.PathLike = DEFAULT_OUT, html: str | os.PathLike |
     in_out = [p for p in (plan.json, plan.html) if p is not None and p.parent == out]
     if in_out or (plan.model_explorer is not None and out in plan.model_explorer.parents):
         check_output_dir(out, protect)
+        if default:
+            check_default_place(out, protect if inputs is None else inputs, "the default report directory", option)
     if plan.html is not None and plan.html.parent != out:
         check_output_path(plan.html, protect)
     if plan.model_explorer is not None:
@@ -80,7 +92,7 @@ def plan_reports(out: str | os.PathLike = DEFAULT_OUT, html: str | os.PathLike |
     return plan
 
 
-def write_reports(audits, out: str | os.PathLike = DEFAULT_OUT, *, plan: ReportPlan | None = None,
+def write_reports(audits, out: str | os.PathLike | None = None, *, plan: ReportPlan | None = None,
                   json: str | os.PathLike | None = None, rankdir: str = "TB") -> list[tuple[str, Path]]:
     """Write the report files of one or more audits: ``report.json`` and ``report.html`` in ``out``.
 
@@ -88,8 +100,9 @@ def write_reports(audits, out: str | os.PathLike = DEFAULT_OUT, *, plan: ReportP
     ----------
     audits : Audit or list of Audit
         From :func:`graphaudit.audit`, one per pipeline (several share one HTML page and one JSON list).
-    out : path-like
-        Directory for ``report.json`` and ``report.html`` (created), when no ``plan`` is given.
+    out : path-like, optional
+        Directory for ``report.json`` and ``report.html`` (created), when no ``plan`` is given; None:
+        :data:`DEFAULT_OUT` in the working directory, refused when that is the directory of an input file.
     plan : ReportPlan, optional
         Paths decided and checked beforehand (:func:`plan_reports`; the CLI does this before any work).
     json : path-like, optional
@@ -106,7 +119,8 @@ def write_reports(audits, out: str | os.PathLike = DEFAULT_OUT, *, plan: ReportP
     ------
     GraphAuditError
         A path that is one of the audits' inputs (:meth:`Audit.user_files`) or lies inside an input directory, or
-        cannot be written; checked before anything is written.
+        cannot be written; the default ``out`` in the directory of an input file; checked before anything is
+        written.
 
     Examples
     --------

@@ -278,6 +278,7 @@ def audit(paths, *, source: str | os.PathLike | None = None, title: str = "", co
     eval_hook, eval_samples : optional
         The user's metric (``--eval``: ``"module:function"``, ``"file.py:function"`` or a callable) run on every
         stage with ``eval_samples`` (:func:`graphaudit.evaluate_stages`) into ``report.metric``; a failing hook is N405.
+        ``numeric.max_samples`` caps a per-sample hook's files (a whole-set hook reads ``eval_samples`` itself).
 
     Returns
     -------
@@ -350,7 +351,7 @@ def _metric(stages, hook, eval_samples, opts: NumericOptions, cfg):
     if hook is None:
         return None
     return evaluate_scaled(stages, hook, eval_samples, runtime=opts.runtime, config=cfg, progress=opts.eval_progress,
-                           scale=opts.scale)
+                           scale=opts.scale, max_samples=opts.max_samples)
 
 
 def _skipped_note(plan: "_DataPlan", error: DataError | None, findings: list[Finding], n_stages: int) -> str | None:

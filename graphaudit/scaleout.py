@@ -22,7 +22,8 @@ from typing import Any, Callable
 
 from .errors import GraphAuditError
 
-__all__ = ["ScaleOut", "WorkerPool", "ray_available", "shard_ranges", "run_task", "usable_cpus", "here"]
+__all__ = ["ScaleOut", "WorkerPool", "ray_available", "shard_ranges", "run_task", "usable_cpus", "here",
+           "SMALL_JOB_SAMPLES"]
 
 
 def usable_cpus() -> int:
@@ -40,6 +41,16 @@ def ray_available() -> str | None:
     except ImportError as e:
         return f"ray is not installed ({e}); pip install 'graphaudit[ray]'"
     return None
+
+
+#: Samples per local worker process below which the workers' start-up likely outweighs the work they share.
+#: Measured (graphaudit compare --random N, 2-core machine under load, user+sys CPU seconds): a worker's start-up
+#: (spawned interpreter, imports, stages loaded, sessions built) costs 1.7-2.4 s of CPU; one sample costs 0.03-0.07 s
+#: over the stages of PP-OCR cls (48x192, ort and Horizon sets) and 0.4 s over PP-OCRv4 det at 320x320. On 4
+#: samples, --workers 2 took 10-12 s wall (5.3-5.9 s CPU) against 2.8-5.3 s (1.8-2.3 s CPU) in one process; on 8 det
+#: samples 22.9 s against 13.8 s; 64 cls samples per worker (N=128) were about break-even. At 16 samples per worker
+#: the det's work (6 s) just outweighs the start-up; a small classifier needs more.
+SMALL_JOB_SAMPLES = 16
 
 
 @dataclass(frozen=True)
@@ -82,6 +93,19 @@ class ScaleOut:
         each one loading the stages). A job starts no more than its shards, and no shard is empty, so fewer
         samples than workers start one process per sample. Ray: not capped here (the cluster queues the tasks)."""
         return min(self.workers, usable_cpus())
+
+    def small_job_note(self, samples: int | None) -> str | None:
+        """One line when local workers likely cost more than they save on ``samples`` samples (fewer than
+        :data:`SMALL_JOB_SAMPLES` per worker process), else None (also for Ray and for one worker)."""
+        if self.ray is not None or self.workers < 2 or not samples:
+            return None
+        procs = min(self.local_processes, samples)
+        if samples >= SMALL_JOB_SAMPLES * procs:
+            return None
+        return (f"--workers {self.workers} on {samples} samples ({procs} worker process{'es' if procs > 1 else ''}): "
+                "each worker starts Python, imports onnxruntime and loads the stages (about 2 s of CPU) before its "
+                f"first sample; below {SMALL_JOB_SAMPLES} samples per worker one process (--workers 1) is likely "
+                "as fast or faster")
 
     def capped_note(self) -> str:
         """One line saying that the local workers are capped at the CPUs (``--workers 1000`` on 2 CPUs)."""

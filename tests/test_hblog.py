@@ -308,7 +308,7 @@ def test_cli_explain_with_log(samples, tmp_path):
     f.write_text(_cls_format_log(ROWS))
     out = tmp_path / "r.json"
     p = run("explain", str(samples / "horizon" / "rapid_orientation"), "--random", "1", "--no-isolated",
-            "--log", str(f), "--json", str(out), "--fail-on", "never", cwd=tmp_path)
+            "--log", str(f), "--json", str(out), "--no-report", "--fail-on", "never", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     assert "Toolchain similarity vs graphaudit" in p.stdout
     shown = p.stdout[p.stdout.index("Toolchain similarity"):]

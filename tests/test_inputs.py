@@ -124,7 +124,7 @@ def test_explain_with_data_ranks_input_findings_first(samples, x128, tmp_path):
     out = tmp_path / "out"
     out.mkdir()
     rc = main(["explain", str(_hz(samples)), "--data", str(tmp_path / "pixels.npy"), "--no-isolated",
-               "--json", str(out / "r.json")])
+               "--json", str(out / "r.json"), "--no-report"])  # the default report folder: next to pixels.npy
     import json
 
     d = json.loads((out / "r.json").read_text())

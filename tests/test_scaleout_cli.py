@@ -181,8 +181,10 @@ def test_more_workers_than_cpus_start_one_process_per_cpu(cls):
                             "--workers", "1000"), capture_output=True, text=True, env=_env(), timeout=300)
     assert p.returncode in (0, 1), p.stderr
     notes = [line for line in p.stderr.splitlines() if "note:" in line]
-    assert notes == [f"graphaudit: note: --workers 1000: at most {cpus} worker processes (the CPUs this process may "
-                     "use; more would only add start-up time and memory)"], p.stderr
+    assert notes[0] == (f"graphaudit: note: --workers 1000: at most {cpus} worker processes (the CPUs this process "
+                        "may use; more would only add start-up time and memory)"), p.stderr
+    # and, 2 samples being a small job, the note that one process is likely faster (test below)
+    assert len(notes) == 2 and notes[1].startswith("graphaudit: note: --workers 1000 on 2 samples"), p.stderr
 
 
 PATH_HOOK = '''
@@ -219,3 +221,23 @@ def test_hook_arguments_and_hook_errors_name_the_paths_as_typed(cls, tmp_path, m
     assert [m.samples for m in many.stages] == [m.samples for m in one.stages]
     assert [m.error for m in many.stages] == [m.error for m in one.stages]
     assert "cannot read eval/2.npy" in one.stages[0].error, one.stages[0].error
+
+
+def test_a_small_job_on_workers_says_one_process_is_likely_faster(cls):
+    """--workers 2 on 4 samples (2 per worker, below SMALL_JOB_SAMPLES): one note line on stderr saying the workers'
+    start-up likely outweighs the sharing; none on one process, none on 2 x SMALL_JOB_SAMPLES samples."""
+    from graphaudit.scaleout import SMALL_JOB_SAMPLES
+
+    def notes(*args):
+        p = subprocess.run(_cmd("compare", str(cls[0]), "--no-isolated", *args), capture_output=True, text=True,
+                           env=_env(), timeout=300)
+        assert p.returncode in (0, 1), p.stderr
+        return [line for line in p.stderr.splitlines() if "note:" in line]
+
+    got = notes("--data", str(cls[1]), "--max-samples", "4", "--workers", "2")
+    procs = min(2, usable_cpus())
+    assert len(got) == 1 and got[0].startswith(f"graphaudit: note: --workers 2 on 4 samples ({procs} worker process")
+    assert f"below {SMALL_JOB_SAMPLES} samples per worker one process (--workers 1)" in got[0]
+    assert notes("--data", str(cls[1]), "--max-samples", "4") == []
+    n = 2 * SMALL_JOB_SAMPLES
+    assert notes("--random", str(n), "--input-shape", "x=1x3x48x192", "--workers", "2") == []

@@ -37,9 +37,12 @@ class AuditContext:
 
 
 def make_finding(code: str, message: str, stage: str = "", location: dict | None = None,
-                 evidence: dict | None = None, severity: str | None = None, fix: str | None = None) -> Finding:
+                 evidence: dict | None = None, severity: str | None = None, fix: str | None = None,
+                 variant: str | None = None) -> Finding:
     """A :class:`Finding` with title, default severity and fix taken from the rule catalogue (``severity`` and
-    ``fix`` override them where the finding knows better, e.g. the exact transpose)."""
+    ``fix`` override them where the finding knows better, e.g. the exact transpose; ``variant`` takes the fix of
+    that variant from the rule's ``fixes``, KeyError when the rule has none such)."""
     rule = load_catalogue()[code]
     return Finding(code=code, severity=severity or rule.severity, title=rule.summary, message=message,
-                   stage=stage, location=location or {}, evidence=evidence or {}, fix=fix or rule.fix)
+                   stage=stage, location=location or {}, evidence=evidence or {},
+                   fix=fix or (rule.fixes[variant] if variant is not None else rule.fix))

@@ -267,7 +267,7 @@ def check_sample_quality(ctx: AuditContext) -> Iterator[Finding]:
             yield make_finding("P209", f"{st.nonfinite} value(s) of the data for input {ic.name!r} are NaN or "
                                "infinite: the statistics and input checks use the finite values only; the numeric "
                                "comparison refuses such data", evidence={"nonfinite": st.nonfinite},
-                               severity="error", **where)
+                               severity="error", variant="nonfinite", **where)
         if ps.constant:
             shown = ", ".join(f"#{i} = {v:.4g}" for i, v in zip(ps.constant[:5], ps.constant_values[:5]))
             blank = len(ps.constant) == ps.samples  # nothing else was measured: every number is of blank inputs

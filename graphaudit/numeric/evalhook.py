@@ -252,9 +252,9 @@ def _values(got, hook: EvalHook) -> dict[str, float]:
     raise ValueError(f"returned {type(got).__name__} {str(got)[:60]!r}, not a number or a dict of str -> number")
 
 
-def sample_files(samples: str | None) -> list[str]:
+def sample_files(samples: str | None, limit: int | None = None) -> list[str]:
     """The samples of a per-sample hook: the files of the ``--eval-samples`` directory sorted by name (hidden
-    files left out), or the one file given.
+    files left out), or the one file given; the first ``limit`` of them (``--max-samples``) when given.
 
     Raises
     ------
@@ -271,7 +271,7 @@ def sample_files(samples: str | None) -> list[str]:
     files = sorted(str(f) for f in p.iterdir() if f.is_file() and not f.name.startswith("."))
     if not files:
         raise GraphAuditError(f"--eval-samples {samples}: no files in the directory")
-    return files
+    return files if limit is None else files[:limit]
 
 
 def per_sample_sums(hook: EvalHook, runner: "EvalRunner", files: list[str],
@@ -289,14 +289,15 @@ def per_sample_sums(hook: EvalHook, runner: "EvalRunner", files: list[str],
     return acc, None
 
 
-def run_hook(hook: EvalHook, runner: EvalRunner, samples: str | None) -> StageMetric:
-    """Call the hook once on one stage's runner (a per-sample hook once per sample file, values averaged). A hook
+def run_hook(hook: EvalHook, runner: EvalRunner, samples: str | None, limit: int | None = None) -> StageMetric:
+    """Call the hook once on one stage's runner (a per-sample hook once per sample file, on the first ``limit`` files
+    when given, values averaged; a whole-set hook reads ``samples`` itself, ``limit`` cannot cap it). A hook
     that raises (or returns something else than a number or a dict of numbers) gives a StageMetric with ``error``
     set (the exception's type and first line), not an exception: the other stages are still evaluated."""
     t0 = time.perf_counter()
     if hook.per_sample:
         try:
-            acc, error = per_sample_sums(hook, runner, sample_files(samples))
+            acc, error = per_sample_sums(hook, runner, sample_files(samples, limit))
         except GraphAuditError as e:
             acc, error = MeanAccumulator(), str(e)
         return stage_metric(runner.stage, runner.runtime, acc, runner.samples_run, error, time.perf_counter() - t0)
@@ -320,10 +321,11 @@ def stage_metric(stage: str, runtime: str, acc: MeanAccumulator, samples: int, e
 
 def evaluate_on_runners(hook: EvalHook, stages: list[StageGraph], samples: str | None,
                         not_runnable: dict[int, str], make_runner: Callable[[int], EvalRunner],
-                        progress: Callable[[str], None] | None = None) -> list[StageMetric]:
+                        progress: Callable[[str], None] | None = None,
+                        limit: int | None = None) -> list[StageMetric]:
     """The hook on every stage, in pipeline order: ``make_runner(i)`` builds stage ``i``'s runner; a stage in
     ``not_runnable`` (index -> reason) or one the runtime refuses gets ``not_run``. One runner (one session) is
-    alive at a time."""
+    alive at a time. ``limit``: a per-sample hook's sample files, the first ones (:func:`run_hook`)."""
     out: list[StageMetric] = []
     for i, st in enumerate(stages):
         if i in not_runnable:
@@ -336,6 +338,6 @@ def evaluate_on_runners(hook: EvalHook, stages: list[StageGraph], samples: str |
         except StageRunError as e:
             out.append(StageMetric(stage=st.name, not_run=str(e)))
             continue
-        out.append(run_hook(hook, runner, samples))
+        out.append(run_hook(hook, runner, samples, limit))
         del runner
     return out

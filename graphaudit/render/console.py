@@ -78,7 +78,8 @@ def _transition(console: Console, tr: Transition, verbose: bool) -> None:
 
 def render_findings(report: AuditReport, console: Console, verbose: bool = False,
                     codes: tuple[str, ...] | None = None) -> None:
-    """Print the findings (all, or those with the given codes), most serious first, with one fix per code."""
+    """Print the findings (all, or those with the given codes), most serious first, each fix once (per code and
+    text: a variant of a rule with its own fix, such as P209 on NaN values, shows its own)."""
     _findings(safe_report(report), console, verbose, codes)
 
 
@@ -89,13 +90,13 @@ def _findings(report: AuditReport, console: Console, verbose: bool = False,
         console.print("\n[green]No findings.[/]")
         return
     console.print(Text("\nFindings (most serious first)", style="bold"))
-    fixed: set[str] = set()
+    fixed: set[tuple[str, str]] = set()
     for f in findings:
         where = f" [{f.stage}]" if f.stage else ""
         console.print(Text.assemble((f"{f.severity.upper():8}", _SEV_STYLE[f.severity]), (f"{f.code} ", "bold"),
                                     (where + " ", "dim"), f.message))
-        if (f.severity != "info" or verbose) and f.code not in fixed:
-            fixed.add(f.code)
+        if (f.severity != "info" or verbose) and (f.code, f.fix) not in fixed:  # a variant's own fix shows too
+            fixed.add((f.code, f.fix))
             console.print(Text("          fix: " + " ".join(f.fix.split()), style="dim"))
 
 
@@ -163,6 +164,9 @@ def render_rules(rules: dict[str, Rule], console: Console, explain: str | None =
         console.print(r.why)
         console.print(Text("Fix", style="bold"))
         console.print(r.fix)
+        for variant, text in r.fixes.items():
+            console.print(Text(f"Fix ({variant} variant)", style="bold"))
+            console.print(text)
         console.print(Text(f"Examples: {len(r.examples.get('fail', []))} failing, "
                            f"{len(r.examples.get('pass', []))} passing (graphaudit/rules/{r.source})", style="dim"))
         return

@@ -1,0 +1,117 @@
+"""The command line's options as library arguments: shapes, numeric options, the keyword arguments of
+:func:`graphaudit.audit`, and the notes a run's options call for (a whole-set ``--eval`` hook that ``--max-samples``
+cannot cap, ``--workers`` on a small job)."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+
+from rich.console import Console
+from rich.text import Text
+
+from .cliargs import scale_of
+from .errors import GraphAuditError
+from .measure import NumericOptions
+from .render.progress import progress_factory
+from .report import AuditReport
+
+__all__ = ["load_config", "raw_shape", "input_shapes", "numeric_options", "eval_progress", "audit_args",
+           "small_job_note", "MAX_ELEMENTS"]
+
+
+def load_config(path):
+    """The parsed conversion config at ``path`` (None without one)."""
+    if not path:
+        return None
+    from .config import load_config_or_log
+
+    return load_config_or_log(path)
+
+
+#: Largest element count a --raw-shape / --input-shape may ask for (about 4 GiB of float32).
+MAX_ELEMENTS = 2 ** 30
+
+
+def raw_shape(text: str | None, option: str = "--raw-shape") -> tuple | None:
+    """Dims typed as ``1x3x224x224`` (or with commas) as a tuple of ints; None for no text. GraphAuditError naming
+    ``option`` for a bad dim, a dim below 1, or more than :data:`MAX_ELEMENTS` elements."""
+    if not text:
+        return None
+    try:
+        dims = tuple(int(x) for x in text.lower().replace(",", "x").split("x"))
+    except ValueError as e:
+        raise GraphAuditError(f"{option} {text!r}: expected dims like 1x3x224x224") from e
+    if any(d < 1 for d in dims):
+        raise GraphAuditError(f"{option} {text!r}: every dim must be at least 1")
+    if math.prod(dims) > MAX_ELEMENTS:
+        raise GraphAuditError(f"{option} {text!r}: {math.prod(dims):,} elements per sample is more than "
+                              f"{MAX_ELEMENTS:,}")
+    return dims
+
+
+def input_shapes(items: list[str]) -> dict[str, tuple]:
+    """``--input-shape NAME=DIMS`` items as ``{name: dims}`` (:func:`raw_shape`); GraphAuditError for a bad item."""
+    out = {}
+    for item in items:
+        name, sep, dims = item.partition("=")
+        if not sep or not name:
+            raise GraphAuditError(f"--input-shape {item!r}: expected NAME=DIMS, e.g. x=1x3x224x224")
+        out[name] = raw_shape(dims, f"--input-shape {name}")
+    return out
+
+
+def small_job_note(numeric: NumericOptions, reports: list[AuditReport]) -> None:
+    """One note line on stderr (as the note on more workers than CPUs) when ``--workers`` ran so few samples that the
+    workers' start-up likely outweighed the sharing (:meth:`graphaudit.scaleout.ScaleOut.small_job_note`)."""
+    if numeric.scale is None:
+        return
+    for rep in reports:
+        note = numeric.scale.small_job_note(rep.run.samples_used if rep.run is not None else None)
+        if note:
+            print(f"graphaudit: note: {note}", file=sys.stderr, flush=True)
+            return
+
+
+def numeric_options(args: argparse.Namespace) -> NumericOptions:
+    """The :class:`NumericOptions` of explain/compare/diff/render arguments; a bad value is named by its flag."""
+    numeric = hasattr(args, "threshold")
+    kw = {"threshold": args.threshold, "isolated": not args.no_isolated} if numeric else {}
+    opts = NumericOptions(
+        random=getattr(args, "random", None), seed=getattr(args, "seed", 0), max_samples=getattr(args, "max_samples", None),
+        raw_dtype=getattr(args, "raw_dtype", None), raw_shape=raw_shape(getattr(args, "raw_shape", None)),
+        input_shapes=input_shapes(getattr(args, "input_shape", [])),
+        progress=progress_factory() if numeric else None, runtime=getattr(args, "runtime", "auto"),
+        eval_progress=eval_progress if getattr(args, "eval_hook", None) else None, scale=scale_of(args), **kw)
+    bad = opts.problem()
+    if bad is not None:
+        raise GraphAuditError(f"--{bad[0].replace('_', '-')} {bad[1]}: {bad[2]}")
+    return opts
+
+
+def eval_progress(stage: str) -> None:
+    """Say on stderr which stage the eval hook runs on (a hook over many samples takes a while)."""
+    print(f"evaluating {stage} (--eval)", file=sys.stderr, flush=True)
+
+
+def audit_args(args: argparse.Namespace, console: Console | None = None) -> dict:
+    """Keyword arguments of :func:`graphaudit.pipeline.audit` for explain/compare/diff/render arguments; on
+    ``console``, a note when ``--max-samples`` cannot cap the ``--eval`` hook (a whole-set hook)."""
+    hook = getattr(args, "eval_hook", None)
+    if getattr(args, "eval_samples", None) and not hook:
+        raise GraphAuditError("--eval-samples needs --eval MODULE:FUNCTION (the function that reads them)")
+    kw = {"source": args.source, "config": load_config(getattr(args, "config", None)),
+          "data": getattr(args, "data", None), "log": getattr(args, "log", None),
+          "find_log": args.command == "explain" and not getattr(args, "no_log", True),
+          "numeric": numeric_options(args)}
+    if hook:  # loaded here: a bad spec is exit 2 before any work
+        from .evaluate import as_eval_hook
+
+        kw.update(eval_hook=as_eval_hook(hook), eval_samples=args.eval_samples)
+        n = getattr(args, "max_samples", None)
+        if console is not None and n is not None and not kw["eval_hook"].per_sample:
+            console.print(Text(f"note: --max-samples {n} does not cap --eval {hook}: a whole-set hook reads "
+                               "--eval-samples itself (a hook with per_sample = True runs on the first "
+                               f"{n} files)", style="dim"), soft_wrap=True)
+    return kw
