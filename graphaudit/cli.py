@@ -253,10 +253,11 @@ def _explain_run(args: argparse.Namespace, console: Console, freeze: bool) -> in
     if args.command == "explain":
         if not default_run:  # a missing or mistaken stage path is named before where the reports go
             discover_stages(args.paths, args.source, min_stages=1)
-        # the default --out must not land next to what the user gave (a config or log found beside the stages
-        # is not the user's: running from the project directory that holds them stays the usual way)
+        # the default --out must not land next to the stage files the user gave (the toolchain's output); a
+        # project directory holding the config, the float model or a log is where users run it, and stays allowed
+        stage_files = [p for _t, paths in pipelines for p in user_inputs(paths)]
         plan = plan_reports(args.out, args.html, args.json, args.no_report, args.model_explorer, protect,
-                            inputs=given, option="--out DIR")
+                            inputs=stage_files, option="--out DIR")
     elif args.json is not None:
         check_output_path(args.json, protect)
     audits = []

@@ -102,7 +102,8 @@ def write_reports(audits, out: str | os.PathLike | None = None, *, plan: ReportP
         From :func:`graphaudit.audit`, one per pipeline (several share one HTML page and one JSON list).
     out : path-like, optional
         Directory for ``report.json`` and ``report.html`` (created), when no ``plan`` is given; None:
-        :data:`DEFAULT_OUT` in the working directory, refused when that is the directory of an input file.
+        :data:`DEFAULT_OUT` in the working directory, refused when that is the directory of a stage file (a
+        project directory holding the config or the float model is allowed).
     plan : ReportPlan, optional
         Paths decided and checked beforehand (:func:`plan_reports`; the CLI does this before any work).
     json : path-like, optional
@@ -119,7 +120,7 @@ def write_reports(audits, out: str | os.PathLike | None = None, *, plan: ReportP
     ------
     GraphAuditError
         A path that is one of the audits' inputs (:meth:`Audit.user_files`) or lies inside an input directory, or
-        cannot be written; the default ``out`` in the directory of an input file; checked before anything is
+        cannot be written; the default ``out`` in the directory of a stage file; checked before anything is
         written.
 
     Examples
@@ -137,7 +138,8 @@ def write_reports(audits, out: str | os.PathLike | None = None, *, plan: ReportP
     audits = audits if isinstance(audits, list) else [audits]
     if plan is None:
         protect = [p for au in audits for p in au.user_files()]
-        plan = plan_reports(out, protect=protect)
+        stage_files = [Path(s.path) for au in audits for s in au.stages if s.path]
+        plan = plan_reports(out, protect=protect, inputs=stage_files)
         if json is not None:
             check_output_path(json, protect)
     reports = [au.report for au in audits]
