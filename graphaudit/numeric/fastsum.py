@@ -1,27 +1,29 @@
-"""The float64 error sums of two float32 tensors in one compiled pass (numba, optional: ``pip install graphaudit[fast]``).
+"""The float64 error sums of two float32 tensors in one compiled pass (llvmlite, optional: ``pip install graphaudit[fast]``).
 
 :meth:`graphaudit.numeric.metrics.ErrorStats.update` reads a tensor pair in numpy blocks (two float64 copies and
 six passes per block, about 5-7 ns per element pair on the 2-core development machine). This kernel reads each
-float32 pair once and keeps the sums in registers: on PP-OCRv4 det original -> optimized (328 aligned pairs, 225 M
-element pairs per sample) the numeric step of 4 samples took 7.6 s instead of 8.9 s (``bench/bench_compare.py``'s
-case, medians of 3 interleaved runs at load average 3.3-4.7; plain inference of both stages 5.9 s), and 5.0 s
-instead of 9.0 s in another set of rounds at load 2.6-3.0 (floor 5.2 s). It is used only after
-:func:`enable` succeeded (numba imports), which :func:`graphaudit.numeric.reduction.reduce_pairs` calls when one
-sample's large tensors reach :data:`ENABLE_MIN_ELEMENTS`: importing numba and loading the compiled kernel cost
-about 0.8 s once per process (the kernel is compiled on first use and cached by numba), repaid within two samples
-of that size, while small models never pay it. ``GRAPHAUDIT_NUMPY_SUMS=1`` in the environment keeps the numpy
-route.
+float32 pair once and keeps the sums in vector registers: 0.8 ns per element pair on a 2.2 M-element pair there.
+It is LLVM IR (:data:`_IR`) compiled for the host CPU by llvmlite (the LLVM binding numba is built on, without
+numba's import: 0.05-0.1 s of CPU to import llvmlite and compile, instead of 0.8-1.4 s to import numba and load
+its cached kernel, and about 90 MB less peak RSS) and called through ctypes, which releases the GIL while it runs,
+so reduction threads run side by side. It is used only after :func:`enable` succeeded, which
+:func:`graphaudit.numeric.reduction.reduce_pairs` calls when one sample's large tensors reach
+:data:`ENABLE_MIN_ELEMENTS`: the compile is repaid within that sample. ``GRAPHAUDIT_NUMPY_SUMS=1`` in the
+environment keeps the numpy route.
 
 Precision: the same float64 sums of the same float32 values (exact float64 products and differences), added in
-another order: blocks of :data:`BLOCK` elements, each summed in a few partial sums the compiler keeps (``reassoc``),
-then the block sums added in sequence. For sums of n non-negative terms the relative difference to any other order
-is at most about (BLOCK + n / BLOCK) * 2^-53, 3e-11 at n = 1e9, below the 1e-9 relative the report's figures are held
-to (tests/test_fastsum.py; measured: 6.7e-15 on the det pair's 328 pairs). Non-finite values are not handled here:
-a non-finite sum sends the pair back to the numpy route, which counts them.
+another order: blocks of :data:`BLOCK` elements, each summed in a few partial sums the compiler keeps in vector
+lanes (``reassoc`` on the block's additions only), then the block sums added in sequence. For sums of n
+non-negative terms the relative difference to any other order is at most about (BLOCK + n / BLOCK) * 2^-53, 3e-11
+at n = 1e9, below the 1e-9 relative the report's figures are held to (tests/test_fastsum.py). The largest ``|b - a|``
+is taken on the bit patterns of the non-negative float64 values (their order as unsigned integers is their order as
+numbers), which vectorizes without fast-math assumptions. Non-finite values are not handled here: a non-finite sum
+sends the pair back to the numpy route, which counts them.
 """
 
 from __future__ import annotations
 
+import ctypes
 import math
 import os
 
@@ -32,61 +34,145 @@ __all__ = ["BLOCK", "ENABLE_MIN_ELEMENTS", "MIN_ELEMENTS", "enable", "enabled", 
 #: Elements summed into one set of partial sums before they are added to the totals (see the module's precision).
 BLOCK = 4096
 
-#: Smallest tensor (elements) worth a call of the kernel; smaller ones stay on the numpy route.
-MIN_ELEMENTS = 1 << 16
+#: Smallest tensor (elements) given to the kernel; smaller ones are reduced in groups by numpy
+#: (:func:`graphaudit.numeric.metrics.update_many`, up to :data:`graphaudit.numeric.metrics.SMALL_TENSOR`).
+MIN_ELEMENTS = 1 << 13
 
-#: One sample's large tensor pairs (elements in total) from which :func:`enable` is worth its one-time cost: about
-#: 0.3 s of numpy work per sample on the development machine.
-ENABLE_MIN_ELEMENTS = 64 << 20
+#: One sample's large tensor pairs (elements in total) from which :func:`enable` is worth its one-time cost (about
+#: 0.05-0.1 s of CPU): PP-OCR cls has 2.6 M such elements per sample, about 15 ms of numpy work.
+ENABLE_MIN_ELEMENTS = 1 << 20
+
+# ``void error_sums(float *a, float *b, i64 n, double *out)``: out = [sum a^2, sum b^2, sum (b-a)^2, sum |b-a|,
+# max |b-a|] in float64. PTR is the pointer type of the LLVM version (typed before LLVM 15, ``ptr`` after).
+_IR = r"""
+declare double @llvm.fabs.f64(double)
+
+define void @error_sums(FPTR noalias nocapture readonly %a, FPTR noalias nocapture readonly %b, i64 %n,
+                        DPTR noalias nocapture %out) {
+entry:
+  br label %outer
+outer:
+  %s = phi i64 [0, %entry], [%s.next, %blockend]
+  %taa = phi double [0.0, %entry], [%taa2, %blockend]
+  %tbb = phi double [0.0, %entry], [%tbb2, %blockend]
+  %tee = phi double [0.0, %entry], [%tee2, %blockend]
+  %tsa = phi double [0.0, %entry], [%tsa2, %blockend]
+  %tmx = phi i64 [0, %entry], [%tmx2, %blockend]
+  %more = icmp slt i64 %s, %n
+  br i1 %more, label %blockstart, label %done
+blockstart:
+  %rest = sub i64 %n, %s
+  %short = icmp slt i64 %rest, BLOCKN
+  %m = select i1 %short, i64 %rest, i64 BLOCKN
+  %pa = getelementptr inbounds float, FPTR %a, i64 %s
+  %pb = getelementptr inbounds float, FPTR %b, i64 %s
+  br label %inner
+inner:
+  %i = phi i64 [0, %blockstart], [%i.next, %inner]
+  %aa = phi double [0.0, %blockstart], [%aa2, %inner]
+  %bb = phi double [0.0, %blockstart], [%bb2, %inner]
+  %ee = phi double [0.0, %blockstart], [%ee2, %inner]
+  %sa = phi double [0.0, %blockstart], [%sa2, %inner]
+  %mx = phi i64 [0, %blockstart], [%mx2, %inner]
+  %qa = getelementptr inbounds float, FPTR %pa, i64 %i
+  %qb = getelementptr inbounds float, FPTR %pb, i64 %i
+  %va = load float, FPTR %qa, align 4
+  %vb = load float, FPTR %qb, align 4
+  %x = fpext float %va to double
+  %y = fpext float %vb to double
+  %e = fsub double %y, %x
+  %xx = fmul double %x, %x
+  %yy = fmul double %y, %y
+  %e2 = fmul double %e, %e
+  %ae = call double @llvm.fabs.f64(double %e)
+  %aa2 = fadd reassoc double %aa, %xx
+  %bb2 = fadd reassoc double %bb, %yy
+  %ee2 = fadd reassoc double %ee, %e2
+  %sa2 = fadd reassoc double %sa, %ae
+  %bits = bitcast double %ae to i64
+  %gt = icmp ugt i64 %bits, %mx
+  %mx2 = select i1 %gt, i64 %bits, i64 %mx
+  %i.next = add nuw nsw i64 %i, 1
+  %c = icmp slt i64 %i.next, %m
+  br i1 %c, label %inner, label %blockend
+blockend:
+  %taa2 = fadd double %taa, %aa2
+  %tbb2 = fadd double %tbb, %bb2
+  %tee2 = fadd double %tee, %ee2
+  %tsa2 = fadd double %tsa, %sa2
+  %g2 = icmp ugt i64 %mx2, %tmx
+  %tmx2 = select i1 %g2, i64 %mx2, i64 %tmx
+  %s.next = add nsw i64 %s, BLOCKN
+  br label %outer
+done:
+  %o1 = getelementptr inbounds double, DPTR %out, i64 1
+  %o2 = getelementptr inbounds double, DPTR %out, i64 2
+  %o3 = getelementptr inbounds double, DPTR %out, i64 3
+  %o4 = getelementptr inbounds double, DPTR %out, i64 4
+  store double %taa, DPTR %out
+  store double %tbb, DPTR %o1
+  store double %tee, DPTR %o2
+  store double %tsa, DPTR %o3
+  %fm = bitcast i64 %tmx to double
+  store double %fm, DPTR %o4
+  ret void
+}
+"""
 
 _kernel = None
 _tried = False
-
-
-def _kernel_source(a, b):  # pragma: no cover - compiled by numba (:func:`_compile`); tested through error_sums
-    """The kernel as numba compiles it: flat float32 ``a`` and ``b`` of one size -> the five float64 figures."""
-    tot_aa = tot_bb = tot_ee = tot_abs = tot_max = 0.0
-    for s in range(0, a.size, BLOCK):
-        xa, xb = a[s:s + BLOCK], b[s:s + BLOCK]
-        aa = bb = ee = sa = mx = 0.0
-        for i in range(xa.size):
-            x = np.float64(xa[i])
-            y = np.float64(xb[i])
-            e = y - x
-            aa += x * x
-            bb += y * y
-            ee += e * e
-            ae = abs(e)
-            sa += ae
-            mx = ae if ae > mx else mx
-        tot_aa += aa
-        tot_bb += bb
-        tot_ee += ee
-        tot_abs += sa
-        tot_max = mx if mx > tot_max else tot_max
-    return tot_aa, tot_bb, tot_ee, tot_abs, tot_max
+_keep: list = []  # the execution engine owning the compiled code, alive as long as the process
 
 
 def _compile():
-    import numba
+    """The kernel as a ctypes function ``(a_ptr, b_ptr, n, out_ptr) -> None``, compiled for the host CPU."""
+    import llvmlite.binding as llvm
 
-    # nogil: reduction threads run side by side; cache: compiled once per machine (numba's cache directory);
-    # reassoc: the partial sums of a block may be kept in several lanes (vectorized), see the module's precision
-    return numba.njit(nogil=True, cache=True, fastmath={"reassoc"})(_kernel_source)
+    if hasattr(llvm, "initialize_native_target"):
+        try:  # needed by llvmlite < 0.45, an error in later versions (initialization is automatic there)
+            llvm.initialize()
+        except Exception:  # noqa: BLE001
+            pass
+        llvm.initialize_native_target()
+        llvm.initialize_native_asmprinter()
+    typed = getattr(llvm, "llvm_version_info", (15,))[0] < 15
+    ir = (_IR.replace("BLOCKN", str(BLOCK)).replace("FPTR", "float*" if typed else "ptr")
+          .replace("DPTR", "double*" if typed else "ptr"))
+    target = llvm.Target.from_default_triple()
+    tm = target.create_target_machine(cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(),
+                                      opt=3)
+    mod = llvm.parse_assembly(ir)
+    mod.verify()
+    # llvmlite >= 0.44's new pass manager (an AttributeError before: enable() then keeps the numpy route)
+    pto = llvm.create_pipeline_tuning_options(speed_level=3)
+    pto.loop_vectorization = True
+    pto.slp_vectorization = True
+    pb = llvm.create_pass_builder(tm, pto)
+    pb.getModulePassManager().run(mod, pb)
+    engine = llvm.create_mcjit_compiler(mod, tm)
+    engine.finalize_object()
+    _keep.append((engine, mod, tm))
+    proto = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p)
+    return proto(engine.get_function_address("error_sums"))
 
 
 def enable() -> bool:
-    """Import numba and compile (or load) the kernel, once per process; True when the kernel is in use. False when
-    numba is not installed, fails to import or compile, or ``GRAPHAUDIT_NUMPY_SUMS`` is set: the numpy route stays."""
+    """Import llvmlite and compile the kernel, once per process; True when the kernel is in use. False when llvmlite
+    is not installed, fails to import or compile, the kernel fails its check on a known pair, or
+    ``GRAPHAUDIT_NUMPY_SUMS`` is set: the numpy route stays."""
     global _kernel, _tried
     if not _tried:
         _tried = True
         if not os.environ.get("GRAPHAUDIT_NUMPY_SUMS"):
             try:
                 kernel = _compile()
-                kernel(np.zeros(2, np.float32), np.zeros(2, np.float32))  # compile or load from numba's cache now
-                _kernel = kernel
-            except Exception:  # noqa: BLE001 - numba missing or broken: the numpy route is always there
+                out = np.zeros(5)
+                a = np.array([1.0, -2.0, 3.0], np.float32)
+                b = np.array([1.5, -2.0, 1.0], np.float32)
+                kernel(a.ctypes.data, b.ctypes.data, 3, out.ctypes.data)
+                if out.tolist() == [14.0, 7.25, 4.25, 2.5, 2.0]:
+                    _kernel = kernel
+            except Exception:  # noqa: BLE001 - llvmlite missing or broken: the numpy route is always there
                 _kernel = None
     return _kernel is not None
 
@@ -104,7 +190,9 @@ def error_sums(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float, float
     if (_kernel is None or a.size < MIN_ELEMENTS or a.dtype != np.float32 or b.dtype != np.float32
             or a.size != b.size or not a.flags.c_contiguous or not b.flags.c_contiguous):
         return None
-    sums = _kernel(a.reshape(-1), b.reshape(-1))
+    out = np.empty(5)
+    _kernel(a.ctypes.data, b.ctypes.data, a.size, out.ctypes.data)
+    sums = out.tolist()
     if not all(math.isfinite(x) for x in sums):  # a finite sum of squares means every value is finite
         return None
-    return tuple(float(x) for x in sums)
+    return tuple(sums)

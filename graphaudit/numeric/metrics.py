@@ -99,7 +99,7 @@ class ErrorStats:
         from chunk to chunk (float32 values and their products convert exactly; the error is worked in place in
         b's buffer). Returns ``(sum |err|, max |err|)``; the sum only with ``want_abs`` (for the LSB figures).
 
-        Large finite float32 pairs go through one compiled pass instead when numba is installed and the comparison
+        Large finite float32 pairs go through one compiled pass instead when llvmlite is installed and the comparison
         enabled it (:mod:`graphaudit.numeric.fastsum`: the same sums in another order, within 3e-11 relative)."""
         fast = fastsum.error_sums(af, bf) if fastsum.enabled() else None
         if fast is not None:
