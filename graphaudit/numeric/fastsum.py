@@ -29,7 +29,8 @@ import os
 
 import numpy as np
 
-__all__ = ["BLOCK", "ENABLE_MIN_ELEMENTS", "MIN_ELEMENTS", "enable", "enabled", "error_sums"]
+__all__ = ["BLOCK", "ENABLE_MIN_ELEMENTS", "MIN_ELEMENTS", "enable", "enabled", "error_sums", "error_sums_many",
+           "takes"]
 
 #: Elements summed into one set of partial sums before they are added to the totals (see the module's precision).
 BLOCK = 4096
@@ -40,10 +41,11 @@ MIN_ELEMENTS = 1 << 13
 
 #: One sample's large tensor pairs (elements in total) from which :func:`enable` is worth its one-time cost (about
 #: 0.05-0.1 s of CPU): PP-OCR cls has 2.6 M such elements per sample, about 15 ms of numpy work.
-ENABLE_MIN_ELEMENTS = 1 << 20
+ENABLE_MIN_ELEMENTS = 64 << 20
 
 # ``void error_sums(float *a, float *b, i64 n, double *out)``: out = [sum a^2, sum b^2, sum (b-a)^2, sum |b-a|,
-# max |b-a|] in float64. PTR is the pointer type of the LLVM version (typed before LLVM 15, ``ptr`` after).
+# max |b-a|] in float64; ``error_sums_many(k, i64 *a_addrs, i64 *b_addrs, i64 *sizes, double *out)`` the same for k
+# pairs (out: k x 5).
 _IR = r"""
 declare double @llvm.fabs.f64(double)
 
@@ -117,9 +119,36 @@ done:
   store double %fm, DPTR %o4
   ret void
 }
+
+define void @error_sums_many(i64 %k, ptr nocapture readonly %as, ptr nocapture readonly %bs,
+                             ptr nocapture readonly %ns, ptr nocapture %out) {
+entry:
+  br label %loop
+loop:
+  %j = phi i64 [0, %entry], [%j.next, %body]
+  %more = icmp slt i64 %j, %k
+  br i1 %more, label %body, label %done
+body:
+  %qa = getelementptr inbounds i64, ptr %as, i64 %j
+  %qb = getelementptr inbounds i64, ptr %bs, i64 %j
+  %qn = getelementptr inbounds i64, ptr %ns, i64 %j
+  %ia = load i64, ptr %qa
+  %ib = load i64, ptr %qb
+  %n = load i64, ptr %qn
+  %a = inttoptr i64 %ia to ptr
+  %b = inttoptr i64 %ib to ptr
+  %at = mul i64 %j, 5
+  %o = getelementptr inbounds double, ptr %out, i64 %at
+  call void @error_sums(ptr %a, ptr %b, i64 %n, ptr %o)
+  %j.next = add nuw nsw i64 %j, 1
+  br label %loop
+done:
+  ret void
+}
 """
 
 _kernel = None
+_many = None
 _tried = False
 _keep: list = []  # the execution engine owning the compiled code, alive as long as the process
 
@@ -135,9 +164,7 @@ def _compile():
             pass
         llvm.initialize_native_target()
         llvm.initialize_native_asmprinter()
-    typed = getattr(llvm, "llvm_version_info", (15,))[0] < 15
-    ir = (_IR.replace("BLOCKN", str(BLOCK)).replace("FPTR", "float*" if typed else "ptr")
-          .replace("DPTR", "double*" if typed else "ptr"))
+    ir = _IR.replace("BLOCKN", str(BLOCK)).replace("FPTR", "ptr").replace("DPTR", "ptr")  # LLVM >= 15
     target = llvm.Target.from_default_triple()
     tm = target.create_target_machine(cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(),
                                       opt=3)
@@ -153,25 +180,26 @@ def _compile():
     engine.finalize_object()
     _keep.append((engine, mod, tm))
     proto = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p)
-    return proto(engine.get_function_address("error_sums"))
+    many = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+    return proto(engine.get_function_address("error_sums")), many(engine.get_function_address("error_sums_many"))
 
 
 def enable() -> bool:
     """Import llvmlite and compile the kernel, once per process; True when the kernel is in use. False when llvmlite
     is not installed, fails to import or compile, the kernel fails its check on a known pair, or
     ``GRAPHAUDIT_NUMPY_SUMS`` is set: the numpy route stays."""
-    global _kernel, _tried
+    global _kernel, _many, _tried
     if not _tried:
         _tried = True
         if not os.environ.get("GRAPHAUDIT_NUMPY_SUMS"):
             try:
-                kernel = _compile()
+                kernel, many = _compile()
                 out = np.zeros(5)
                 a = np.array([1.0, -2.0, 3.0], np.float32)
                 b = np.array([1.5, -2.0, 1.0], np.float32)
                 kernel(a.ctypes.data, b.ctypes.data, 3, out.ctypes.data)
                 if out.tolist() == [14.0, 7.25, 4.25, 2.5, 2.0]:
-                    _kernel = kernel
+                    _kernel, _many = kernel, many
             except Exception:  # noqa: BLE001 - llvmlite missing or broken: the numpy route is always there
                 _kernel = None
     return _kernel is not None
@@ -196,3 +224,34 @@ def error_sums(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float, float
     if not all(math.isfinite(x) for x in sums):  # a finite sum of squares means every value is finite
         return None
     return tuple(sums)
+
+
+def takes(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether :func:`error_sums_many` takes the pair: the kernel is enabled and ``a`` and ``b`` are non-empty
+    C-contiguous float32 arrays of one size (any shapes)."""
+    return (_kernel is not None and a.dtype == np.float32 and b.dtype == np.float32 and a.size == b.size
+            and a.size > 0 and a.flags.c_contiguous and b.flags.c_contiguous)
+
+
+def error_sums_many(pairs: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+    """The five figures of :func:`error_sums` for each pair, in one call of the kernel: float64 array [len(pairs), 5]
+    (rows with a non-finite figure are the caller's to send to the numpy route). Every pair must pass
+    :func:`takes`. Releases the GIL while it runs.
+
+    Raises
+    ------
+    RuntimeError
+        The kernel is not enabled.
+    """
+    if _kernel is None:
+        raise RuntimeError("the compiled error sums are not enabled (fastsum.enable())")
+    k = len(pairs)
+    addr = np.empty((3, k), np.int64)
+    for j, (a, b) in enumerate(pairs):
+        addr[0, j] = a.ctypes.data
+        addr[1, j] = b.ctypes.data
+        addr[2, j] = a.size
+    out = np.empty((k, 5))
+    if k:
+        _many(k, addr[0].ctypes.data, addr[1].ctypes.data, addr[2].ctypes.data, out.ctypes.data)
+    return out
