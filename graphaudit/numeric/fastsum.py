@@ -5,10 +5,11 @@ six passes per block, about 5-7 ns per element pair on the 2-core development ma
 float32 pair once and keeps the sums in vector registers: 0.8 ns per element pair on a 2.2 M-element pair there.
 It is LLVM IR (:data:`_IR`) compiled for the host CPU by llvmlite (the LLVM binding numba is built on, without
 numba's import: 0.05-0.1 s of CPU to import llvmlite and compile, instead of 0.8-1.4 s to import numba and load
-its cached kernel, and about 90 MB less peak RSS) and called through ctypes, which releases the GIL while it runs,
-so reduction threads run side by side. It is used only after :func:`enable` succeeded, which
-:func:`graphaudit.numeric.reduction.reduce_pairs` calls when one sample's large tensors reach
-:data:`ENABLE_MIN_ELEMENTS`: the compile is repaid within that sample. ``GRAPHAUDIT_NUMPY_SUMS=1`` in the
+its cached kernel; PP-OCRv4 det's peak RSS came out 28 MB lower) and called through ctypes, which releases the GIL
+while it runs, so reduction threads run side by side. It is used only after :func:`enable` succeeded, which
+:class:`graphaudit.numeric.reduction.Updates` calls when one sample's large tensors reach
+:data:`ENABLE_MIN_ELEMENTS`: loading LLVM adds about 70-80 MB of peak RSS (its shared library's pages and the
+compiler's), which only a model whose aligned tensors are far larger should pay. ``GRAPHAUDIT_NUMPY_SUMS=1`` in the
 environment keeps the numpy route.
 
 Precision: the same float64 sums of the same float32 values (exact float64 products and differences), added in
@@ -39,8 +40,10 @@ BLOCK = 4096
 #: (:func:`graphaudit.numeric.metrics.update_many`, up to :data:`graphaudit.numeric.metrics.SMALL_TENSOR`).
 MIN_ELEMENTS = 1 << 13
 
-#: One sample's large tensor pairs (elements in total) from which :func:`enable` is worth its one-time cost (about
-#: 0.05-0.1 s of CPU): PP-OCR cls has 2.6 M such elements per sample, about 15 ms of numpy work.
+#: One sample's large tensor pairs (elements in total) from which :func:`enable` is worth its one-time cost (0.05-0.1 s
+#: of CPU and 70-80 MB of peak RSS). PP-OCR cls (2.6 M such elements per sample, an aligned set of 19 MB) stays on
+#: the numpy route: with the kernel its isolated comparison of 16 samples took 0.27 s less CPU (0.58 s instead of
+#: 0.85 s) at 77 MB more peak RSS (229 MB instead of 152 MB), bench/bench_compare.py on a loaded machine.
 ENABLE_MIN_ELEMENTS = 64 << 20
 
 # ``void error_sums(float *a, float *b, i64 n, double *out)``: out = [sum a^2, sum b^2, sum (b-a)^2, sum |b-a|,
