@@ -36,8 +36,9 @@ __all__ = ["BLOCK", "ENABLE_MIN_ELEMENTS", "MIN_ELEMENTS", "enable", "enabled", 
 #: Elements summed into one set of partial sums before they are added to the totals (see the module's precision).
 BLOCK = 4096
 
-#: Smallest tensor (elements) given to the kernel; smaller ones are reduced in groups by numpy
-#: (:func:`graphaudit.numeric.metrics.update_many`, up to :data:`graphaudit.numeric.metrics.SMALL_TENSOR`).
+#: Smallest tensor (elements) that :meth:`graphaudit.numeric.metrics.ErrorStats.update` gives the kernel
+#: (:func:`error_sums`); :class:`graphaudit.numeric.reduction.Updates` gives it every float32 pair of a sample, of any
+#: size, in one call (:func:`error_sums_many`).
 MIN_ELEMENTS = 1 << 13
 
 #: One sample's large tensor pairs (elements in total) from which :func:`enable` is worth its one-time cost (0.05-0.1 s
