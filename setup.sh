@@ -30,7 +30,7 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 # the ray extra (tests/test_shards.py starts a local Ray cluster: graphaudit compare --ray), the bench extra
-# (the peers bench/bench_peers.py times; tests/test_bench_peers.py) and the fast extra (numba: the compiled error
+# (the peers bench/bench_peers.py times; tests/test_bench_peers.py) and the fast extra (llvmlite: the compiled error
 # sums of graphaudit/numeric/fastsum.py; tests/test_fastsum.py)
 .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev,ray,bench,fast]'
 .venv/bin/python samples/build_samples.py

@@ -17,7 +17,7 @@ per PP-OCRv4 det sample). This bench measures the routes proposed for them, on t
   (:meth:`graphaudit.numeric.metrics.ErrorStats.update`, the reduce step of today), onnxruntime's float64 ops (the
   in-session reduction alone, fed the same tensors), and, where ``gcc`` is installed, a compiled single-pass kernel
   (float32 in, float64 sums; vectorized reduction) as the reference for what a compiled kernel would reach, and,
-  where numba is installed, :mod:`graphaudit.numeric.fastsum`'s kernel (the route graphaudit takes with it; the
+  where llvmlite is installed, :mod:`graphaudit.numeric.fastsum`'s kernel (the route graphaudit takes with it; the
   whole runs above then take it too, ``GRAPHAUDIT_NUMPY_SUMS=1`` keeps numpy).
 
 Wall times on a shared machine are noisy: the load average is printed with the figures.
@@ -283,19 +283,19 @@ def per_pair(files: list[Path], data: Path, repeat: int) -> dict:
     session = _reduction_session(pairs)
     feeds = {f"r{k}_{x}": v for k, (a, b) in enumerate(pairs) for x, v in (("x", a), ("y", b))}
     kernel, out = _compiled_kernel(), np.zeros(4)
-    numba_kernel = fastsum._kernel if fastsum.enable() else None
+    fast_kernel = fastsum._kernel if fastsum.enable() else None
 
     def numpy_route():
         fastsum._kernel = None  # ErrorStats.update on its numpy blocks
         try:
             [ErrorStats().update(a, b) for a, b in pairs]
         finally:
-            fastsum._kernel = numba_kernel
+            fastsum._kernel = fast_kernel
 
     routes = {"numpy float64 chunks (ErrorStats.update)": numpy_route,
               "onnxruntime float64 ops (Cast, Sub, ReduceSumSquare, ReduceMax)": lambda: session.run(None, feeds)}
-    if numba_kernel is not None:
-        routes["graphaudit.numeric.fastsum (numba, graphaudit[fast])"] = lambda: [
+    if fast_kernel is not None:
+        routes["graphaudit.numeric.fastsum (llvmlite, graphaudit[fast])"] = lambda: [
             fastsum.error_sums(a.reshape(-1), b.reshape(-1)) for a, b in pairs]
     if kernel is not None:
         routes["compiled single-pass kernel (gcc, reference)"] = lambda: [

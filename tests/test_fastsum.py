@@ -1,4 +1,4 @@
-"""The compiled error sums (graphaudit/numeric/fastsum.py, numba) against numpy float64 formulas and the numpy route.
+"""The compiled error sums (graphaudit/numeric/fastsum.py, llvmlite) against numpy float64 formulas and the numpy route.
 
 - the kernel's five figures against float64 sums worked out here (``math.fsum`` of the exact float64 products), on
   sizes that are and are not multiples of its block;
@@ -11,7 +11,7 @@
   within 1e-9 relative (the tolerance the report's figures are held to; the two routes add the same float64 terms
   in another order, a few 1e-15 apart on these tensors).
 
-numba is an optional dependency (``graphaudit[fast]``): without it these tests skip.
+llvmlite is an optional dependency (``graphaudit[fast]``): without it these tests skip.
 """
 
 from __future__ import annotations
@@ -27,17 +27,17 @@ import pytest
 from graphaudit.numeric import fastsum
 from graphaudit.numeric.metrics import ErrorStats
 
-pytest.importorskip("numba")
+pytest.importorskip("llvmlite")
 
 
 @pytest.fixture
 def kernel():
     """The kernel in use for this test only (module state restored after it)."""
-    prev = (fastsum._kernel, fastsum._tried)
+    prev = (fastsum._kernel, fastsum._many, fastsum._tried)
     fastsum._tried = False
     assert fastsum.enable()
     yield fastsum._kernel
-    fastsum._kernel, fastsum._tried = prev
+    fastsum._kernel, fastsum._many, fastsum._tried = prev
 
 
 def _pair(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -93,7 +93,7 @@ def _numpy_route(fn):
 
 
 def test_nonfinite_and_other_dtypes_fall_back_to_the_numpy_route(kernel):
-    a, b = _pair(fastsum.MIN_ELEMENTS + 5)
+    a, b = _pair(max(fastsum.MIN_ELEMENTS + 5, 60_005))
     a[[10, 60_000]] = np.nan
     b[[3, 4, 50_000]] = [np.inf, -np.inf, np.nan]
     assert fastsum.error_sums(a, b) is None
@@ -145,15 +145,52 @@ def test_three_stage_pipeline_figures_equal_the_numpy_route(kernel, samples, mon
     au = audit([d / f"ppocr_cls_{s}.onnx" for s in ("original", "optimized", "qdq")])
     xs = [{"x": np.load(samples / "data" / "ppocr_cls" / "x" / f"{k}.npy")} for k in range(3)]
     calls = []
-    monkeypatch.setattr(fastsum, "MIN_ELEMENTS", 1)  # every tensor the numpy route reads in blocks takes the kernel
-    monkeypatch.setattr(fastsum, "_kernel", lambda a, b, f=kernel: calls.append(a.size) or f(a, b))
+    # every float32 pair of a sample goes to the kernel in one call (graphaudit.numeric.reduction.Updates)
+    monkeypatch.setattr(fastsum, "_many", lambda k, *args, f=fastsum._many: calls.append(k) or f(k, *args))
     run = lambda: compare_stages(au.stages, au.lineage.alignments, au.changes, xs,  # noqa: E731
                                  CompareOptions(isolated=True))
     fast = _all_figures(run())
-    assert len(calls) > 100  # the kernel did the large pairs
+    assert sum(calls) > 300  # the kernel did the pairs and region outputs
     slow = _all_figures(_numpy_route(run))
     assert fast.keys() == slow.keys() and len(fast) > 300
     assert sum(1 for k in fast if k[1] == "ref") > 0 and sum(1 for k in fast if k[1] == "region") > 0
     assert any(s.lsb_count for s in fast.values())
     bad = [k for k in fast if not _close(fast[k], slow[k])]
     assert not bad, bad[:5]
+
+
+def test_updates_in_one_kernel_call_equal_updates_one_by_one(kernel):
+    """graphaudit.numeric.reduction.Updates: pairs of every size (one element to 3 blocks), with and without one
+    quantization step, a per-channel scale (element-wise LSB, numpy), a float64 pair and a NaN pair (numpy), and an
+    accumulator updated twice in the sample (its first-sample figures are its first update's, as one by one)."""
+    from graphaudit.numeric.reduction import Updates
+
+    rng = np.random.default_rng(3)
+    sizes = [1, 7, 4096, 4097, 3 * fastsum.BLOCK + 5, 70_000]
+    pairs = [_pair(n, seed=k) for k, n in enumerate(sizes)]
+    nan_a, nan_b = _pair(5000, seed=9)
+    nan_b[17] = np.nan
+    per_channel = (rng.standard_normal((1, 4, 8, 8)).astype(np.float32),) * 2
+    items = [(a, b, None) for a, b in pairs] + [(a, b, ((0.01,), 1)) for a, b in pairs[2:4]] + [
+        (nan_a, nan_b, None), (per_channel[0], per_channel[1] + np.float32(0.1), ((0.1, 0.2, 0.3, 0.4), 1)),
+        (pairs[4][0].astype(np.float64), pairs[4][1].astype(np.float64), None)]
+    one_by_one = [ErrorStats() for _ in items]
+    batched = [ErrorStats() for _ in items]
+    twice_seq, twice_bat = ErrorStats(), ErrorStats()
+    for sample in range(2):
+        u = Updates()
+        for st_seq, st_bat, (a, b, scale) in zip(one_by_one, batched, items):
+            _numpy_route(lambda: st_seq.update(a, b, np.asarray(scale[0]) if scale else None, scale[1] if scale else 1))
+            u.add(st_bat, a, b, scale)
+        for a, b in (pairs[5], pairs[1]):
+            _numpy_route(lambda: twice_seq.update(a, b))
+            u.add(twice_bat, a, b)
+        u.apply()
+    nan_at = len(pairs) + 2
+    for k, (x, y) in enumerate(zip(one_by_one + [twice_seq], batched + [twice_bat])):
+        if k == nan_at:  # NaN figures: equal as text
+            assert repr(x.to_dict()) == repr(y.to_dict())
+        else:
+            assert _close(x, y), k
+    assert twice_bat.first == pytest.approx(twice_seq.first, rel=1e-12)
+    assert batched[nan_at].nonfinite_b == 2  # the NaN pair went the numpy way, which counts

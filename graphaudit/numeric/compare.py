@@ -21,7 +21,7 @@ from .metrics import ErrorStats
 from .regions import COMPARABLE_KINDS, RegionRunner, region_io
 from .runner import StageRunner
 from .schedule import cores, run_all, stream
-from .reduction import reduce_pair, reduce_pairs
+from .reduction import Updates
 from .backends import HORIZON_RUNTIME  # stages run side by side, each on its share of the cores, in onnxruntime
 
 __all__ = ["TensorError", "FixedPointCodec", "RegionError", "TransitionNumeric", "CompareOptions", "compare_stages", "StageFeeder",
@@ -446,11 +446,15 @@ class _Comparison:
     def reduce(self, values: list[dict[str, np.ndarray]]) -> None:
         """Add one sample's values to every transition's accumulated and isolated error."""
         for i, res in enumerate(self.results):
-            reduce_pairs(res.tensors, values[i], values[i + 1])
+            u = Updates()  # per transition: its region outputs are freed before the next transition's regions run
+            va, vb = values[i], values[i + 1]
+            for te in res.tensors:
+                u.pair(te, va.get(te.codec.a_value if te.codec else te.a_tensor), vb.get(te.b_tensor))
             if i:  # transition 0's outputs are already against stages[0]
                 for te in res.vs_reference:
-                    reduce_pair(te, values[0].get(te.a_tensor), values[i + 1].get(te.b_tensor))
-            self.regions.measure(i, [r.stats for r in res.regions], values[i], self.stages[i])
+                    u.pair(te, values[0].get(te.a_tensor), vb.get(te.b_tensor))
+            self.regions.measure(i, [r.stats for r in res.regions], va, self.stages[i], u)
+            u.apply()
 
     def finish(self) -> list[TransitionNumeric]:
         """The results: regions that never ran dropped (counted as skipped), thresholds and first divergence set."""

@@ -1,92 +1,210 @@
-"""The float64 error sums of two float32 tensors in one compiled pass (numba, optional: ``pip install graphaudit[fast]``).
+"""The float64 error sums of two float32 tensors in one compiled pass (llvmlite, optional: ``pip install graphaudit[fast]``).
 
 :meth:`graphaudit.numeric.metrics.ErrorStats.update` reads a tensor pair in numpy blocks (two float64 copies and
 six passes per block, about 5-7 ns per element pair on the 2-core development machine). This kernel reads each
-float32 pair once and keeps the sums in registers: on PP-OCRv4 det original -> optimized (328 aligned pairs, 225 M
-element pairs per sample) the numeric step of 4 samples took 7.6 s instead of 8.9 s (``bench/bench_compare.py``'s
-case, medians of 3 interleaved runs at load average 3.3-4.7; plain inference of both stages 5.9 s), and 5.0 s
-instead of 9.0 s in another set of rounds at load 2.6-3.0 (floor 5.2 s). It is used only after
-:func:`enable` succeeded (numba imports), which :func:`graphaudit.numeric.reduction.reduce_pairs` calls when one
-sample's large tensors reach :data:`ENABLE_MIN_ELEMENTS`: importing numba and loading the compiled kernel cost
-about 0.8 s once per process (the kernel is compiled on first use and cached by numba), repaid within two samples
-of that size, while small models never pay it. ``GRAPHAUDIT_NUMPY_SUMS=1`` in the environment keeps the numpy
-route.
+float32 pair once and keeps the sums in vector registers: 0.8 ns per element pair on a 2.2 M-element pair there.
+It is LLVM IR (:data:`_IR`) compiled for the host CPU by llvmlite (the LLVM binding numba is built on, without
+numba's import: 0.05-0.1 s of CPU to import llvmlite and compile, instead of 0.8-1.4 s to import numba and load
+its cached kernel; PP-OCRv4 det's peak RSS came out 28 MB lower) and called through ctypes, which releases the GIL
+while it runs, so reduction threads run side by side. It is used only after :func:`enable` succeeded, which
+:class:`graphaudit.numeric.reduction.Updates` calls when one sample's large tensors reach
+:data:`ENABLE_MIN_ELEMENTS`: loading LLVM adds about 70-80 MB of peak RSS (its shared library's pages and the
+compiler's), which only a model whose aligned tensors are far larger should pay. ``GRAPHAUDIT_NUMPY_SUMS=1`` in the
+environment keeps the numpy route.
 
 Precision: the same float64 sums of the same float32 values (exact float64 products and differences), added in
-another order: blocks of :data:`BLOCK` elements, each summed in a few partial sums the compiler keeps (``reassoc``),
-then the block sums added in sequence. For sums of n non-negative terms the relative difference to any other order
-is at most about (BLOCK + n / BLOCK) * 2^-53, 3e-11 at n = 1e9, below the 1e-9 relative the report's figures are held
-to (tests/test_fastsum.py; measured: 6.7e-15 on the det pair's 328 pairs). Non-finite values are not handled here:
-a non-finite sum sends the pair back to the numpy route, which counts them.
+another order: blocks of :data:`BLOCK` elements, each summed in a few partial sums the compiler keeps in vector
+lanes (``reassoc`` on the block's additions only), then the block sums added in sequence. For sums of n
+non-negative terms the relative difference to any other order is at most about (BLOCK + n / BLOCK) * 2^-53, 3e-11
+at n = 1e9, below the 1e-9 relative the report's figures are held to (tests/test_fastsum.py). The largest ``|b - a|``
+is taken on the bit patterns of the non-negative float64 values (their order as unsigned integers is their order as
+numbers), which vectorizes without fast-math assumptions. Non-finite values are not handled here: a non-finite sum
+sends the pair back to the numpy route, which counts them.
 """
 
 from __future__ import annotations
 
+import ctypes
 import math
 import os
 
 import numpy as np
 
-__all__ = ["BLOCK", "ENABLE_MIN_ELEMENTS", "MIN_ELEMENTS", "enable", "enabled", "error_sums"]
+__all__ = ["BLOCK", "ENABLE_MIN_ELEMENTS", "MIN_ELEMENTS", "enable", "enabled", "error_sums", "error_sums_many",
+           "takes"]
 
 #: Elements summed into one set of partial sums before they are added to the totals (see the module's precision).
 BLOCK = 4096
 
-#: Smallest tensor (elements) worth a call of the kernel; smaller ones stay on the numpy route.
-MIN_ELEMENTS = 1 << 16
+#: Smallest tensor (elements) that :meth:`graphaudit.numeric.metrics.ErrorStats.update` gives the kernel
+#: (:func:`error_sums`); :class:`graphaudit.numeric.reduction.Updates` gives it every float32 pair of a sample, of any
+#: size, in one call (:func:`error_sums_many`).
+MIN_ELEMENTS = 1 << 13
 
-#: One sample's large tensor pairs (elements in total) from which :func:`enable` is worth its one-time cost: about
-#: 0.3 s of numpy work per sample on the development machine.
+#: One sample's large tensor pairs (elements in total) from which :func:`enable` is worth its one-time cost (0.05-0.1 s
+#: of CPU and 70-80 MB of peak RSS). PP-OCR cls (2.6 M such elements per sample, an aligned set of 19 MB) stays on
+#: the numpy route: with the kernel its isolated comparison of 16 samples took 0.27 s less CPU (0.58 s instead of
+#: 0.85 s) at 77 MB more peak RSS (229 MB instead of 152 MB), bench/bench_compare.py on a loaded machine.
 ENABLE_MIN_ELEMENTS = 64 << 20
 
+# ``void error_sums(float *a, float *b, i64 n, double *out)``: out = [sum a^2, sum b^2, sum (b-a)^2, sum |b-a|,
+# max |b-a|] in float64; ``error_sums_many(k, i64 *a_addrs, i64 *b_addrs, i64 *sizes, double *out)`` the same for k
+# pairs (out: k x 5).
+_IR = r"""
+declare double @llvm.fabs.f64(double)
+
+define void @error_sums(FPTR noalias nocapture readonly %a, FPTR noalias nocapture readonly %b, i64 %n,
+                        DPTR noalias nocapture %out) {
+entry:
+  br label %outer
+outer:
+  %s = phi i64 [0, %entry], [%s.next, %blockend]
+  %taa = phi double [0.0, %entry], [%taa2, %blockend]
+  %tbb = phi double [0.0, %entry], [%tbb2, %blockend]
+  %tee = phi double [0.0, %entry], [%tee2, %blockend]
+  %tsa = phi double [0.0, %entry], [%tsa2, %blockend]
+  %tmx = phi i64 [0, %entry], [%tmx2, %blockend]
+  %more = icmp slt i64 %s, %n
+  br i1 %more, label %blockstart, label %done
+blockstart:
+  %rest = sub i64 %n, %s
+  %short = icmp slt i64 %rest, BLOCKN
+  %m = select i1 %short, i64 %rest, i64 BLOCKN
+  %pa = getelementptr inbounds float, FPTR %a, i64 %s
+  %pb = getelementptr inbounds float, FPTR %b, i64 %s
+  br label %inner
+inner:
+  %i = phi i64 [0, %blockstart], [%i.next, %inner]
+  %aa = phi double [0.0, %blockstart], [%aa2, %inner]
+  %bb = phi double [0.0, %blockstart], [%bb2, %inner]
+  %ee = phi double [0.0, %blockstart], [%ee2, %inner]
+  %sa = phi double [0.0, %blockstart], [%sa2, %inner]
+  %mx = phi i64 [0, %blockstart], [%mx2, %inner]
+  %qa = getelementptr inbounds float, FPTR %pa, i64 %i
+  %qb = getelementptr inbounds float, FPTR %pb, i64 %i
+  %va = load float, FPTR %qa, align 4
+  %vb = load float, FPTR %qb, align 4
+  %x = fpext float %va to double
+  %y = fpext float %vb to double
+  %e = fsub double %y, %x
+  %xx = fmul double %x, %x
+  %yy = fmul double %y, %y
+  %e2 = fmul double %e, %e
+  %ae = call double @llvm.fabs.f64(double %e)
+  %aa2 = fadd reassoc double %aa, %xx
+  %bb2 = fadd reassoc double %bb, %yy
+  %ee2 = fadd reassoc double %ee, %e2
+  %sa2 = fadd reassoc double %sa, %ae
+  %bits = bitcast double %ae to i64
+  %gt = icmp ugt i64 %bits, %mx
+  %mx2 = select i1 %gt, i64 %bits, i64 %mx
+  %i.next = add nuw nsw i64 %i, 1
+  %c = icmp slt i64 %i.next, %m
+  br i1 %c, label %inner, label %blockend
+blockend:
+  %taa2 = fadd double %taa, %aa2
+  %tbb2 = fadd double %tbb, %bb2
+  %tee2 = fadd double %tee, %ee2
+  %tsa2 = fadd double %tsa, %sa2
+  %g2 = icmp ugt i64 %mx2, %tmx
+  %tmx2 = select i1 %g2, i64 %mx2, i64 %tmx
+  %s.next = add nsw i64 %s, BLOCKN
+  br label %outer
+done:
+  %o1 = getelementptr inbounds double, DPTR %out, i64 1
+  %o2 = getelementptr inbounds double, DPTR %out, i64 2
+  %o3 = getelementptr inbounds double, DPTR %out, i64 3
+  %o4 = getelementptr inbounds double, DPTR %out, i64 4
+  store double %taa, DPTR %out
+  store double %tbb, DPTR %o1
+  store double %tee, DPTR %o2
+  store double %tsa, DPTR %o3
+  %fm = bitcast i64 %tmx to double
+  store double %fm, DPTR %o4
+  ret void
+}
+
+define void @error_sums_many(i64 %k, ptr nocapture readonly %as, ptr nocapture readonly %bs,
+                             ptr nocapture readonly %ns, ptr nocapture %out) {
+entry:
+  br label %loop
+loop:
+  %j = phi i64 [0, %entry], [%j.next, %body]
+  %more = icmp slt i64 %j, %k
+  br i1 %more, label %body, label %done
+body:
+  %qa = getelementptr inbounds i64, ptr %as, i64 %j
+  %qb = getelementptr inbounds i64, ptr %bs, i64 %j
+  %qn = getelementptr inbounds i64, ptr %ns, i64 %j
+  %ia = load i64, ptr %qa
+  %ib = load i64, ptr %qb
+  %n = load i64, ptr %qn
+  %a = inttoptr i64 %ia to ptr
+  %b = inttoptr i64 %ib to ptr
+  %at = mul i64 %j, 5
+  %o = getelementptr inbounds double, ptr %out, i64 %at
+  call void @error_sums(ptr %a, ptr %b, i64 %n, ptr %o)
+  %j.next = add nuw nsw i64 %j, 1
+  br label %loop
+done:
+  ret void
+}
+"""
+
 _kernel = None
+_many = None
 _tried = False
-
-
-def _kernel_source(a, b):  # pragma: no cover - compiled by numba (:func:`_compile`); tested through error_sums
-    """The kernel as numba compiles it: flat float32 ``a`` and ``b`` of one size -> the five float64 figures."""
-    tot_aa = tot_bb = tot_ee = tot_abs = tot_max = 0.0
-    for s in range(0, a.size, BLOCK):
-        xa, xb = a[s:s + BLOCK], b[s:s + BLOCK]
-        aa = bb = ee = sa = mx = 0.0
-        for i in range(xa.size):
-            x = np.float64(xa[i])
-            y = np.float64(xb[i])
-            e = y - x
-            aa += x * x
-            bb += y * y
-            ee += e * e
-            ae = abs(e)
-            sa += ae
-            mx = ae if ae > mx else mx
-        tot_aa += aa
-        tot_bb += bb
-        tot_ee += ee
-        tot_abs += sa
-        tot_max = mx if mx > tot_max else tot_max
-    return tot_aa, tot_bb, tot_ee, tot_abs, tot_max
+_keep: list = []  # the execution engine owning the compiled code, alive as long as the process
 
 
 def _compile():
-    import numba
+    """The kernel as a ctypes function ``(a_ptr, b_ptr, n, out_ptr) -> None``, compiled for the host CPU."""
+    import llvmlite.binding as llvm
 
-    # nogil: reduction threads run side by side; cache: compiled once per machine (numba's cache directory);
-    # reassoc: the partial sums of a block may be kept in several lanes (vectorized), see the module's precision
-    return numba.njit(nogil=True, cache=True, fastmath={"reassoc"})(_kernel_source)
+    if hasattr(llvm, "initialize_native_target"):
+        try:  # needed by llvmlite < 0.45, an error in later versions (initialization is automatic there)
+            llvm.initialize()
+        except Exception:  # noqa: BLE001
+            pass
+        llvm.initialize_native_target()
+        llvm.initialize_native_asmprinter()
+    ir = _IR.replace("BLOCKN", str(BLOCK)).replace("FPTR", "ptr").replace("DPTR", "ptr")  # LLVM >= 15
+    target = llvm.Target.from_default_triple()
+    tm = target.create_target_machine(cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(),
+                                      opt=3)
+    mod = llvm.parse_assembly(ir)
+    mod.verify()
+    # llvmlite >= 0.44's new pass manager (an AttributeError before: enable() then keeps the numpy route)
+    pto = llvm.create_pipeline_tuning_options(speed_level=3)
+    pto.loop_vectorization = True
+    pto.slp_vectorization = True
+    pb = llvm.create_pass_builder(tm, pto)
+    pb.getModulePassManager().run(mod, pb)
+    engine = llvm.create_mcjit_compiler(mod, tm)
+    engine.finalize_object()
+    _keep.append((engine, mod, tm))
+    proto = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p)
+    many = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+    return proto(engine.get_function_address("error_sums")), many(engine.get_function_address("error_sums_many"))
 
 
 def enable() -> bool:
-    """Import numba and compile (or load) the kernel, once per process; True when the kernel is in use. False when
-    numba is not installed, fails to import or compile, or ``GRAPHAUDIT_NUMPY_SUMS`` is set: the numpy route stays."""
-    global _kernel, _tried
+    """Import llvmlite and compile the kernel, once per process; True when the kernel is in use. False when llvmlite
+    is not installed, fails to import or compile, the kernel fails its check on a known pair, or
+    ``GRAPHAUDIT_NUMPY_SUMS`` is set: the numpy route stays."""
+    global _kernel, _many, _tried
     if not _tried:
         _tried = True
         if not os.environ.get("GRAPHAUDIT_NUMPY_SUMS"):
             try:
-                kernel = _compile()
-                kernel(np.zeros(2, np.float32), np.zeros(2, np.float32))  # compile or load from numba's cache now
-                _kernel = kernel
-            except Exception:  # noqa: BLE001 - numba missing or broken: the numpy route is always there
+                kernel, many = _compile()
+                out = np.zeros(5)
+                a = np.array([1.0, -2.0, 3.0], np.float32)
+                b = np.array([1.5, -2.0, 1.0], np.float32)
+                kernel(a.ctypes.data, b.ctypes.data, 3, out.ctypes.data)
+                if out.tolist() == [14.0, 7.25, 4.25, 2.5, 2.0]:
+                    _kernel, _many = kernel, many
+            except Exception:  # noqa: BLE001 - llvmlite missing or broken: the numpy route is always there
                 _kernel = None
     return _kernel is not None
 
@@ -104,7 +222,40 @@ def error_sums(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float, float
     if (_kernel is None or a.size < MIN_ELEMENTS or a.dtype != np.float32 or b.dtype != np.float32
             or a.size != b.size or not a.flags.c_contiguous or not b.flags.c_contiguous):
         return None
-    sums = _kernel(a.reshape(-1), b.reshape(-1))
+    out = np.empty(5)
+    _kernel(a.ctypes.data, b.ctypes.data, a.size, out.ctypes.data)
+    sums = out.tolist()
     if not all(math.isfinite(x) for x in sums):  # a finite sum of squares means every value is finite
         return None
-    return tuple(float(x) for x in sums)
+    return tuple(sums)
+
+
+def takes(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether :func:`error_sums_many` takes the pair: the kernel is enabled and ``a`` and ``b`` are non-empty
+    C-contiguous float32 arrays of one size (any shapes)."""
+    return (_kernel is not None and a.dtype == np.float32 and b.dtype == np.float32 and a.size == b.size
+            and a.size > 0 and a.flags.c_contiguous and b.flags.c_contiguous)
+
+
+def error_sums_many(pairs: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+    """The five figures of :func:`error_sums` for each pair, in one call of the kernel: float64 array [len(pairs), 5]
+    (rows with a non-finite figure are the caller's to send to the numpy route). Every pair must pass
+    :func:`takes`. Releases the GIL while it runs.
+
+    Raises
+    ------
+    RuntimeError
+        The kernel is not enabled.
+    """
+    if _kernel is None:
+        raise RuntimeError("the compiled error sums are not enabled (fastsum.enable())")
+    k = len(pairs)
+    addr = np.empty((3, k), np.int64)
+    for j, (a, b) in enumerate(pairs):
+        addr[0, j] = a.ctypes.data
+        addr[1, j] = b.ctypes.data
+        addr[2, j] = a.size
+    out = np.empty((k, 5))
+    if k:
+        _many(k, addr[0].ctypes.data, addr[1].ctypes.data, addr[2].ctypes.data, out.ctypes.data)
+    return out

@@ -94,12 +94,33 @@ class ErrorStats:
             with np.errstate(all="ignore"):
                 self._lsb(a, b, scale, axis)
 
+    def add_sums(self, n: int, sums, step: float | None = None) -> None:
+        """Add one sample given its five float64 figures, ``sums = (sum a^2, sum b^2, sum (b-a)^2, sum |b-a|,
+        max |b-a|)`` over ``n`` elements, all finite (:func:`graphaudit.numeric.fastsum.error_sums_many`): the
+        same update as :meth:`update` of the arrays with the quantization ``step`` (one finite positive scale, or
+        None), up to the order of the float64 additions."""
+        aa, bb, ee, abs_sum, abs_max = sums
+        ab = (aa + bb - ee) / 2  # as in _sums: all three sums are finite here
+        self.count += n
+        self.samples += 1
+        self.sum_aa += aa
+        self.sum_bb += bb
+        self.sum_ee += ee
+        self.sum_ab += ab
+        self.max_abs = max(self.max_abs, abs_max)
+        if self.first is None:
+            self.first = (ab, aa, bb)
+        if step is not None:
+            self.lsb_max = max(self.lsb_max, abs_max / step)
+            self.lsb_sum += abs_sum / step
+            self.lsb_count += n
+
     def _sums(self, af: np.ndarray, bf: np.ndarray, want_abs: bool = False) -> tuple[float, float]:
         """Add the float64 sums of two flat arrays, over cache-sized chunks copied into two float64 buffers reused
         from chunk to chunk (float32 values and their products convert exactly; the error is worked in place in
         b's buffer). Returns ``(sum |err|, max |err|)``; the sum only with ``want_abs`` (for the LSB figures).
 
-        Large finite float32 pairs go through one compiled pass instead when numba is installed and the comparison
+        Large finite float32 pairs go through one compiled pass instead when llvmlite is installed and the comparison
         enabled it (:mod:`graphaudit.numeric.fastsum`: the same sums in another order, within 3e-11 relative)."""
         fast = fastsum.error_sums(af, bf) if fastsum.enabled() else None
         if fast is not None:

@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
 from . import fastsum
 from .fixedpoint import nhwc_as
-from .metrics import SMALL_TENSOR, top1_agreement, update_many
-from .schedule import for_each
+from .metrics import SMALL_TENSOR, ErrorStats, top1_agreement, update_many
+from .schedule import PARALLEL_MIN_BYTES, cores, for_each
 
 #: A :class:`graphaudit.numeric.compare.TensorError` (not imported: compare imports this module).
 TensorError = Any
 
-__all__ = ["reduce_pairs", "reduce_pair"]
+__all__ = ["Updates", "reduce_pairs", "reduce_pair"]
 
 
 def _decoded(te: TensorError, ref: np.ndarray | None, got: np.ndarray | None):
@@ -40,48 +41,117 @@ def _top1(te: TensorError, ref: np.ndarray, got: np.ndarray) -> None:
 
 def reduce_pair(te: TensorError, ref: np.ndarray | None, got: np.ndarray | None) -> None:
     """Add one sample's reference and test values of a pair to its error (and top-1 agreement of class scores)."""
-    pair = _decoded(te, ref, got)
-    if pair is None:
-        return
-    ref, got = pair
-    sc = te.scale
-    te.stats.update(ref, got, np.asarray(sc[0]) if sc else None, sc[1] if sc else 1)
-    _top1(te, ref, got)
+    u = Updates()
+    u.pair(te, ref, got)
+    u.apply()
 
 
-def _step(te: TensorError) -> float | None | bool:
-    """The pair's one quantization step, None without a scale, False when it needs the element-wise LSB path."""
-    if te.scale is None:
+def _step(scale: tuple | None) -> float | None | bool:
+    """The one quantization step of a ``(scales, axis)`` scale, None without a scale, False when it needs the
+    element-wise LSB path (per-channel scales, or a step that is not finite and positive)."""
+    if scale is None:
         return None
-    s = te.scale[0]
+    s = scale[0]
     return float(s[0]) if len(s) == 1 and np.isfinite(s[0]) and s[0] > 0 else False
+
+
+class Updates:
+    """One sample's updates of many accumulators, applied together by :meth:`apply`.
+
+    Each update is what ``stats.update(a, b, scale, axis)`` does (:meth:`ErrorStats.update`); they are applied in
+    fewer calls: where the compiled kernel is enabled (:mod:`graphaudit.numeric.fastsum`), every float32 pair in one
+    kernel call (on one thread per core when the sample's pairs take :data:`PARALLEL_MIN_BYTES` or more), the
+    figures then added per accumulator (:meth:`ErrorStats.add_sums`); the other pairs as before: small ones in
+    groups (:func:`update_many`), the rest one by one. The figures equal those of the updates applied one by one
+    up to the order of float64 additions. An accumulator updated more than once in one sample (a region with several
+    outputs) gets its updates in the order given, so its first-sample figures are those of its first update.
+    """
+
+    def __init__(self):
+        self.items: list[tuple[ErrorStats, np.ndarray, np.ndarray, tuple | None]] = []
+        self.tops: list[tuple[TensorError, np.ndarray, np.ndarray]] = []
+
+    def add(self, stats: ErrorStats, a: np.ndarray, b: np.ndarray, scale: tuple | None = None) -> None:
+        """Queue ``stats.update(a, b, scale[0], scale[1])`` (``scale``: ``(scales, axis)`` or None)."""
+        self.items.append((stats, np.asarray(a), np.asarray(b), scale))
+
+    def pair(self, te: TensorError, ref: np.ndarray | None, got: np.ndarray | None) -> None:
+        """Queue one sample of a tensor pair (decoded as :func:`_decoded`; nothing when the pair is not compared),
+        with the top-1 agreement of class scores."""
+        pair = _decoded(te, ref, got)
+        if pair is None:
+            return
+        ref, got = pair
+        self.add(te.stats, ref, got, te.scale)
+        self.tops.append((te, ref, got))
+
+    def apply(self) -> None:
+        """Apply every queued update (see the class)."""
+        items = self.items
+        self.items = []
+        for te, ref, got in self.tops:
+            _top1(te, ref, got)
+        self.tops = []
+        if not items:
+            return
+        if not fastsum.enabled() and sum(b.size for _s, _a, b, _c in items if b.size > SMALL_TENSOR) \
+                >= fastsum.ENABLE_MIN_ELEMENTS:
+            fastsum.enable()  # large tensors: the compiled pass repays its one-time cost within the sample
+        seen: dict[int, int] = {}
+        for st, _a, _b, _c in items:
+            seen[id(st)] = seen.get(id(st), 0) + 1
+        sums = self._kernel_sums(items) if fastsum.enabled() else {}
+        small, large = [], []
+        for k, (st, a, b, scale) in enumerate(items):
+            step = _step(scale)
+            row = sums.get(k)
+            if row is not None and all(math.isfinite(x) for x in row) and (
+                    step is None or (math.isfinite(row[3] / step) and math.isfinite(row[4] / step))):
+                st.add_sums(a.size, row, step)
+            elif seen[id(st)] > 1:  # in order with the accumulator's other updates of this sample
+                _update(st, a, b, scale)
+            elif step is not False and a.size == b.size and 0 < a.size <= SMALL_TENSOR:
+                small.append((st, a, b, step))
+            else:
+                large.append((st, a, b, scale))
+        update_many(small)
+        for_each(lambda it: _update(*it), large, [b.nbytes for _s, _a, b, _c in large])
+
+    @staticmethod
+    def _kernel_sums(items: list) -> dict[int, list[float]]:
+        """The kernel's figures of the items it takes (one scale or none), by item index."""
+        idx = [k for k, (_s, a, b, scale) in enumerate(items)
+               if _step(scale) is not False and fastsum.takes(a, b)]
+        if not idx:
+            return {}
+        nbytes = [items[k][2].nbytes for k in idx]
+        n = min(4, cores())
+        if n < 2 or sum(nbytes) < PARALLEL_MIN_BYTES:
+            rows = fastsum.error_sums_many([(items[k][1], items[k][2]) for k in idx]).tolist()
+            return dict(zip(idx, rows))
+        shares: list[list[int]] = [[] for _ in range(n)]
+        loads = [0] * n
+        for size, k in sorted(zip(nbytes, idx), key=lambda x: -x[0]):  # largest first, to the least loaded share
+            j = loads.index(min(loads))
+            shares[j].append(k)
+            loads[j] += size
+        out: dict[int, list[float]] = {}
+
+        def one(share: list[int]) -> None:
+            out.update(zip(share, fastsum.error_sums_many([(items[k][1], items[k][2]) for k in share]).tolist()))
+
+        for_each(one, [s for s in shares if s], [loads[j] for j, s in enumerate(shares) if s])
+        return out
+
+
+def _update(st: ErrorStats, a: np.ndarray, b: np.ndarray, scale: tuple | None) -> None:
+    st.update(a, b, np.asarray(scale[0]) if scale else None, scale[1] if scale else 1)
 
 
 def reduce_pairs(tensors: list[TensorError], va: dict, vb: dict) -> None:
     """Add one sample's captured values (``va`` of the reference stage, ``vb`` of the test stage, by tensor name)
-    to the accumulated error of every pair: small tensors together (:func:`graphaudit.numeric.metrics.update_many`),
-    the others one by one, on one thread per core when they are large (:func:`graphaudit.numeric.schedule.for_each`).
-    """
-    small, large = [], []
+    to the accumulated error of every pair (:class:`Updates`)."""
+    u = Updates()
     for te in tensors:
-        pair = _decoded(te, va.get(te.codec.a_value if te.codec else te.a_tensor), vb.get(te.b_tensor))
-        if pair is None:
-            continue
-        ref, got = pair
-        step = _step(te)
-        if step is not False and ref.size == got.size and 0 < ref.size <= SMALL_TENSOR:
-            small.append((te.stats, ref, got, step))
-            _top1(te, ref, got)
-        else:
-            large.append((te, ref, got))
-    update_many(small)
-    if not fastsum.enabled() and sum(got.size for _te, _ref, got in large) >= fastsum.ENABLE_MIN_ELEMENTS:
-        fastsum.enable()  # large tensors: the compiled pass repays its one-time cost within two samples
-
-    def one(item) -> None:
-        te, ref, got = item
-        sc = te.scale
-        te.stats.update(ref, got, np.asarray(sc[0]) if sc else None, sc[1] if sc else 1)
-        _top1(te, ref, got)
-
-    for_each(one, large, [got.nbytes for _te, _ref, got in large])
+        u.pair(te, va.get(te.codec.a_value if te.codec else te.a_tensor), vb.get(te.b_tensor))
+    u.apply()

@@ -12,6 +12,7 @@ from .backends import HORIZON_RUNTIME, make_session
 from .batch import ModelIndex, RegionBatch
 from .fixedpoint import fixed_point_codec
 from .metrics import ErrorStats
+from .reduction import Updates
 from .runner import StageRunner
 
 __all__ = ["COMPARABLE_KINDS", "RegionRunner", "region_io"]
@@ -192,7 +193,8 @@ class RegionRunner:
                 return bool(np.allclose(np.asarray(v, np.float64), np.asarray(ref, np.float64), rtol=1e-6, atol=0))
         return True
 
-    def measure(self, i: int, stats: list[ErrorStats], va: dict, a_stage: StageGraph) -> None:
+    def measure(self, i: int, stats: list[ErrorStats], va: dict, a_stage: StageGraph,
+                updates: Updates | None = None) -> None:
         """Add one sample to the isolated error of each region of transition ``i``.
 
         Parameters
@@ -205,7 +207,15 @@ class RegionRunner:
             The values stage ``i`` computed for this sample (its captured tensors).
         a_stage : StageGraph
             Stage ``i``.
+        updates : Updates, optional
+            Queue the regions' updates here (applied by the caller with its others); without it they are applied
+            before this returns.
         """
+        if updates is None:
+            updates = Updates()
+            self.measure(i, stats, va, a_stage, updates)
+            updates.apply()
+            return
         feeds = {j: f for j, (_c, ins, _o) in enumerate(self.regions[i]) if (f := self._feeds(i, ins, va)) is not None}
         batched = self._run_batched(i, feeds) if feeds else None
         for j, (c, _ins, outs) in enumerate(self.regions[i]):
@@ -222,10 +232,10 @@ class RegionRunner:
                     # stages of two models, a --source that is not the float model): skipped like one that cannot load
                     self.sessions[i][j] = False
                     continue
-            self._add(i, j, c, outs, got, stats[j], va, a_stage)
+            self._add(i, j, c, outs, got, stats[j], va, a_stage, updates)
 
     def _add(self, i: int, j: int, c: Change, outs: list, got: list, stats: ErrorStats, va: dict,
-             a_stage: StageGraph) -> None:
+             a_stage: StageGraph, updates: Updates) -> None:
         """One sample of region ``j``'s outputs against a's values (decoded where b holds integers)."""
         for (a_out, _b_out), bv in zip(outs, got):
             codec = fixed_point_codec(a_stage, a_out) if bv.dtype.kind in "iu" else None
@@ -237,4 +247,4 @@ class RegionRunner:
                     break
             if ref is None or (bv.dtype.kind in "iu" and codec is None):
                 continue
-            stats.update(ref, codec.decode(bv, np.shape(ref)) if codec else bv)
+            updates.add(stats, ref, codec.decode(bv, np.shape(ref)) if codec else bv)
