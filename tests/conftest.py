@@ -98,6 +98,23 @@ VALUE_DOMAIN_LINES: list[str] = []
 TOOLCHAIN_ENV_LINES: list[str] = []
 
 
+_SUMMARY_LISTS = {"pairs": PAIR_CHECK_LINES, "value_domain": VALUE_DOMAIN_LINES, "toolchain_env": TOOLCHAIN_ENV_LINES}
+
+
+def pytest_sessionfinish(session):
+    """Under pytest-xdist, a worker hands the figures it collected to the controller (``workeroutput``)."""
+    out = getattr(session.config, "workeroutput", None)
+    if out is not None:
+        out["graphaudit_summary"] = {k: list(v) for k, v in _SUMMARY_LISTS.items()}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """pytest-xdist's controller: the figures a finished worker collected join the ones printed at the end."""
+    for key, lines in getattr(node, "workeroutput", {}).get("graphaudit_summary", {}).items():
+        _SUMMARY_LISTS[key].extend(lines)
+
+
 def pytest_terminal_summary(terminalreporter):
     """Print the figures the tests collected (pair checks, value-domain false alarms, the toolchain-venv suite)."""
     for title, lines in (("aligned pairs checked by their numbers", PAIR_CHECK_LINES),
