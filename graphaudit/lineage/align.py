@@ -244,7 +244,7 @@ def _diff_chains(m: Matching, ra: str | None, rb: str | None, wa: list[str], wb:
     by_op: dict[str, list[str]] = defaultdict(list)
     for y in reversed(wb):
         nb = m.b.nodes[y]
-        by_depth[(op_class(nb), m.vb.depth[nb.outputs[0]])].append(y)
+        by_depth[(op_class(nb), m.vb.depth.get(nb.outputs[0], 0))].append(y)
         by_op[op_class(nb)].append(y)
     used: set[str] = set()
 
@@ -257,7 +257,7 @@ def _diff_chains(m: Matching, ra: str | None, rb: str | None, wa: list[str], wb:
 
     for x in wa:
         na = m.a.nodes[x]
-        hit = take(by_depth[(op_class(na), m.va.depth[na.outputs[0]])]) or take(by_op[op_class(na)])
+        hit = take(by_depth[(op_class(na), m.va.depth.get(na.outputs[0], 0))]) or take(by_op[op_class(na)])
         if hit is None:
             d.removed.append(x)
         else:
