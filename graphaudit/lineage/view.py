@@ -64,13 +64,31 @@ class StageView:
         """Compute the view in passes over the nodes in file order (topological in valid ONNX)."""
         v = cls(stage)
         nodes, tensors = stage.nodes, stage.tensors
-        v.wrappers = wrappers = _wrappers(stage)
-        # a tensor no wrapper writes is its own root (no entry); a wrapper's outputs are resolved in file order,
-        # each through its input's root when that is known already
-        v._written = written = {o for nid in wrappers for o in nodes[nid].outputs
-                                if o and tensors[o].producer == nid}
+        # pass 1 over the nodes: wrappers (asked only of nodes whose op is a wrapper op) and the tensors they write,
+        # the core nodes, and the tensors derived from weights alone (every non-empty input derived from weights,
+        # TensorInfo.is_param)
+        wrappers, written, core_list = v.wrappers, v._written, []
+        v.const_derived = cd = {n for n, t in tensors.items() if t.kind in PARAM_KINDS}
+        issuperset, listed = cd.issuperset, {}  # listed: (domain, op_type) -> a wrapper op of WRAPPER_KINDS
+        for nid, node in nodes.items():
+            key = (node.domain, node.op_type)
+            is_op = listed.get(key)
+            if is_op is None:
+                is_op = listed[key] = (norm_domain(node.domain), node.op_type) in WRAPPER_KINDS
+            kind = wrapper_kind(stage, node) if is_op else None
+            if kind is not None:
+                wrappers[nid] = kind
+                written.update(o for o in node.outputs if o and tensors[o].producer == nid)
+            if node.parent is None:
+                if kind is None:
+                    core_list.append(node)
+                if node.inputs and issuperset(filter(None, node.inputs)):
+                    cd.update(o for o in node.outputs if o)
+        v._core = core_list
+        # pass 2, over the wrappers: a tensor no wrapper writes is its own root (no entry); a wrapper's outputs are
+        # resolved in file order, each through its input's root when that is known already; the tree of each root
         none = frozenset()
-        root, depth, kinds, via = v.root, v.depth, v.kinds, v.via
+        root, depth, kinds, via, tree = v.root, v.depth, v.kinds, v.via, v.tree
         grown: dict[tuple[frozenset, str], frozenset] = {}  # (kinds, kind) -> kinds | {kind}: one set per pair
         for nid, kind in wrappers.items():
             node = nodes[nid]
@@ -93,7 +111,15 @@ class StageView:
                         kinds[name] = k
                         continue
                 v._resolve(name)
-        core = {nid for nid, n in nodes.items() if n.parent is None and nid not in wrappers}
+            out = outputs[0]
+            r = root.get(out, out)  # final: a wrapper's outputs are resolved above
+            lst = tree.get(r)
+            if lst is None:
+                tree[r] = [nid]
+            else:
+                lst.append(nid)
+        # pass 3, over the tensors: the core consumers of each root, in tensor order
+        core = {n.id for n in core_list}
         consumers = v.consumers
         root_of = root.get
         for name, t in tensors.items():
@@ -106,20 +132,6 @@ class StageView:
                         if lst is None:
                             lst = consumers[r] = []
                     lst.append((cid, idx, name))
-        tree = v.tree
-        for nid in wrappers:
-            out = nodes[nid].outputs[0]
-            r = root_of(out, out)
-            lst = tree.get(r)
-            if lst is None:
-                tree[r] = [nid]
-            else:
-                lst.append(nid)
-        v.const_derived = cd = {n for n, t in tensors.items() if t.kind in PARAM_KINDS}
-        issuperset = cd.issuperset
-        for node in nodes.values():  # every non-empty input derived from weights (TensorInfo.is_param)
-            if node.parent is None and node.inputs and issuperset(filter(None, node.inputs)):
-                cd.update(o for o in node.outputs if o)
         return v
 
     def _resolve(self, name: str) -> str:
@@ -169,19 +181,3 @@ class StageView:
         if self._core is None:
             self._core = [n for n in self.stage.nodes.values() if n.id not in self.wrappers and n.parent is None]
         return self._core
-
-
-def _wrappers(stage: StageGraph) -> dict[str, str]:
-    """Wrapper node id -> kind (:func:`wrapper_kind`), in file order; asked only of nodes whose op is a wrapper op."""
-    out: dict[str, str] = {}
-    listed: dict[tuple[str, str], bool] = {}  # (domain, op_type) -> a wrapper op of WRAPPER_KINDS
-    for nid, node in stage.nodes.items():
-        key = (node.domain, node.op_type)
-        is_op = listed.get(key)
-        if is_op is None:
-            is_op = listed[key] = (norm_domain(node.domain), node.op_type) in WRAPPER_KINDS
-        if is_op:
-            k = wrapper_kind(stage, node)
-            if k is not None:
-                out[nid] = k
-    return out
