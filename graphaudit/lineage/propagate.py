@@ -200,6 +200,19 @@ def _sese_levels(view: StageView, start: str, done: dict[str, str], depth: int =
         yield _single_exit(view, start, inside)
 
 
+def _enters(view: StageView, start: str, done: dict[str, str]) -> bool:
+    """Whether :func:`_sese_levels` takes any node at its first step below ``start`` (an unmatched core consumer
+    whose non-constant inputs all come from ``start``); when it takes none, every level it yields is None."""
+    nodes, root, const_derived = view.stage.nodes, view.root, view.const_derived
+    for cid, _i, _x in view.consumers.get(start, ()):
+        n = nodes[cid]
+        if cid in done or n.parent is not None:
+            continue
+        if all(not x or root.get(x, x) == start or root.get(x, x) in const_derived for x in n.inputs):
+            return True
+    return False
+
+
 def _single_exit(view: StageView, start: str, inside: list[str]) -> tuple[list[str], str] | None:
     """(a copy of ``inside``, its one exit tensor) when exactly one tensor leaves ``inside`` and every consumer of
     ``start`` is inside, else None."""
@@ -226,6 +239,8 @@ def _hop(m: Matching, ra: str, rb: str) -> None:
     tensors feed the same ops, and maps the exits.
     """
     if ra in m.absorbed or any(c in m.node_a2b for c, _i, _x in m.va.consumers.get(ra, [])):
+        return
+    if not _enters(m.vb, rb, m.node_b2a):  # b has no subgraph below rb at any depth: nothing to pair a's with
         return
     levels_b = _sese_levels(m.vb, rb, m.node_b2a)
     sbs: list[tuple[list[str], str] | None] = []  # b's subgraph per depth, the same for every depth of a's
