@@ -5,10 +5,12 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
+from operator import attrgetter
 
 import onnx
 
 from .lineage import Alignment, Region, WrapperDiff
+from .stage import PARAM_KINDS
 from .toolchains.ops import DEQUANTIZE_OPS, QUANTIZE_OPS, is_fixed_point, is_table_lookup, norm_domain, op_class
 from .toolchains.patterns import KNOWN_PATTERNS
 
@@ -63,11 +65,15 @@ def _pattern(al: Alignment, r: Region) -> str:
 def _param_diff(al: Alignment, na, nb) -> list[str]:
     """Weight slots whose content differs between two matched nodes (looking through no wrapper)."""
     diffs = []
+    tensors_a, tensors_b = al.a.tensors, al.b.tensors
     for i, (xa, xb) in enumerate(zip(na.inputs, nb.inputs)):
         if not xa or not xb:
             continue
-        ta, tb = al.a.tensors[xa], al.b.tensors[xb]
-        if not (ta.is_param and tb.is_param):
+        ta = tensors_a[xa]
+        if ta.kind not in PARAM_KINDS:
+            continue
+        tb = tensors_b[xb]
+        if tb.kind not in PARAM_KINDS:
             continue
         if ta.shape != tb.shape or ta.dtype != tb.dtype:
             diffs.append(f"input {i} {xa!r}: {ta.dtype}{list(ta.shape or ())} -> {tb.dtype}{list(tb.shape or ())}")
@@ -75,7 +81,7 @@ def _param_diff(al: Alignment, na, nb) -> list[str]:
         da, db = ta.digest(), tb.digest()
         if da and db and da != db:
             diffs.append(f"input {i} {xa!r}: weight values differ")
-    extra = len([x for x in nb.inputs if x]) - len([x for x in na.inputs if x])
+    extra = (len(nb.inputs) - nb.inputs.count("")) - (len(na.inputs) - na.inputs.count(""))  # non-empty inputs
     if extra > 0:
         diffs.append(f"{extra} more input(s) in b")
     return diffs
@@ -285,6 +291,10 @@ def classify(al: Alignment) -> list[Change]:
     return changes
 
 
+#: A node's parent id (None in the main graph; node ids are never empty), read at C speed.
+_PARENT = attrgetter("parent")
+
+
 @dataclass
 class Coverage:
     """Share of nodes of each stage that ended aligned (kept/modified/fused/replaced) or classified
@@ -315,8 +325,11 @@ def coverage(al: Alignment, changes: list[Change]) -> Coverage:
             acc_b.update(c.b_nodes)
 
     def count(stage, acc):
+        nodes = stage.nodes
+        if not any(map(_PARENT, nodes.values())):  # no subgraph (the common case): each node is its own top node
+            return len(nodes), len(acc & nodes.keys())
         total = ok = 0
-        for n in stage.nodes.values():
+        for n in nodes.values():
             total += 1
             top = n
             while top.parent is not None:

@@ -169,6 +169,8 @@ class _Builder:
         self.nodes: dict[str, NodeInfo] = {}
         self.tensors: dict[str, TensorInfo] = {}
         self.used_ids: set[str] = set()
+        #: Set when a node writes a tensor that an earlier node (or itself) reads: only then can there be a cycle.
+        self.out_of_order = False
 
     def tensor(self, name: str) -> TensorInfo:
         t = self.tensors.get(name)
@@ -246,6 +248,7 @@ class _Builder:
     def add_nodes(self, g: onnx.GraphProto, parent: str | None, prefix: str, depth: int) -> None:
         """The nodes of ``g`` (and of their subgraphs) with their tensors' producer and consumers."""
         tensors, nodes, used = self.tensors, self.nodes, self.used_ids
+        get = tensors.get
         for i, n in enumerate(g.node):
             name, op_type, domain = n.name, n.op_type, n.domain
             inputs, outputs = tuple(n.input), tuple(n.output)
@@ -254,26 +257,27 @@ class _Builder:
             except TypeError:
                 name, op_type, domain = _text(name), _text(op_type), _text(domain)
                 inputs, outputs = tuple(_text(x) for x in inputs), tuple(_text(x) for x in outputs)
-            if name and prefix + name not in used:
-                nid = prefix + name
+            nid = prefix + name if prefix else name
+            if name and nid not in used:
                 used.add(nid)
             else:
                 nid = self.node_id(name, op_type, outputs, i, prefix)
             attributes = n.attribute
             attrs = {_text(a.name): _attr_value(a) for a in attributes} if attributes else {}
             nodes[nid] = NodeInfo(nid, name, op_type, domain, inputs, outputs, attrs, i, parent)
-            for k, x in enumerate(inputs):
+            k = 0
+            for x in inputs:
                 if x:
-                    t = tensors.get(x)
+                    t = get(x)
                     if t is None:
                         t = tensors[x] = TensorInfo(x, "", None, None, [])
                     t.consumers.append((nid, k))
+                k += 1
             for x in outputs:
                 if not x:
                     continue
-                t = tensors.get(x)
-                if t is None and op_type != "Constant":  # the common case: a new tensor this node computes
-                    t = tensors[x] = TensorInfo(x, "", None, nid, [])
+                if op_type != "Constant" and x not in tensors:  # the common case: a new tensor this node computes
+                    tensors[x] = TensorInfo(x, "", None, nid, [])
                 else:
                     self._produce(n, nid, x, op_type, domain, parent)
             if attributes:
@@ -282,6 +286,8 @@ class _Builder:
     def _produce(self, n: onnx.NodeProto, nid: str, x: str, op_type: str, domain: str, parent: str | None) -> None:
         """Record node ``nid`` as the producer of tensor ``x`` (a Constant's output holds its value)."""
         t = self.tensor(x)
+        if t.consumers:  # read before it is written: file order is not topological (or a node reads itself)
+            self.out_of_order = True
         if t.producer is not None or t.kind in ("initializer", "input"):
             if parent is not None:
                 return  # sibling subgraphs may reuse names; the first producer stands for them
@@ -342,11 +348,9 @@ def _validate(b: _Builder) -> None:
                                      "input or initializer defines")
             t.kind = "missing"  # an outer-scope name read inside a subgraph that we could not resolve
     # file order is topological in valid ONNX (subgraph nodes follow their parent): then there is no cycle, and
-    # networkx's search runs only for the files that are not in that order
-    pos = {nid: i for i, nid in enumerate(b.nodes)}
-    in_order = all(pos[t.producer] < pos[c] for t in b.tensors.values() if t.producer is not None
-                   for c, _k in t.consumers)
-    if in_order:
+    # networkx's search runs only for the files that are not in that order (every edge runs from a producer to a
+    # consumer read after it was produced unless _Builder._produce saw the tensor read already)
+    if not b.out_of_order:
         return
     import networkx as nx  # only here: importing it costs about 0.1 s of every run
 

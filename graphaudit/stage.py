@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import numpy as np
@@ -131,6 +132,9 @@ class TensorInfo:
             return None
 
 
+_DOMAIN_OP = attrgetter("domain", "op_type")
+
+
 def node_graph(nodes: dict[str, NodeInfo], tensors: dict[str, TensorInfo]) -> nx.MultiDiGraph:
     """One graph node per entry of ``nodes`` (attribute ``info``), one edge per (producer, consumer, key = tensor
     name) of a produced tensor (a node reading it twice has one edge), in the order of ``tensors`` and their
@@ -207,8 +211,16 @@ class StageGraph:
         return (n for n in self.nodes.values() if n.parent is None)
 
     def op_histogram(self) -> Counter:
-        """Counter of qualified op types over all nodes, subgraphs included."""
-        return Counter(n.qualified_op for n in self.nodes.values())
+        """Counter of qualified op types over all nodes, subgraphs included (keys in order of first occurrence).
+        Counted once per stage (stages are not changed after loading); each call returns a new Counter."""
+        hist = self.__dict__.get("_op_histogram")
+        if hist is None:
+            pairs = Counter(map(_DOMAIN_OP, self.nodes.values()))  # C-speed count of (domain, op_type)
+            hist = Counter()
+            for (domain, op_type), n in pairs.items():  # first-occurrence order, as counting qualified ops gives
+                hist[op_type if domain in ("", "ai.onnx") else f"{domain}::{op_type}"] += n
+            self.__dict__["_op_histogram"] = hist
+        return Counter(hist)
 
     def used_domains(self) -> Counter:
         """Counter of node domains actually used (``""`` normalised from ``ai.onnx``)."""

@@ -10,7 +10,7 @@ from ..lineage.view import StageView
 from ..numeric.lower import LOWERABLE_OPS
 from ..toolchains.ops import HORIZON_DOMAIN, WEIGHTED_OPS, is_fixed_point_op, quant_format, trace_back
 from ..numeric.kernels import ort_has_kernel
-from ..stage import NodeInfo, StageGraph
+from ..stage import PARAM_KINDS, NodeInfo, StageGraph
 from ..toolchains.horizon import decode_hzcalibration, decode_hzpreprocess
 from .base import AuditContext, make_finding
 
@@ -173,18 +173,23 @@ def qdq_nodes(stage: StageGraph, view: StageView | None = None) -> list[dict]:
     1-D scale with ``axis``).
     """
     view = view or StageView.of(stage)
+    get, root = stage.tensors.get, view.root
     out = []
     for n in stage.nodes.values():
-        if n.op_type not in ("QuantizeLinear", "DequantizeLinear") or not n.inputs or not n.inputs[0]:
+        op, inputs = n.op_type, n.inputs
+        if (op != "QuantizeLinear" and op != "DequantizeLinear") or not inputs or not inputs[0]:
             continue
-        scale = stage.tensors.get(n.inputs[1]) if len(n.inputs) > 1 and n.inputs[1] else None
+        k = len(inputs)
+        scale = get(inputs[1]) if k > 1 and inputs[1] else None
         per_channel = bool(scale and scale.shape and len(scale.shape) >= 1 and any(
             isinstance(d, int) and d > 1 for d in scale.shape))
-        zp = stage.tensors.get(n.inputs[2]) if len(n.inputs) > 2 and n.inputs[2] else None
-        qt = (n.outputs[0] if n.outputs else "") if n.op_type == "QuantizeLinear" else n.inputs[0]
-        qtt = stage.tensors.get(qt)
+        zp = get(inputs[2]) if k > 2 and inputs[2] else None
+        qt = (n.outputs[0] if n.outputs else "") if op == "QuantizeLinear" else inputs[0]
+        qtt = get(qt)
         dtype = (zp.dtype if zp is not None and zp.dtype else (qtt.dtype if qtt is not None else "")) or "UINT8"
-        out.append({"node": n.id, "op_type": n.op_type, "weight": view.is_param_root(n.inputs[0]),
+        x = inputs[0]
+        w = get(root.get(x, x))  # view.is_param_root, inline
+        out.append({"node": n.id, "op_type": op, "weight": w is not None and w.kind in PARAM_KINDS,
                     "dtype": dtype, "per_channel": per_channel})
     return out
 

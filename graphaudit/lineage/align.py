@@ -18,7 +18,7 @@ _WRAPPER_MATCH_KIND = {"quantize": "quantized", "convert": "converted", "layout"
                        "preprocess": "preprocessed", "identity": "exact", "rescale": "rescaled"}
 
 
-@dataclass
+@dataclass(slots=True)
 class Region:
     """Nodes of stage a and of stage b that lie between the same matched tensors.
 
@@ -174,20 +174,24 @@ def _tensor_map(m: Matching, wrappers: list[WrapperDiff]) -> tuple[dict[str, Ten
         kind, conf, ev, basis = info[ra]
         anchor[rb] = (ra, none, kind, conf, ev, basis)
     a_via, b_via = va.via, vb.via
+    grown: dict[tuple[frozenset, str], frozenset] = {}  # (kinds, kind) -> kinds | {kind}: one set per pair
     for nid, wkind in vb.wrappers.items():  # file order is topological: inputs are resolved before outputs
         node = b_nodes[nid]
-        out, inp = node.outputs[0], node.inputs[0]
+        out = node.outputs[0]
         if b_via.get(out) != nid:
             continue
-        xa = kept_b.get(nid)
+        xa = kept_b.get(nid) if kept_b else None
         if xa is not None and a_via.get(a_nodes[xa].outputs[0]) == xa:
             anchor[out] = (a_nodes[xa].outputs[0], none, "exact", 0.95,
                            f"output of {node.op_type} kept in both stages", "structure")
         else:
-            up = anchor.get(inp)
+            up = anchor.get(node.inputs[0])
             if up is not None:
                 a_t, kinds, base, conf, ev, basis = up
-                anchor[out] = (a_t, kinds | {wkind}, base, conf, f"{ev}; behind {node.op_type}", basis)
+                k = grown.get((kinds, wkind))
+                if k is None:
+                    k = grown[(kinds, wkind)] = kinds | {wkind}
+                anchor[out] = (a_t, k, base, conf, f"{ev}; behind {node.op_type}", basis)
     kind_of: dict[tuple[frozenset, str], str] = {}  # (wrapper kinds, base kind) -> match kind (_kind_of)
     tmap: dict[str, TensorMatch] = {}
     for name, (a_t, kinds, base, conf, ev, basis) in anchor.items():
@@ -244,7 +248,7 @@ def _diff_chains(m: Matching, ra: str | None, rb: str | None, wa: list[str], wb:
     by_op: dict[str, list[str]] = defaultdict(list)
     for y in reversed(wb):
         nb = m.b.nodes[y]
-        by_depth[(op_class(nb), m.vb.depth[nb.outputs[0]])].append(y)
+        by_depth[(op_class(nb), m.vb.depth.get(nb.outputs[0], 0))].append(y)
         by_op[op_class(nb)].append(y)
     used: set[str] = set()
 
@@ -257,7 +261,7 @@ def _diff_chains(m: Matching, ra: str | None, rb: str | None, wa: list[str], wb:
 
     for x in wa:
         na = m.a.nodes[x]
-        hit = take(by_depth[(op_class(na), m.va.depth[na.outputs[0]])]) or take(by_op[op_class(na)])
+        hit = take(by_depth[(op_class(na), m.va.depth.get(na.outputs[0], 0))]) or take(by_op[op_class(na)])
         if hit is None:
             d.removed.append(x)
         else:

@@ -15,7 +15,7 @@ __all__ = ["BASES", "TensorMatch", "Matching"]
 BASES = ("io", "name", "hash", "structure")
 
 
-@dataclass
+@dataclass(slots=True)
 class TensorMatch:
     """Correspondence of one tensor of stage b to one tensor of stage a.
 

@@ -81,12 +81,13 @@ def try_pair(m: Matching, na: NodeInfo, nb: NodeInfo, conf: float, evidence: str
     """Pair two nodes and map their outputs and inputs; an output steps over a's followers that b's node
     absorbed only when b's node was changed (a fold changes its weights)."""
     m.pair_nodes(na.id, nb.id, conf, evidence)
+    root_a, root_b, a2b, b2a = m.va.root, m.vb.root, m.a2b, m.b2a
     changed = None  # node_changed may hash weights: asked only when an output is left to map
     for i, (xa, xb) in enumerate(zip(na.outputs, nb.outputs)):
         if not xa or not xb:
             continue
-        ra, rb = m.root_a(xa), m.root_b(xb)
-        if rb in m.b2a or ra in m.a2b:
+        ra, rb = root_a.get(xa, xa), root_b.get(xb, xb)
+        if rb in b2a or ra in a2b:
             continue
         if changed is None:
             changed = node_changed(m, na, nb)
@@ -95,18 +96,19 @@ def try_pair(m: Matching, na: NodeInfo, nb: NodeInfo, conf: float, evidence: str
         if skipped:
             ev += f", after {skipped} follower(s) fused into it in {m.b.name}"
         m.map(target, rb, "exact", conf * (0.95 if skipped else 1.0), ev)
+    tensors_a, tensors_b, absorbed = m.va.stage.tensors, m.vb.stage.tensors, m.absorbed
     for xa, xb in zip(na.inputs, nb.inputs):
         if not xa or not xb:
             continue
-        ra, rb = m.root_a(xa), m.root_b(xb)
-        ta, tb = m.a.tensors[ra], m.b.tensors[rb]
-        if ra in m.a2b or rb in m.b2a or ra in m.absorbed:
+        ra, rb = root_a.get(xa, xa), root_b.get(xb, xb)
+        if ra in a2b or rb in b2a or ra in absorbed:
             continue
-        if ta.is_param and tb.is_param:
+        pa, pb = tensors_a[ra].kind in PARAM_KINDS, tensors_b[rb].kind in PARAM_KINDS  # TensorInfo.is_param
+        if pa and pb:
             m.map(ra, rb, "exact", conf, f"weight in the same slot of matched {na.op_type} {na.name or na.id!r}")
-        elif not ta.is_param and tb.is_param:
+        elif not pa and pb:
             m.map(ra, rb, "folded", conf, f"computed in {m.a.name}, constant-folded to weight {rb!r} in {m.b.name}")
-        elif not ta.is_param and not tb.is_param:
+        elif not pa and not pb:
             m.map(ra, rb, "exact", conf * 0.95, f"input of matched {na.op_type} {na.name or na.id!r}")
 
 
@@ -201,6 +203,19 @@ def _sese_levels(view: StageView, start: str, done: dict[str, str], depth: int =
         yield _single_exit(view, start, inside)
 
 
+def _enters(view: StageView, start: str, done: dict[str, str]) -> bool:
+    """Whether :func:`_sese_levels` takes any node at its first step below ``start`` (an unmatched core consumer
+    whose non-constant inputs all come from ``start``); when it takes none, every level it yields is None."""
+    nodes, root, const_derived = view.stage.nodes, view.root, view.const_derived
+    for cid, _i, _x in view.consumers.get(start, ()):
+        n = nodes[cid]
+        if cid in done or n.parent is not None:
+            continue
+        if all(not x or root.get(x, x) == start or root.get(x, x) in const_derived for x in n.inputs):
+            return True
+    return False
+
+
 def _single_exit(view: StageView, start: str, inside: list[str]) -> tuple[list[str], str] | None:
     """(a copy of ``inside``, its one exit tensor) when exactly one tensor leaves ``inside`` and every consumer of
     ``start`` is inside, else None."""
@@ -227,6 +242,8 @@ def _hop(m: Matching, ra: str, rb: str) -> None:
     tensors feed the same ops, and maps the exits.
     """
     if ra in m.absorbed or any(c in m.node_a2b for c, _i, _x in m.va.consumers.get(ra, [])):
+        return
+    if not _enters(m.vb, rb, m.node_b2a):  # b has no subgraph below rb at any depth: nothing to pair a's with
         return
     levels_b = _sese_levels(m.vb, rb, m.node_b2a)
     sbs: list[tuple[list[str], str] | None] = []  # b's subgraph per depth, the same for every depth of a's

@@ -21,7 +21,7 @@ def _base_signature(view: StageView, n: NodeInfo) -> str:
     params = []
     for x in n.inputs:
         if x and view.is_param_root(x):
-            shape = st.tensors[view.root[x]].shape
+            shape = st.tensors[view.root.get(x, x)].shape
             if shape is not None and len(shape) >= 2:
                 params.append(shape)
         elif x:
@@ -45,7 +45,7 @@ def _signatures(view: StageView, skip: set[str], rounds: int = 2) -> dict[str, s
             preds = []
             for x in n.inputs:
                 if x and not view.is_param_root(x):
-                    p = st.producer(view.root[x])
+                    p = st.producer(view.root.get(x, x))
                     preds.append(sig.get(p.id, p.op_type) if p is not None else "input")
             succs = []
             for x in n.outputs:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..stage import NodeInfo, StageGraph
+from ..stage import PARAM_KINDS, NodeInfo, StageGraph
 from ..toolchains.ops import WRAPPER_KINDS, norm_domain, wrapper_kind
 
 __all__ = ["StageView"]
@@ -20,14 +20,16 @@ class StageView:
     wrappers : dict[str, str]
         Wrapper node id -> wrapper kind (:func:`graphaudit.toolchains.ops.wrapper_kind`).
     root : dict[str, str]
-        Tensor -> root tensor: follow producers back through wrappers (a tensor not produced
-        by a wrapper is its own root).
+        Tensor -> root tensor: follow producers back through wrappers. Only tensors that a wrapper writes are
+        keys; every other tensor is its own root (read it as ``root.get(name, name)``): on a QDQ stage most tensors
+        are weights and quantization parameters, and the three tables of them cost a third of the view.
     via : dict[str, str]
         Wrapper output tensor -> the wrapper node producing it (walk these to get a chain).
     depth : dict[str, int]
-        Tensor -> number of wrappers between its root and it.
+        Tensor -> number of wrappers between its root and it (keys as ``root``; 0 for the others:
+        ``depth.get(name, 0)``).
     kinds : dict[str, frozenset]
-        Tensor -> wrapper kinds between its root and it.
+        Tensor -> wrapper kinds between its root and it (keys as ``root``; empty for the others).
     consumers : dict[str, list[tuple[str, int, str]]]
         Root -> (consumer node id, input index, tensor actually read) over the whole wrapper
         tree of the root, wrappers excluded.
@@ -45,6 +47,7 @@ class StageView:
     tree: dict[str, list[str]] = field(default_factory=dict)
     const_derived: set[str] = field(default_factory=set)
     _core: list[NodeInfo] | None = field(default=None, repr=False)
+    _written: set[str] = field(default_factory=set, repr=False)  # tensors a wrapper writes (the keys ``root`` may have)
 
     @classmethod
     def of(cls, stage: StageGraph) -> "StageView":
@@ -61,74 +64,103 @@ class StageView:
         """Compute the view in passes over the nodes in file order (topological in valid ONNX)."""
         v = cls(stage)
         nodes, tensors = stage.nodes, stage.tensors
-        v.wrappers = wrappers = _wrappers(stage)
-        # a tensor no wrapper writes is its own root (what _resolve finds at once); a wrapper's outputs are resolved
-        # in file order, each through its input's root when that is known already
-        written = {o for nid in wrappers for o in nodes[nid].outputs if o and tensors[o].producer == nid}
+        # pass 1 over the nodes: wrappers (asked only of nodes whose op is a wrapper op) and the tensors they write,
+        # the core nodes, and the tensors derived from weights alone (every non-empty input derived from weights,
+        # TensorInfo.is_param)
+        wrappers, written, core_list = v.wrappers, v._written, []
+        v.const_derived = cd = {n for n, t in tensors.items() if t.kind in PARAM_KINDS}
+        issuperset, listed = cd.issuperset, {}  # listed: (domain, op_type) -> a wrapper op of WRAPPER_KINDS
+        for nid, node in nodes.items():
+            key = (node.domain, node.op_type)
+            is_op = listed.get(key)
+            if is_op is None:
+                is_op = listed[key] = (norm_domain(node.domain), node.op_type) in WRAPPER_KINDS
+            kind = wrapper_kind(stage, node) if is_op else None
+            if kind is not None:
+                wrappers[nid] = kind
+                written.update(o for o in node.outputs if o and tensors[o].producer == nid)
+            if node.parent is None:
+                if kind is None:
+                    core_list.append(node)
+                if node.inputs and issuperset(filter(None, node.inputs)):
+                    cd.update(o for o in node.outputs if o)
+        v._core = core_list
+        # pass 2, over the wrappers: a tensor no wrapper writes is its own root (no entry); a wrapper's outputs are
+        # resolved in file order, each through its input's root when that is known already; the tree of each root
         none = frozenset()
-        v.root = root = {name: name for name in tensors if name not in written}
-        v.depth, v.kinds = depth, kinds = dict.fromkeys(root, 0), dict.fromkeys(root, none)
-        via = v.via
+        root, depth, kinds, via, tree = v.root, v.depth, v.kinds, v.via, v.tree
+        grown: dict[tuple[frozenset, str], frozenset] = {}  # (kinds, kind) -> kinds | {kind}: one set per pair
         for nid, kind in wrappers.items():
             node = nodes[nid]
-            for name in node.outputs:
+            outputs = node.outputs
+            for name in outputs:
                 if name not in written or name in root:
                     continue
                 inp = node.inputs[0]
-                if node.outputs[0] == name and inp in root and inp != name:  # input resolved before (file order)
-                    root[name], via[name], depth[name] = root[inp], nid, depth[inp] + 1
-                    kinds[name] = kinds[inp] | {kind}
-                else:
-                    v._resolve(name)
-        core = {nid for nid, n in nodes.items() if n.parent is None and nid not in wrappers}
-        consumers = v.consumers
-        for name, t in tensors.items():
-            r = None
-            for cid, idx in t.consumers:
-                if cid in core:
-                    if r is None:
-                        r = root[name]
-                        lst = consumers.get(r)
-                        if lst is None:
-                            lst = consumers[r] = []
-                    lst.append((cid, idx, name))
-        tree = v.tree
-        for nid in wrappers:
-            r = root[nodes[nid].outputs[0]]
+                if outputs[0] == name and inp != name:
+                    r = root.get(inp)
+                    if r is not None:  # input resolved before (file order)
+                        d, below = depth[inp] + 1, kinds[inp]
+                    elif inp not in written:  # its own root
+                        r, d, below = inp, 1, none
+                    if r is not None:
+                        root[name], via[name], depth[name] = r, nid, d
+                        k = grown.get((below, kind))
+                        if k is None:
+                            k = grown[(below, kind)] = below | {kind}
+                        kinds[name] = k
+                        continue
+                v._resolve(name)
+            out = outputs[0]
+            r = root.get(out, out)  # final: a wrapper's outputs are resolved above
             lst = tree.get(r)
             if lst is None:
                 tree[r] = [nid]
             else:
                 lst.append(nid)
-        v.const_derived = cd = {n for n, t in tensors.items() if t.kind == "initializer" or t.kind == "constant"}
-        for node in nodes.values():  # every non-empty input derived from weights (TensorInfo.is_param)
-            if node.parent is None and node.inputs and cd.issuperset(filter(None, node.inputs)):
-                cd.update(o for o in node.outputs if o)
+        # pass 3, over the tensors: the core consumers of each root, in tensor order
+        core = {n.id for n in core_list}
+        consumers = v.consumers
+        root_of = root.get
+        for name, t in tensors.items():
+            r = None
+            for cid, idx in t.consumers:
+                if cid in core:
+                    if r is None:
+                        r = root_of(name, name)
+                        lst = consumers.get(r)
+                        if lst is None:
+                            lst = consumers[r] = []
+                    lst.append((cid, idx, name))
         return v
 
     def _resolve(self, name: str) -> str:
-        """Root of ``name``, filling root/via/depth/kinds for every tensor on the way (iterative, O(chain))."""
-        if name in self.root:
-            return self.root[name]
+        """Root of ``name``, filling root/via/depth/kinds for every wrapper output on the way (iterative,
+        O(chain))."""
+        root, written = self.root, self._written
+        if name in root:
+            return root[name]
+        if name not in written:
+            return name
         path: list[tuple[str, str]] = []
         cur = name
         seen = set()
-        while cur not in self.root:
+        while cur in written and cur not in root:
             t = self.stage.tensors.get(cur)
             pid = t.producer if t is not None else None
             node = self.stage.nodes[pid] if pid is not None else None
             if node is None or pid not in self.wrappers or not node.outputs or node.outputs[0] != cur or cur in seen:
-                self.root[cur], self.depth[cur], self.kinds[cur] = cur, 0, frozenset()
+                root[cur], self.depth[cur], self.kinds[cur] = cur, 0, frozenset()
                 break
             seen.add(cur)
             path.append((cur, pid))
             cur = node.inputs[0]
-        base = self.root[cur]
-        depth, kinds = self.depth[cur], self.kinds[cur]
+        base = root.get(cur, cur)
+        depth, kinds = self.depth.get(cur, 0), self.kinds.get(cur, frozenset())
         for tensor, pid in reversed(path):
             depth, kinds = depth + 1, kinds | {self.wrappers[pid]}
-            self.root[tensor], self.via[tensor], self.depth[tensor], self.kinds[tensor] = base, pid, depth, kinds
-        return self.root[name]
+            root[tensor], self.via[tensor], self.depth[tensor], self.kinds[tensor] = base, pid, depth, kinds
+        return root[name]
 
     def chain(self, name: str) -> tuple[str, ...]:
         """Wrapper node ids between the root of ``name`` and ``name`` (root first)."""
@@ -149,19 +181,3 @@ class StageView:
         if self._core is None:
             self._core = [n for n in self.stage.nodes.values() if n.id not in self.wrappers and n.parent is None]
         return self._core
-
-
-def _wrappers(stage: StageGraph) -> dict[str, str]:
-    """Wrapper node id -> kind (:func:`wrapper_kind`), in file order; asked only of nodes whose op is a wrapper op."""
-    out: dict[str, str] = {}
-    listed: dict[tuple[str, str], bool] = {}  # (domain, op_type) -> a wrapper op of WRAPPER_KINDS
-    for nid, node in stage.nodes.items():
-        key = (node.domain, node.op_type)
-        is_op = listed.get(key)
-        if is_op is None:
-            is_op = listed[key] = (norm_domain(node.domain), node.op_type) in WRAPPER_KINDS
-        if is_op:
-            k = wrapper_kind(stage, node)
-            if k is not None:
-                out[nid] = k
-    return out

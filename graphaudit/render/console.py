@@ -148,10 +148,34 @@ def render_explain(report: AuditReport, console: Console, verbose: bool = False)
 
 
 def render_diff(report: AuditReport, console: Console, verbose: bool = False) -> None:
-    """Print the changes per stage pair only."""
-    report = safe_report(report)
+    """Print the changes per stage pair only (the transitions made safe as :func:`safe_report` makes a report)."""
     for tr in report.transitions:
-        _transition(console, tr, verbose)
+        _transition(console, tr if _plain(tr) else Transition.from_dict(_printable(tr.to_dict())), verbose)
+
+
+def _plain(tr: Transition) -> bool:
+    """Whether no string of ``tr`` (keys included) holds a character :func:`printable` escapes: its names joined in
+    one text and tested at C speed, without the dict copy and JSON text of :func:`safe_report`."""
+    parts = [tr.a, tr.b, *tr.coverage, *tr.counts, *tr.patterns, *tr.op_delta, *tr.opset_delta]
+    for pats in tr.patterns.values():
+        parts += pats
+    add = parts.append
+    extend = parts.extend
+    for c in tr.changes:
+        add(c.kind)
+        add(c.pattern)
+        add(c.evidence)
+        extend(c.a_nodes)
+        extend(c.b_nodes)
+        extend(c.a_ops)
+        extend(c.b_ops)
+        extend(c.tensors)
+    try:
+        text = " ".join(parts)
+    except TypeError:  # a value that is not a string (not written by graphaudit): the JSON test of safe_report
+        text = json.dumps(tr.to_dict(), ensure_ascii=False, default=str)
+        return "\\" not in text and not needs_escape(text)
+    return text.isprintable() or not needs_escape(text)
 
 
 def render_rules(rules: dict[str, Rule], console: Console, explain: str | None = None) -> None:
