@@ -66,8 +66,12 @@ def stage_from_text(tmp_path):
 @pytest.fixture(autouse=True)
 def _run_in_tmp_dir(tmp_path, monkeypatch):
     """Every test runs in its own temporary working directory: `explain` writes ./graphaudit_report/ by default,
-    and nothing may land in the checkout."""
+    and nothing may land in the checkout. COLUMNS and LINES are unset, as in a serial run from CI: pytest-xdist's
+    workers set COLUMNS=80, and the console then folds long names and paths that tests look for (a test that wants
+    a width sets COLUMNS itself)."""
     monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.delenv("LINES", raising=False)
 
 
 @pytest.fixture(scope="session")
