@@ -208,6 +208,23 @@ def test_lineage_view_of_the_horizon_set(samples):
     assert len(modified) == 1 and "calibrated -> ptq: modified: Reshape modified" in modified[0]["tooltip"]
 
 
+def test_lineage_view_leaves_consumed_hzcalibration_out_unless_expanded():
+    """On a real set's lineage view, the HzCalibration nodes the fixed-point stage consumed are removed changes of
+    calibrated -> quantized: collapsed, none is drawn (they swamped the graph: 164 of 271 items on PP-OCR cls);
+    expanded, each of the calibrated model's HzCalibration nodes is (counted in the protobuf)."""
+    d = REPO / "samples" / "build" / "hb" / "ppocr_cls_bayes-e" / "model_output"
+    if not d.is_dir():
+        pytest.skip("real Horizon sets not built (./setup.sh)")
+    cal = onnx.load(next(d.glob("*_calibrated_model.onnx")), load_external_data=False)
+    want = sum(n.op_type == "HzCalibration" for n in cal.graph.node)
+    src = audit(load_pipeline([d])).diff_source()
+    collapsed = build_diff_graph(src, pair=None)
+    assert not any(d.get("ghost") and d["op"] == "HzCalibration" for _k, d in collapsed.graph.nodes(data=True))
+    expanded = build_diff_graph(src, pair=None, expand=True, max_nodes=10_000)
+    assert sum(bool(d.get("ghost")) and d["op"] == "HzCalibration"
+               for _k, d in expanded.graph.nodes(data=True)) == want == 160
+
+
 def test_collapse_chains_on_a_known_graph():
     g = nx.DiGraph()
     nx.add_path(g, ["in", "a", "b", "c", "d", "out"])

@@ -226,10 +226,16 @@ def _add_ghosts(g: nx.DiGraph, v: _View) -> None:
     """Nodes removed (or unmatched without a counterpart) in the view's transitions, drawn dashed."""
     for t in range(v.lo, v.hi):
         st = v.src.stages[t]
+        # a removed quantization wrapper (an HzCalibration the fixed-point stage consumed, a Q/DQ pair folded away)
+        # is left out like the wrappers kept, unless --expand: 164 of 271 items of PP-OCR cls's lineage graph were
+        # such ghosts; a removed Identity, Dropout or Cast is still drawn
+        hidden = () if v.expand else {n for n, kind in v.src.alignments[t].view_a.wrappers.items()
+                                      if kind == "quantize"}
         for c in v.src.changes[t]:
             if c.b_nodes or c.kind not in ("removed", "unmatched"):
                 continue
-            members = [n for n in c.a_nodes if st.nodes[n].parent is None and st.nodes[n].op_type != "Constant"]
+            members = [n for n in c.a_nodes if st.nodes[n].parent is None and st.nodes[n].op_type != "Constant"
+                       and n not in hidden]
             prefix = f"a{t}:" if v.hi - v.lo > 1 else "a:"
             where = f"{v.label(t)}: " if v.hi - v.lo > 1 else ""
             for nid in members:
