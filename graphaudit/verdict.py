@@ -206,7 +206,7 @@ def _transition_line(i: int, t: TransitionSummary, report: AuditReport, random: 
         text = f"{t.a} and {t.b} compute the same values on {on}"
         action = ""
         if documented_equal:
-            text += ", so an accuracy drop you measured between them comes from how your evaluation feeds them."
+            text += ", so if your evaluation shows an accuracy drop between them, it comes from how it feeds them."
             horizon = any(_is_horizon(report, st.name) for st in report.stages)
             action = ("Feed each stage its own input contract: `graphaudit check-inputs STAGES --data DIR` shows what "
                       "each stage takes (layout, colour order, normalization"
