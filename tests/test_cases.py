@@ -73,6 +73,33 @@ def test_case9_initializers_as_inputs_block_batchnorm_folding(samples, tmp_path)
     assert not [f for f in audit(clean).report.findings if f.code in ("S108", "S109")]
 
 
+@pytest.mark.parametrize("left_on", [2, 3])
+def test_case11_needs_three_thresholds_at_one(samples, tmp_path, left_on):
+    """One or two activation thresholds of exactly 1.0 can be measured (a Clip(0, 1) output calibrated by max: a
+    real hb_mapper build in the breaker run was called skipped on that one tensor); S104 judges 3 or more. Here all
+    activation HzCalibration nodes inside the real calibrated model are switched OFF but ``left_on`` (not HardSigmoid
+    outputs), whose thresholds are set to 1.0."""
+    cal = next((samples / "horizon" / "rapid_orientation").glob("*_calibrated_model.onnx"))
+    m = onnx.load(cal)
+    inits = {i.name for i in m.graph.initializer}
+    inputs = {i.name for i in m.graph.input}
+    producer = {o: n.op_type for n in m.graph.node for o in n.output}
+    kept = 0
+    for n in m.graph.node:
+        if n.op_type != "HzCalibration" or n.input[0] in inits or n.input[0] in inputs:
+            continue
+        if producer.get(n.input[0]) in ("HardSigmoid", "Clip") or kept == left_on:
+            n.attribute.append(onnx.helper.make_attribute("switch", "OFF"))
+            continue
+        kept += 1
+        for a in n.attribute:
+            if a.name == "thresholds":
+                a.floats[:] = [1.0] * len(a.floats)
+    onnx.save(m, tmp_path / "few_calibrated_model.onnx")
+    found = _findings([(tmp_path / "few_calibrated_model.onnx", "calibrated")], "S104")
+    assert kept == left_on and len(found) == (1 if left_on >= 3 else 0)
+
+
 @pytest.mark.parametrize("keep_input_threshold", [False, True])
 def test_case11_all_activation_thresholds_one(samples, tmp_path, keep_input_threshold):
     """A skip build: every measured activation threshold is 1.0; the image input's fixed one may stay 127. The

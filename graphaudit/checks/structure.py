@@ -130,14 +130,19 @@ def check_hzcalibration_census(ctx: AuditContext) -> Iterator[Finding]:
 #: HardSigmoid outputs get 1.0 in a calibrated build and 0.666667 in a calibration_type: skip build (hb_mapper
 #: 1.24.3 on PP-OCR cls, samples/build_horizon_sets.py specs); they tell nothing about whether calibration ran.
 RANGE_SET_THRESHOLD_OPS = frozenset({"HardSigmoid", "Sigmoid"})
+#: Fewest activation thresholds judged: a calibrated max of exactly 1.0 is rare but real on one or two tensors (a
+#: Clip(0, 1) output calibrated by max: breaker run, a real hb_mapper build of x -> Conv -> Clip -> Conv), and a
+#: real skip build has one per activation (94 on PP-OCR cls).
+S104_MIN_ACTIVATIONS = 3
 
 
 def check_calibration_skipped(ctx: AuditContext) -> Iterator[Finding]:
     """Rule S104 (graphaudit/rules/structure.yaml): yields its findings over ``ctx``.
 
     A stage is flagged when every enabled activation HzCalibration threshold inside the model equals 1.0, leaving
-    out those on graph inputs (fixed by the input type: 127 for ``*_128`` image inputs) and on the outputs of
-    :data:`RANGE_SET_THRESHOLD_OPS`. Measured on a real ``calibration_type: skip`` build (hb_mapper 1.24.3,
+    out those on graph inputs (fixed by the input type: 127 for ``*_128`` image inputs) and on outputs whose range
+    is set by their op (:data:`RANGE_SET_THRESHOLD_OPS`, Clip with an upper bound of at most 1.0), and at least
+    :data:`S104_MIN_ACTIVATIONS` are left. Measured on a real ``calibration_type: skip`` build (hb_mapper 1.24.3,
     PP-OCR cls): 94 of 104 activation thresholds are 1.0, 9 HardSigmoid outputs 0.666667, the input 127; on the
     calibrated builds of the same model only the 9 HardSigmoid outputs are 1.0.
     """
@@ -145,9 +150,9 @@ def check_calibration_skipped(ctx: AuditContext) -> Iterator[Finding]:
         view = StageView.of(st)
         act = [c for c in hzcalibration_nodes(st, view) if not c.is_weight and c.enabled and c.thresholds]
         on_inputs = [c for c in act if trace_back(st, c.tensor) in st.inputs]
-        range_set = [c for c in act if c not in on_inputs and _producer_op(st, c.tensor) in RANGE_SET_THRESHOLD_OPS]
+        range_set = [c for c in act if c not in on_inputs and _range_set(st, c.tensor)]
         measured = [c for c in act if c not in on_inputs and c not in range_set]
-        if measured and all(all(t == 1.0 for t in c.thresholds) for c in measured):
+        if len(measured) >= S104_MIN_ACTIVATIONS and all(all(t == 1.0 for t in c.thresholds) for c in measured):
             left = [f"{len(on_inputs)} on graph inputs fixed by the input type"] if on_inputs else []
             if range_set:
                 left.append(f"{len(range_set)} on {'/'.join(sorted({_producer_op(st, c.tensor) for c in range_set}))} "
@@ -158,6 +163,22 @@ def check_calibration_skipped(ctx: AuditContext) -> Iterator[Finding]:
                 f"{others}: calibration was skipped (fast-perf, check mode or calibration_type: skip)", stage=st.name,
                 evidence={"activation_nodes": len(measured), "input_nodes": len(on_inputs),
                           "range_set_nodes": len(range_set), "threshold": 1.0})
+
+
+def _range_set(st: StageGraph, tensor: str) -> bool:
+    """Whether ``tensor``'s range is set by its producer: a :data:`RANGE_SET_THRESHOLD_OPS` output, or a Clip
+    output whose upper bound (attribute ``max`` before opset 11, else a constant third input) is at most 1.0."""
+    op = _producer_op(st, tensor)
+    if op in RANGE_SET_THRESHOLD_OPS:
+        return True
+    if op != "Clip":
+        return False
+    n = st.nodes[st.tensors[tensor].producer]
+    hi = n.attributes.get("max")
+    if hi is None and len(n.inputs) > 2 and n.inputs[2] in st.tensors:
+        v = st.tensors[n.inputs[2]].value()
+        hi = float(v.reshape(-1)[0]) if v is not None and v.size == 1 else None
+    return hi is not None and float(hi) <= 1.0
 
 
 def _producer_op(st: StageGraph, tensor: str) -> str | None:
