@@ -138,7 +138,9 @@ def write_reports(audits, out: str | os.PathLike | None = None, *, plan: ReportP
     audits = audits if isinstance(audits, list) else [audits]
     if plan is None:
         protect = [p for au in audits for p in au.user_files()]
-        stage_files = [Path(s.path) for au in audits for s in au.stages if s.path]
+        # as the CLI: the toolchain's stage files, not the float model given as source (it lives in the project
+        # directory users run from)
+        stage_files = [Path(s.path) for au in audits for s in au.stages if s.path and s.role != "source"]
         plan = plan_reports(out, protect=protect, inputs=stage_files)
         if json is not None:
             check_output_path(json, protect)

