@@ -91,7 +91,8 @@ def check_not_input(p: Path, protect: list[Path] | None, what: str = "overwrite"
         except (OSError, RuntimeError):
             continue
         if is_dir and (rq == rp or rq in rp.parents):
-            raise GraphAuditError(f"{p}: is or lies inside the input directory {q}; refusing to write there")
+            raise GraphAuditError(f"{p}: is or lies inside the input directory {q}; refusing to write there "
+                                  "(name an output place outside it)")
         if not is_dir and rq == rp:
             raise GraphAuditError(f"{p}: is one of the input files; refusing to {what} it")
 

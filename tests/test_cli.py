@@ -150,7 +150,9 @@ def test_fail_on_exit_code(tmp_path):
     a = save_text(tmp_path, "m_optimized_float_model.onnx", H + "\ng (float[1,4] x) => (float[1,4] y) { r = Relu (x)\n y = Relu (r) }")
     save_text(tmp_path, "m_calibrated_model.onnx",
               '<ir_version: 8, opset_import: ["" : 13, "horizon" : 1]>\ng (float[1,4] x) => (float[1,4] y) {\n'
-              ' r = Relu (x)\n c = horizon.HzCalibration <thresholds=[1.0], scales=[0.007874]> (r)\n y = Relu (c) }')
+              ' r = Relu (x)\n c = horizon.HzCalibration <thresholds=[1.0], scales=[0.007874]> (r)\n'
+              ' s = Add (c, c)\n d = horizon.HzCalibration <thresholds=[1.0], scales=[0.007874]> (s)\n'
+              ' t = Mul (d, d)\n e = horizon.HzCalibration <thresholds=[1.0], scales=[0.007874]> (t)\n y = Relu (e) }')
     p = run("explain", str(a.parent), cwd=_elsewhere(tmp_path))
     assert p.returncode == 1, p.stdout
     assert "S104" in p.stdout

@@ -116,6 +116,9 @@ def test_environment_variable_keeps_the_numpy_route():
     del env["GRAPHAUDIT_NUMPY_SUMS"]
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
     assert out.stdout.split()[:2] == ["True", "True"]
+    env["GRAPHAUDIT_NUMPY_SUMS"] = "0"  # a switch set to off keeps the kernel (breaker run: "0" turned it off)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert out.stdout.split()[:2] == ["True", "True"]
 
 
 def _all_figures(results) -> dict:

@@ -191,11 +191,11 @@ def _compile():
 def enable() -> bool:
     """Import llvmlite and compile the kernel, once per process; True when the kernel is in use. False when llvmlite
     is not installed, fails to import or compile, the kernel fails its check on a known pair, or
-    ``GRAPHAUDIT_NUMPY_SUMS`` is set: the numpy route stays."""
+    ``GRAPHAUDIT_NUMPY_SUMS`` is set to anything but empty, 0, false, no or off: the numpy route stays."""
     global _kernel, _many, _tried
     if not _tried:
         _tried = True
-        if not os.environ.get("GRAPHAUDIT_NUMPY_SUMS"):
+        if os.environ.get("GRAPHAUDIT_NUMPY_SUMS", "").strip().lower() in ("", "0", "false", "no", "off"):
             try:
                 kernel, many = _compile()
                 out = np.zeros(5)
