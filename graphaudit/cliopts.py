@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 
 from rich.console import Console
-from rich.text import Text
 
 from .cliargs import scale_of
 from .errors import GraphAuditError
@@ -109,9 +109,13 @@ def audit_args(args: argparse.Namespace, console: Console | None = None) -> dict
         from .evaluate import as_eval_hook
 
         kw.update(eval_hook=as_eval_hook(hook), eval_samples=args.eval_samples)
+        if kw["eval_hook"].per_sample and args.eval_samples and not os.path.exists(args.eval_samples):
+            # graphaudit lists a per-sample hook's files itself: a missing path is bad input, not a finding
+            raise GraphAuditError(f"{args.eval_samples}: no such file or directory (--eval-samples of a per-sample "
+                                  "hook)")
         n = getattr(args, "max_samples", None)
         if console is not None and n is not None and not kw["eval_hook"].per_sample:
-            console.print(Text(f"note: --max-samples {n} does not cap --eval {hook}: a whole-set hook reads "
-                               "--eval-samples itself (a hook with per_sample = True runs on the first "
-                               f"{n} files)", style="dim"), soft_wrap=True)
+            print(f"graphaudit: note: --max-samples {n} does not cap --eval {hook}: a whole-set hook reads "
+                  "--eval-samples itself (a hook with per_sample = True runs on the first "
+                  f"{n} files)", file=sys.stderr, flush=True)
     return kw

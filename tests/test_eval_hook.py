@@ -259,7 +259,7 @@ def test_max_samples_caps_a_per_sample_hook_and_a_whole_set_hook_says_it_is_not_
     assert p.returncode in (0, 1), p.stderr
     metric = json.loads((tmp_path / "r.json").read_text())["metric"]
     assert [m["samples"] for m in metric["stages"]] == [3, 3, 3], metric
-    assert "does not cap" not in p.stdout
+    assert "does not cap" not in p.stdout + p.stderr
     hook = load_eval_hook(per_sample)
     first3 = sorted(f for f in x.iterdir() if not f.name.startswith("."))[:3]
     runner = EvalRunner(graphaudit.load_stage(samples / "ort" / "ppocr_cls" / "ppocr_cls_original.onnx"))
@@ -268,7 +268,14 @@ def test_max_samples_caps_a_per_sample_hook_and_a_whole_set_hook_says_it_is_not_
     p = run("compare", str(samples / "ort" / "ppocr_cls"), "--data", str(x), "--max-samples", "3",
             "--eval", TOP1, "--eval-samples", str(samples / "data" / "ppocr_cls"), "--json", str(tmp_path / "w.json"))
     assert p.returncode in (0, 1), p.stderr
-    notes = [line for line in p.stdout.splitlines() if "--max-samples 3 does not cap --eval" in line]
-    assert len(notes) == 1 and "per_sample = True" in notes[0], p.stdout
+    notes = [line for line in p.stderr.splitlines() if "--max-samples 3 does not cap --eval" in line]
+    assert len(notes) == 1 and "per_sample = True" in notes[0] and notes[0].startswith("graphaudit: note: "), p.stderr
+    assert "does not cap" not in p.stdout  # notes go to stderr, as the --workers ones: piped reports stay clean
+    # a per-sample hook's --eval-samples that does not exist: one line, exit 2, before any work (was a warning N405
+    # after the whole run, exit 0)
+    p = run("compare", str(samples / "ort" / "ppocr_cls"), "--data", str(x), "--eval", per_sample,
+            "--eval-samples", str(tmp_path / "nope"), "--json", str(tmp_path / "n.json"))
+    assert p.returncode == 2 and p.stderr.strip().endswith("(--eval-samples of a per-sample hook)"), p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1 and not (tmp_path / "n.json").exists()
     metric = json.loads((tmp_path / "w.json").read_text())["metric"]
     assert [m["samples"] for m in metric["stages"]] == [16, 16, 16], metric
