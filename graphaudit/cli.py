@@ -231,7 +231,7 @@ def _explain(args: argparse.Namespace, console: Console) -> int:
 def _explain_run(args: argparse.Namespace, console: Console, freeze: bool) -> int:
     """:func:`_explain`; ``freeze``: freeze each audit once built."""
     pipelines, default_run = _pipelines(args)
-    kw = audit_args(args, console)
+    kw = audit_args(args, notes=True)
     finds = args.command in ("explain", "compare")  # compare reads raw calibration files with it too
     if finds and not default_run and kw["config"] is None and not args.no_config:
         kw["config"] = _found_config(args.paths, console, runs_data=args.command == "compare")
@@ -305,7 +305,7 @@ def _bisect(args: argparse.Namespace, console: Console) -> int:
     from .bisection import bisect
     from .render.bisect_console import render_bisect, render_bisect_start, render_bisect_step
 
-    kw = audit_args(args, console)
+    kw = audit_args(args, notes=True)
     if kw["config"] is None and not args.no_config and not (args.data or args.random):
         kw["config"] = _found_config(args.paths, console, runs_data=True)
     protect = user_inputs(args.paths, args.source, args.config, args.data, args.eval_samples, _hook_file(args))

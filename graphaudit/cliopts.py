@@ -9,7 +9,6 @@ import math
 import os
 import sys
 
-from rich.console import Console
 
 from .cliargs import scale_of
 from .errors import GraphAuditError
@@ -95,9 +94,14 @@ def eval_progress(stage: str) -> None:
     print(f"evaluating {stage} (--eval)", file=sys.stderr, flush=True)
 
 
-def audit_args(args: argparse.Namespace, console: Console | None = None) -> dict:
-    """Keyword arguments of :func:`graphaudit.pipeline.audit` for explain/compare/diff/render arguments; on
-    ``console``, a note when ``--max-samples`` cannot cap the ``--eval`` hook (a whole-set hook)."""
+def audit_args(args: argparse.Namespace, notes: bool = False) -> dict:
+    """Keyword arguments of :func:`graphaudit.pipeline.audit` for explain/compare/diff/render arguments; with
+    ``notes``, a note on stderr when ``--max-samples`` cannot cap the ``--eval`` hook (a whole-set hook).
+
+    Raises:
+        GraphAuditError: ``--eval-samples`` without ``--eval``, a bad hook spec, or a per-sample hook's missing
+            ``--eval-samples`` path (exit 2 before any work).
+    """
     hook = getattr(args, "eval_hook", None)
     if getattr(args, "eval_samples", None) and not hook:
         raise GraphAuditError("--eval-samples needs --eval MODULE:FUNCTION (the function that reads them)")
@@ -114,7 +118,7 @@ def audit_args(args: argparse.Namespace, console: Console | None = None) -> dict
             raise GraphAuditError(f"{args.eval_samples}: no such file or directory (--eval-samples of a per-sample "
                                   "hook)")
         n = getattr(args, "max_samples", None)
-        if console is not None and n is not None and not kw["eval_hook"].per_sample:
+        if notes and n is not None and not kw["eval_hook"].per_sample:
             print(f"graphaudit: note: --max-samples {n} does not cap --eval {hook}: a whole-set hook reads "
                   "--eval-samples itself (a hook with per_sample = True runs on the first "
                   f"{n} files)", file=sys.stderr, flush=True)

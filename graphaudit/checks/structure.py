@@ -150,12 +150,13 @@ def check_calibration_skipped(ctx: AuditContext) -> Iterator[Finding]:
         view = StageView.of(st)
         act = [c for c in hzcalibration_nodes(st, view) if not c.is_weight and c.enabled and c.thresholds]
         on_inputs = [c for c in act if trace_back(st, c.tensor) in st.inputs]
-        range_set = [c for c in act if c not in on_inputs and _range_set(st, c.tensor)]
-        measured = [c for c in act if c not in on_inputs and c not in range_set]
+        range_ops = {c.tensor: op for c in act if c not in on_inputs and (op := _range_set(st, c.tensor))}
+        range_set = [c for c in act if c.tensor in range_ops]
+        measured = [c for c in act if c not in on_inputs and c.tensor not in range_ops]
         if len(measured) >= S104_MIN_ACTIVATIONS and all(all(t == 1.0 for t in c.thresholds) for c in measured):
             left = [f"{len(on_inputs)} on graph inputs fixed by the input type"] if on_inputs else []
             if range_set:
-                left.append(f"{len(range_set)} on {'/'.join(sorted({_producer_op(st, c.tensor) for c in range_set}))} "
+                left.append(f"{len(range_set)} on {'/'.join(sorted(set(range_ops.values())))} "
                             "outputs set from the op's range")
             others = f" ({'; '.join(left)})" if left else ""
             yield make_finding(
@@ -165,20 +166,21 @@ def check_calibration_skipped(ctx: AuditContext) -> Iterator[Finding]:
                           "range_set_nodes": len(range_set), "threshold": 1.0})
 
 
-def _range_set(st: StageGraph, tensor: str) -> bool:
-    """Whether ``tensor``'s range is set by its producer: a :data:`RANGE_SET_THRESHOLD_OPS` output, or a Clip
-    output whose upper bound (attribute ``max`` before opset 11, else a constant third input) is at most 1.0."""
+def _range_set(st: StageGraph, tensor: str) -> str | None:
+    """The op type of ``tensor``'s producer when that op sets its range: a :data:`RANGE_SET_THRESHOLD_OPS` output,
+    or a Clip output whose upper bound (attribute ``max`` before opset 11, else a constant third input) is at most
+    1.0; else None."""
     op = _producer_op(st, tensor)
     if op in RANGE_SET_THRESHOLD_OPS:
-        return True
+        return op
     if op != "Clip":
-        return False
+        return None
     n = st.nodes[st.tensors[tensor].producer]
     hi = n.attributes.get("max")
     if hi is None and len(n.inputs) > 2 and n.inputs[2] in st.tensors:
         v = st.tensors[n.inputs[2]].value()
         hi = float(v.reshape(-1)[0]) if v is not None and v.size == 1 else None
-    return hi is not None and float(hi) <= 1.0
+    return op if hi is not None and float(hi) <= 1.0 else None
 
 
 def _producer_op(st: StageGraph, tensor: str) -> str | None:
