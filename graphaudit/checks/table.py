@@ -40,6 +40,7 @@ RULES: dict[str, Rule] = {
     "S110": S.check_unaligned,
     "S111": S.check_float_ops_left,
     "S112": S.check_quant_formats,
+    "S113": S.check_duplicate_initializers,
     "P201": P.check_layout,
     "P202": P.check_dtype,
     "P203": P.check_double_normalization,
