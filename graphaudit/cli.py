@@ -275,7 +275,8 @@ def _explain_run(args: argparse.Namespace, console: Console, freeze: bool) -> in
         if freeze:
             gc.freeze()
     reports = [au.report for au in audits]
-    if args.command == "compare" and not (args.data or args.random) and reports[0].numeric is None \
+    unreadable = any(f.code == "P212" for f in reports[0].findings)  # --data, none of whose files can be read
+    if args.command == "compare" and (not (args.data or args.random) or unreadable) and reports[0].numeric is None \
             and reports[0].metric is None and not contract_errors(reports[0].findings):  # else: as with --data
         run = reports[0].run
         why = run.numeric_skipped if run is not None and run.numeric_skipped else (

@@ -52,6 +52,7 @@ RULES: dict[str, Rule] = {
     "P209": P.check_sample_quality,
     "P210": P.check_unit_range_preprocess,
     "P211": P.check_calibrated_range,
+    "P212": P.check_unreadable_files,
     "C301": C.unknown_keys,
     "C302": C.deprecated,
     "C303": C.wrong_types,

@@ -8,7 +8,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from .spec import data_error, one_line
+from .spec import data_error, file_error, one_line
 
 __all__ = ["MAX_IMAGE_PIXELS", "check_image", "ImageChunk"]
 
@@ -47,14 +47,14 @@ def check_image(path: Path) -> None:
                 mode = img.mode
                 width, height = img.size
     except FileNotFoundError:
-        raise data_error(path, "no such file") from None
+        raise file_error(path, "no such file") from None
     except _PIL_ERRORS as e:
-        raise data_error(path, f"Pillow cannot decode this image ({one_line(e)})") from None
+        raise file_error(path, f"Pillow cannot decode this image ({one_line(e)})") from None
     if width * height > MAX_IMAGE_PIXELS:
-        raise data_error(path, f"image of {width}x{height} pixels is larger than {MAX_IMAGE_PIXELS} pixels; "
+        raise file_error(path, f"image of {width}x{height} pixels is larger than {MAX_IMAGE_PIXELS} pixels; "
                                "refusing to decode")
     if mode in ("I", "F") or mode.startswith("I;"):
-        raise data_error(path, f"image mode {mode} (16-bit or float) cannot be decoded to uint8 RGB without loss")
+        raise file_error(path, f"image mode {mode} (16-bit or float) cannot be decoded to uint8 RGB without loss")
 
 
 class ImageChunk:
@@ -73,7 +73,7 @@ class ImageChunk:
                 img = ImageOps.exif_transpose(img)
                 arr = np.array(img.convert("RGB"), dtype=np.uint8)
         except FileNotFoundError:
-            raise data_error(self.path, "no such file") from None
+            raise file_error(self.path, "no such file") from None
         except _PIL_ERRORS as e:
-            raise data_error(self.path, f"Pillow cannot decode this image ({one_line(e)})") from None
+            raise file_error(self.path, f"Pillow cannot decode this image ({one_line(e)})") from None
         yield {self.name: arr[np.newaxis]}
