@@ -156,3 +156,40 @@ def test_config_cal_data_dir_leaves_out_a_raw_file_of_the_wrong_size(samples, tm
     assert rep["run"]["samples_used"] == 7 and rep["numeric"]
     (p212,) = [x for x in rep["findings"] if x["code"] == "P212"]
     assert f"{f}: 13824 bytes, but input_shape 1x3x48x192 of uint8 needs 27648" in p212["message"]
+
+
+def test_images_cut_short_are_found_when_opened(samples, tmp_path):
+    """A PNG or JPEG cut in half passed the header check and failed in the middle of the run (exit 2); it is left
+    out when the directory is opened. Complete files with bytes after their end (a trailer) are kept, and decode."""
+    from PIL import Image
+
+    pngs = sorted((samples / "data" / "ppocr_cls" / "images").glob("*.png"))[:3]
+    for kind, ext in (("PNG", ".png"), ("JPEG", ".jpg")):
+        d = tmp_path / kind
+        d.mkdir()
+        for i, p in enumerate(pngs):
+            Image.open(p).convert("RGB").save(d / f"{i}{ext}", kind)
+        whole = (d / f"1{ext}").read_bytes()
+        (d / f"1{ext}").write_bytes(whole[: len(whole) // 2])
+        with pytest.raises(OSError):  # Pillow itself fails on the pixels of the cut file
+            Image.open(d / f"1{ext}").load()
+        (d / f"2{ext}").write_bytes((d / f"2{ext}").read_bytes() + b"trailer")
+        src = open_data(d, X)
+        assert src.files == [d / f"0{ext}", d / f"2{ext}"] and len(src) == 2, kind
+        assert [p for p, _ in src.unreadable] == [d / f"1{ext}"]
+        assert "Pillow cannot decode this image" in src.unreadable[0][1]
+        assert [s["x"].shape[-1] for s in src] == [3, 3]
+
+
+def test_a_dtype_the_input_cannot_take_is_left_out(tmp_path):
+    """A complex .npy among float ones: left out (it ended the run with exit 2); all of them: DataUnreadableError."""
+    for i in range(3):
+        np.save(tmp_path / f"{i}.npy", np.zeros((1, 3, 48, 192), np.float32))
+    np.save(tmp_path / "1.npy", np.zeros((1, 3, 48, 192), np.complex64))
+    src = open_data(tmp_path, X)
+    assert len(src) == 2 and src.unreadable[0][1] == f"{tmp_path / '1.npy'}: dtype complex64 cannot feed input 'x' " \
+                                                     "(float32)"
+    for i in (0, 2):
+        np.save(tmp_path / f"{i}.npy", np.zeros((1, 3, 48, 192), bool))
+    with pytest.raises(DataUnreadableError, match="none of its 3 data file"):
+        open_data(tmp_path, X)

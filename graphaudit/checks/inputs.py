@@ -415,7 +415,7 @@ def check_unreadable_files(ctx: AuditContext) -> Iterator[Finding]:
     went_on = (f"the input checks and the numeric comparison use the other {read} file(s)" if read else
                "no file could be read, so the input checks and the numeric comparison did not run")
     yield make_finding(
-        "P212", f"{n} of {n + read} data file(s) could not be read and were left out ({went_on}): {shown}",
+        "P212", f"{n} of {n + read} data file(s) could not be read or fed and were left out ({went_on}): {shown}",
         location={"file": str(bad[0][0])},
         evidence={"unreadable": [{"file": str(p), "reason": why} for p, why in bad[:100]], "count": n,
                   "files_read": read})

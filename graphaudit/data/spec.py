@@ -154,14 +154,15 @@ def check_specs(inputs: Any, label: Any) -> list[InputSpec]:
 
 
 def check_dtype(spec: InputSpec, dt: np.dtype, label: Any) -> None:
-    """DataError when data of dtype ``dt`` cannot feed ``spec`` (object, structured, wrong kind)."""
+    """DataFileError when data of dtype ``dt`` cannot feed ``spec`` (object, structured, wrong kind): the file's
+    problem, which a directory of data leaves out."""
     if dt.hasobject:
-        raise data_error(label, PICKLE)
+        raise file_error(label, PICKLE)
     if dt.fields is not None:
-        raise data_error(label, f"structured dtype {dt} cannot feed input {spec.name!r}")
+        raise file_error(label, f"structured dtype {dt} cannot feed input {spec.name!r}")
     want = dtype_kind(np.dtype(spec.dtype))
     if dtype_kind(dt) not in _ACCEPT.get(want, want):
-        raise data_error(label, f"dtype {dt.name} cannot feed input {spec.name!r} ({spec.dtype})")
+        raise file_error(label, f"dtype {dt.name} cannot feed input {spec.name!r} ({spec.dtype})")
 
 
 def split_samples(spec: InputSpec, shape: tuple[int, ...], label: Any) -> tuple[int, tuple[int, ...]]:

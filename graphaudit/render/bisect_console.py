@@ -66,7 +66,7 @@ def render_bisect(rep: BisectReport, console: Console) -> None:
                        style="bold"))
     if rep.data_unreadable:
         n = len(rep.data_unreadable)
-        console.print(Text(f"{n} data file(s) could not be read and were left out: "
+        console.print(Text(f"{n} data file(s) could not be read or fed and were left out: "
                            + "; ".join(rep.data_unreadable[:3]) + (f"; and {n - 3} more" if n > 3 else ""),
                            style="yellow"))
     if "SQNR" in rep.metric and rep.samples < FEW_SAMPLES:
