@@ -85,6 +85,9 @@ class BisectReport:
     fix : dict or None
         The setting to paste (:class:`graphaudit.fixes.FixSuggestion` as a dict: ``toolchain``, ``text``,
         ``nodes``, ``note``, ``lint``).
+    data_unreadable : list of str
+        Data files left out because they cannot be read, one line each naming the file and the problem (the
+        samples are the other files').
     """
 
     a: str
@@ -107,6 +110,7 @@ class BisectReport:
     fix: dict | None = None
     fix_recovered: float | None = None
     fix_units: list[int] = field(default_factory=list)
+    data_unreadable: list[str] = field(default_factory=list)
 
     def chosen_units(self) -> list[BisectUnitRecord]:
         """The units of the final set."""

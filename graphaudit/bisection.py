@@ -115,6 +115,7 @@ def bisect(paths, pair: int | None = None, *, source: str | os.PathLike | None =
     n_samples = opts.max_samples or DEFAULT_BISECT_SAMPLES
     opts_n = replace(opts, max_samples=n_samples, progress=None)
     idx = data_stage_of(stages)
+    left_out = [] if data is None else [why for _p, why in sample_source(stages, idx, data, opts_n, cfg).unreadable]
     scale = opts.scale if opts.scale is not None and opts.scale.active else None
     with WorkerPool(scale) if scale else nullcontext() as pool:
         isolated = _isolated_db(stages[:pair + 2], lineage, changes, data, opts_n, idx, cfg, pair, units, pool)
@@ -125,8 +126,10 @@ def bisect(paths, pair: int | None = None, *, source: str | os.PathLike | None =
         _check_drop(noise_b, signal, stages, pair)
         hook = None if eval_hook is None else hook_oracle(pool, stages, pair, eval_hook, eval_samples, runtime, cfg,
                                                           idx, opts.max_samples)
-        return _search(ev, hook, (stages, al, ch, cfg, lineage), units, isolated, (noise_b, signal),
-                       (pair, runtime, target, budget), (progress, on_start))
+        rep = _search(ev, hook, (stages, al, ch, cfg, lineage), units, isolated, (noise_b, signal),
+                      (pair, runtime, target, budget), (progress, on_start))
+    rep.data_unreadable = left_out
+    return rep
 
 
 def _search(ev, hook: HookOracle | None, ctx, units: list[tuple[int, ...]], isolated: list, energies: tuple,

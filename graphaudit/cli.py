@@ -233,8 +233,9 @@ def _explain_run(args: argparse.Namespace, console: Console, freeze: bool) -> in
     pipelines, default_run = _pipelines(args)
     kw = audit_args(args, notes=True)
     finds = args.command in ("explain", "compare")  # compare reads raw calibration files with it too
+    found_line = None  # said once the outputs are checked: a refusal comes before any other output
     if finds and not default_run and kw["config"] is None and not args.no_config:
-        kw["config"] = _found_config(args.paths, console, runs_data=args.command == "compare")
+        kw["config"], found_line = _found_config(args.paths, runs_data=args.command == "compare")
         # explain runs a found config's cal_data_dir only when asked (--config): structure stays fast
         kw["config_data"] = args.command == "compare"
     if args.command == "compare" and not (args.data or args.random or kw["config"] or kw.get("eval_hook")):
@@ -260,6 +261,8 @@ def _explain_run(args: argparse.Namespace, console: Console, freeze: bool) -> in
                             inputs=stage_files, option="--out DIR")
     elif args.json is not None:
         check_output_path(args.json, protect)
+    if found_line is not None:
+        console.print(found_line, no_wrap=True, overflow=line_overflow(console), crop=console.is_terminal)
     audits = []
     for title, paths in pipelines:
         one = dict(kw)
@@ -272,7 +275,8 @@ def _explain_run(args: argparse.Namespace, console: Console, freeze: bool) -> in
         if freeze:
             gc.freeze()
     reports = [au.report for au in audits]
-    if args.command == "compare" and not (args.data or args.random) and reports[0].numeric is None \
+    unreadable = any(f.code == "P212" for f in reports[0].findings)  # --data, none of whose files can be read
+    if args.command == "compare" and (not (args.data or args.random) or unreadable) and reports[0].numeric is None \
             and reports[0].metric is None and not contract_errors(reports[0].findings):  # else: as with --data
         run = reports[0].run
         why = run.numeric_skipped if run is not None and run.numeric_skipped else (
@@ -306,8 +310,9 @@ def _bisect(args: argparse.Namespace, console: Console) -> int:
     from .render.bisect_console import render_bisect, render_bisect_start, render_bisect_step
 
     kw = audit_args(args, notes=True)
+    found_line = None
     if kw["config"] is None and not args.no_config and not (args.data or args.random):
-        kw["config"] = _found_config(args.paths, console, runs_data=True)
+        kw["config"], found_line = _found_config(args.paths, runs_data=True)
     protect = user_inputs(args.paths, args.source, args.config, args.data, args.eval_samples, _hook_file(args))
     if kw["config"] is not None:  # a config found beside the stages, and what it names (cal_data_dir), are inputs
         from .config import config_inputs
@@ -315,6 +320,8 @@ def _bisect(args: argparse.Namespace, console: Console) -> int:
         protect += [Path(kw["config"].path), *config_inputs(kw["config"])]
     if args.json is not None:
         check_output_path(args.json, protect)
+    if found_line is not None:
+        console.print(found_line, no_wrap=True, overflow=line_overflow(console), crop=console.is_terminal)
     rep = bisect(args.paths, args.pair, source=args.source, config=kw["config"], data=args.data,
                  numeric=kw["numeric"], target=args.target, budget=args.budget,
                  progress=lambda step: render_bisect_step(step, console),
@@ -339,21 +346,21 @@ HANDLERS = {"explain": _explain, "diff": _explain, "compare": _explain, "bisect"
             "check-inputs": _check_inputs, "lint": _lint, "lower": _lower, "rules": _rules}
 
 
-def _found_config(paths: list, console: Console, runs_data: bool):
-    """The conversion config beside the stages (:func:`graphaudit.config.find_config`), said on the console
-    (``runs_data``: whether its cal_data_dir is run, else how to run it)."""
+def _found_config(paths: list, runs_data: bool) -> tuple[object, Text | None]:
+    """The conversion config beside the stages (:func:`graphaudit.config.find_config`) and the console line that
+    says so (``runs_data``: whether its cal_data_dir is run, else how to run it), or that several were found;
+    printed by the caller once the output paths are checked."""
     from .config import find_config
 
     cfg, files = find_config(paths[0]) if paths else (None, [])
     if cfg is not None:
         how = "" if runs_data else f"; its cal_data_dir runs with --config {cfg.path}"
-        console.print(Text(f"config: {cfg.path} (its working_dir holds the stages{how}; --no-config to leave it out)",
-                           style="dim"), no_wrap=True, overflow=line_overflow(console), crop=console.is_terminal)
-    elif len(files) > 1:
-        console.print(Text(f"config: {len(files)} configs write into these stages' directory ("
-                           + ", ".join(str(f) for f in files) + "): give one with --config", style="yellow"),
-                      no_wrap=True, overflow=line_overflow(console), crop=console.is_terminal)
-    return cfg
+        return cfg, Text(f"config: {cfg.path} (its working_dir holds the stages{how}; --no-config to leave it out)",
+                         style="dim")
+    if len(files) > 1:
+        return cfg, Text(f"config: {len(files)} configs write into these stages' directory ("
+                         + ", ".join(str(f) for f in files) + "): give one with --config", style="yellow")
+    return cfg, None
 
 
 def _found_logs(paths: list, find_log: bool) -> list[Path]:

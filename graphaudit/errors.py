@@ -10,6 +10,8 @@ __all__ = [
     "StagesUnrelatedError",
     "RuleCatalogueError",
     "DataError",
+    "DataFileError",
+    "DataUnreadableError",
     "LoweringError",
     "GraphvizMissingError",
     "ConfigError",
@@ -42,6 +44,27 @@ class RuleCatalogueError(GraphAuditError):
 
 class DataError(GraphAuditError):
     """Model input data could not be used: missing, unreadable, pickled, or not matching the model's inputs."""
+
+
+class DataFileError(DataError):
+    """One data file whose content cannot be read: truncated, corrupt, pickled, not the format its name says, an
+    image Pillow cannot decode, a raw file of the wrong byte size, or a file that cannot be opened. A directory of
+    data leaves such a file out (:attr:`graphaudit.data.source.DataSource.unreadable`) and goes on with the others.
+
+    ``path`` is the file."""
+
+    def __init__(self, message: str, path=None):
+        super().__init__(message)
+        self.path = path
+
+
+class DataUnreadableError(DataError):
+    """No sample of the data could be read: the file given, or every file of the directory given, is a
+    :class:`DataFileError`. ``unreadable`` lists them as ``(path, message)``; the message names the first."""
+
+    def __init__(self, message: str, unreadable: list | tuple = ()):
+        super().__init__(message)
+        self.unreadable = list(unreadable)
 
 
 class LoweringError(GraphAuditError):

@@ -75,9 +75,10 @@ def resolve_path(p: Path) -> Path:
         raise GraphAuditError(f"{p}: cannot resolve the path ({getattr(e, 'strerror', None) or e})") from None
 
 
-def check_not_input(p: Path, protect: list[Path] | None, what: str = "overwrite") -> None:
+def check_not_input(p: Path, protect: list[Path] | None, what: str = "overwrite",
+                    hint: str = "name an output place outside it") -> None:
     """Refuse an output path (file or directory, existing or not) that is one of the inputs or lies inside an
-    input directory.
+    input directory (``hint``: what to do instead, in the message).
 
     Raises
     ------
@@ -92,15 +93,15 @@ def check_not_input(p: Path, protect: list[Path] | None, what: str = "overwrite"
             continue
         if is_dir and (rq == rp or rq in rp.parents):
             raise GraphAuditError(f"{p}: is or lies inside the input directory {q}; refusing to write there "
-                                  "(name an output place outside it)")
+                                  f"({hint})")
         if not is_dir and rq == rp:
             raise GraphAuditError(f"{p}: is one of the input files; refusing to {what} it")
 
 
 def check_default_place(p: str | os.PathLike, inputs: list[Path] | None, what: str, option: str) -> None:
-    """Refuse an output that graphaudit places by default (not a path the user typed) in the directory of one of the
-    user's input files, or at or inside one of the input directories: the user's files get nothing written
-    next to them unless the user asked for that place.
+    """Refuse an output that graphaudit places by default (not a path the user typed) in or below the directory of
+    one of the user's input files, or at or inside one of the input directories: the user's files get nothing
+    written next to them or in their tree unless the user asked for that place.
 
     Parameters
     ----------
@@ -124,8 +125,8 @@ def check_default_place(p: str | os.PathLike, inputs: list[Path] | None, what: s
             if q.is_dir():
                 rq = q.resolve()
                 if rq == rp or rq in rp.parents:
-                    raise GraphAuditError(f"{p}: {what} would be written inside the input directory {q}; "
-                                          f"give {option} to place it elsewhere")
+                            raise GraphAuditError(f"{p}: {what} would be written inside the input directory {q}; "
+                                          f"give {option} outside it")
                 continue
             homes = {q.resolve().parent, Path(os.path.abspath(q)).parent.resolve()}  # a symlink's directory too
         except (OSError, RuntimeError):
@@ -133,6 +134,10 @@ def check_default_place(p: str | os.PathLike, inputs: list[Path] | None, what: s
         if rp.parent in homes:
             raise GraphAuditError(f"{p}: {what} would be written next to the input file {q}; "
                                   f"give {option} to place it elsewhere")
+        home = next((h for h in homes if h in rp.parents), None)
+        if home is not None:  # the working directory is below the stage files' directory
+            raise GraphAuditError(f"{p}: {what} would be written inside {home}, the directory of the input file "
+                                  f"{q}; give {option} outside it")
 
 
 def check_output_path(path: str | os.PathLike, protect: list[Path] | None = None) -> Path:
@@ -177,7 +182,8 @@ def write_atomic(path: str | os.PathLike, text: str, protect: list[Path] | None 
     return p
 
 
-def check_output_dir(path: str | os.PathLike, protect: list[Path] | None = None) -> Path:
+def check_output_dir(path: str | os.PathLike, protect: list[Path] | None = None,
+                     hint: str = "name an output place outside it") -> Path:
     """Validate an output directory before any work is done; it need not exist yet (it is created on write).
 
     Parameters
@@ -186,6 +192,8 @@ def check_output_dir(path: str | os.PathLike, protect: list[Path] | None = None)
         The directory (``--out``).
     protect : list of Path
         The user's inputs: files, and directories whose whole tree is off limits.
+    hint : str
+        What to do instead, in the refusal (:func:`check_not_input`).
 
     Raises
     ------
@@ -196,7 +204,7 @@ def check_output_dir(path: str | os.PathLike, protect: list[Path] | None = None)
     if not str(path):
         raise GraphAuditError("empty output directory name")
     p = Path(path)
-    check_not_input(p, protect, "write into")
+    check_not_input(p, protect, "write into", hint)
     if p.exists() and not p.is_dir():
         raise GraphAuditError(f"{p}: exists and is not a directory")
     for up in p.parents:  # the first existing ancestor must be a directory we can create it in

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Iterator
 
 import numpy as np
@@ -44,7 +44,8 @@ def check_inputs(stages: list[StageGraph], data: str | os.PathLike, data_stage: 
     """
     got = input_data(stages, data, data_stage, raw_dtype, raw_shape, max_samples, config)
     ctx = AuditContext(stages=stages, input_stats=got.stats, data_stage=data_stage, config=config,
-                       data_from_pixel_files=got.from_pixel_files)
+                       data_from_pixel_files=got.from_pixel_files, data_unreadable=got.unreadable,
+                       data_files_read=got.files_read)
     return got.stats, run_checks(ctx, INPUT_CODES)
 
 
@@ -113,10 +114,17 @@ class InputData:
         Per-input statistics as the data stage is fed them (:func:`graphaudit.numeric.datastats.data_stats`).
     from_pixel_files : bool
         The data are hb_mapper raw pixel files (``cal_data_dir``), fed as ``x - 128``.
+    unreadable : list of (pathlib.Path, str)
+        Data files left out because they cannot be read, with the reason (rule P212;
+        :attr:`graphaudit.data.source.DataSource.unreadable`).
+    files_read : int
+        Data files read (0 for random data).
     """
 
     stats: dict[str, InputStats]
     from_pixel_files: bool
+    unreadable: list = field(default_factory=list)
+    files_read: int = 0
 
 
 def input_data(stages: list[StageGraph], data: str | os.PathLike, data_stage: int = 0, raw_dtype: str | None = None,
@@ -125,12 +133,16 @@ def input_data(stages: list[StageGraph], data: str | os.PathLike, data_stage: in
 
     Raises
     ------
+    DataUnreadableError
+        No sample can be read (the file given, or every file of the directory, is truncated, corrupt, ...);
+        files of a directory that cannot be read among others are left out (``unreadable``).
     DataError
-        Unreadable data (missing, pickled, truncated, empty directory...).
+        Unusable data (missing, empty directory, ...).
     """
     src = _open(stages, data, data_stage, raw_dtype, raw_shape, config)
     samples = _as_fed(src, stages, data_stage, config) if src.domain == "pixels" else iter(src)
-    return InputData(data_stats(samples, max_samples=max_samples, label=data), src.kind == "raw")
+    return InputData(data_stats(samples, max_samples=max_samples, label=data), src.kind == "raw", src.unreadable,
+                     len(src.files))
 
 
 def _effect_line(eff: dict) -> str:

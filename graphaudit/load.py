@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import math
 import os
+from collections import Counter
 from functools import lru_cache
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Callable
 
 import numpy as np
@@ -169,6 +171,8 @@ class _Builder:
         self.nodes: dict[str, NodeInfo] = {}
         self.tensors: dict[str, TensorInfo] = {}
         self.used_ids: set[str] = set()
+        #: Initializer names listed more than once in one graph -> how many times (:meth:`_duplicates`).
+        self.duplicates: dict[str, int] = {}
         #: Set when a node writes a tensor that an earlier node (or itself) reads: only then can there be a cycle.
         self.out_of_order = False
 
@@ -199,7 +203,10 @@ class _Builder:
     def add_graph(self, g: onnx.GraphProto, parent: str | None, prefix: str, depth: int = 0) -> None:
         if depth > 64:
             raise ModelLoadError(f"{self.path}: subgraphs nested more than 64 deep")
+        before = len(self.tensors)
         self._initializers(g)
+        if len(self.tensors) - before != len(g.initializer):  # a name listed twice, or one seen before (subgraph)
+            self._duplicates(g, prefix)
         for sp in g.sparse_initializer:
             t = self.tensor(_text(sp.values.name))
             t.kind = "initializer"
@@ -244,6 +251,24 @@ class _Builder:
                                            nbytes, None, reader)
             else:  # already read by a node of an outer graph, or listed twice
                 t.kind, t.dtype, t.shape, t.nbytes, t._reader = "initializer", dtype_name(data_type), dims, nbytes, reader
+
+    def _duplicates(self, g: onnx.GraphProto, prefix: str) -> None:
+        """Names ``g.initializer`` lists more than once (ONNX requires unique names; onnx.checker refuses them): record
+        them in :attr:`duplicates` and keep the *first* of each, as onnxruntime does (1.32.0, measured: it warns
+        "the model will use the latest encountered initializer" but computes with the first; tests/test_load.py).
+        Only names are read (weight bytes are not), and only when :meth:`add_graph` saw fewer new tensors than
+        initializers."""
+        counts = Counter(_text(i.name) for i in g.initializer)
+        dup = {name: k for name, k in counts.items() if k > 1}
+        if not dup:
+            return
+        for name, k in dup.items():
+            self.duplicates[prefix + name] = k
+        first = {}
+        for init in g.initializer:
+            first.setdefault(_text(init.name), init)
+        # _initializers reads only ``.initializer``: the first proto of each duplicated name overwrites the last
+        self._initializers(SimpleNamespace(initializer=[first[name] for name in dup]))
 
     def add_nodes(self, g: onnx.GraphProto, parent: str | None, prefix: str, depth: int) -> None:
         """The nodes of ``g`` (and of their subgraphs) with their tensors' producer and consumers."""
@@ -411,4 +436,5 @@ def load_stage(path: str | os.PathLike, role: str = "custom", name: str | None =
     outputs = [_text(vo.name) for vo in model.graph.output]
     return StageGraph(name=name or p.name.removesuffix(".onnx"), role=role, path=str(p),
                       opsets=opsets, ir_version=int(model.ir_version), producer_name=_text(model.producer_name),
-                      inputs=inputs, outputs=outputs, nodes=b.nodes, tensors=b.tensors)
+                      inputs=inputs, outputs=outputs, nodes=b.nodes, tensors=b.tensors,
+                      duplicate_initializers=b.duplicates)

@@ -37,9 +37,9 @@ def plan_reports(out: str | os.PathLike | None = None, html: str | os.PathLike |
     ----------
     out : path-like, optional
         Directory for ``report.json`` and ``report.html`` (created on write); None: :data:`DEFAULT_OUT` in the
-        working directory, placed by default, so refused when it would land next to one of the ``inputs`` (in the
-        directory of an input file, or inside an input directory). A path given is the caller's choice: refused
-        only when it is an input or lies inside an input directory.
+        working directory, placed by default, so refused when it would land next to one of the ``inputs`` (in or
+        below the directory of an input file, or inside an input directory). A path given is the caller's choice:
+        refused only when it is an input or lies inside an input directory.
     html, json : path-like, optional
         Explicit paths; an explicit JSON path replaces ``out/report.json``.
     no_report : bool
@@ -72,9 +72,10 @@ def plan_reports(out: str | os.PathLike | None = None, html: str | os.PathLike |
         check_output_path(json, protect)
     in_out = [p for p in (plan.json, plan.html) if p is not None and p.parent == out]
     if in_out or (plan.model_explorer is not None and out in plan.model_explorer.parents):
-        check_output_dir(out, protect)
-        if default:
+        if default:  # placed by us: the refusal says how to place it (the working directory may be an input's)
             check_default_place(out, protect if inputs is None else inputs, "the default report directory", option)
+        check_output_dir(out, protect, hint=f"give {option} outside it" if default else
+                         "name an output place outside it")
     if plan.html is not None and plan.html.parent != out:
         check_output_path(plan.html, protect)
     if plan.model_explorer is not None:

@@ -18,7 +18,7 @@ from .checks import AuditContext, run_checks
 from .checks.structure import custom_ops
 from .config.refs import config_inputs
 from .classify import Change, Coverage, classify, coverage
-from .errors import DataError, GraphAuditError, StagesUnrelatedError
+from .errors import DataError, DataUnreadableError, GraphAuditError, StagesUnrelatedError
 from .evaluate import as_eval_hook
 from .evalshards import evaluate_scaled
 from .findings import Finding
@@ -325,6 +325,8 @@ def _audit(paths, source, title, config, data, log, find_log, numeric, min_stage
                        numeric=run.results if run else None, input_stats=inputs.stats if inputs else None,
                        data_stage=idx, data_from_pixel_files=bool(inputs and inputs.from_pixel_files),
                        stage_failures=run.refused if run else [], metric=metric,
+                       data_unreadable=inputs.unreadable if inputs else getattr(numeric_error, "unreadable", []),
+                       data_files_read=inputs.files_read if inputs else 0,
                        **_config_fields(cfg, stages, lineage))
     with _no_cyclic_gc():  # the checks and the report build one record per node or change (a census, 10^5 changes)
         findings = run_checks(ctx)
@@ -392,7 +394,8 @@ class _DataPlan:
 def _measure(stages, lineage: Lineage, changes, plan: _DataPlan, idx: int, cfg):
     """The data step: input statistics and the numeric run, as ``(inputs, run, DataError or None)``. Data that
     cannot be fed are returned as the error (the input findings may say why); the config's own calibration folder
-    never stops the audit (its problem becomes the error), data given do when they cannot be read."""
+    never stops the audit (its problem becomes the error), data given do when they cannot be used; files that
+    cannot be read are left out (P212), and when none can be, that is the error (DataUnreadableError)."""
     data, opts = plan.data, plan.opts
     inputs, run = None, None
     try:
@@ -400,6 +403,8 @@ def _measure(stages, lineage: Lineage, changes, plan: _DataPlan, idx: int, cfg):
             inputs = input_data(stages, data, idx, opts.raw_dtype, opts.raw_shape, opts.max_samples, cfg)
         if (data is not None or opts.random is not None) and len(stages) > 1:  # one stage: nothing to compare
             run = run_numeric_scaled(stages, lineage, changes, data, opts, idx, cfg)
+    except DataUnreadableError as e:  # no sample can be read: finding P212, the rest of the report goes on
+        return None, None, e
     except DataError as e:  # data that cannot be fed: fine when the input findings say why (checked later)
         if inputs is None and not plan.from_config:
             raise
@@ -412,6 +417,8 @@ def _skipped(error: DataError | None, findings: list[Finding], data, from_config
     that cannot be read), or None; re-raises ``error`` when no input finding explains data given by the user."""
     if error is None:
         return None
+    if isinstance(error, DataUnreadableError):  # said by finding P212 too
+        return ("the config's cal_data_dir could not be run: " if from_config else "") + f"{error} (P212)"
     why = sorted({f.code for f in contract_errors(findings)})
     if from_config:
         return (f"the config's cal_data_dir could not be run: {error}"

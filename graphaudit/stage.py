@@ -174,6 +174,9 @@ class StageGraph:
     nodes : dict[str, NodeInfo]
         In topological (file) order, subgraph nodes after their parent.
     tensors : dict[str, TensorInfo]
+    duplicate_initializers : dict[str, int]
+        Initializer names one graph lists more than once -> how many times (subgraph names with their node
+        prefix); the tensor holds the first of them, as onnxruntime computes with (rule S113).
     """
 
     name: str
@@ -187,6 +190,7 @@ class StageGraph:
     nodes: dict[str, NodeInfo]
     tensors: dict[str, TensorInfo]
     _graph: nx.MultiDiGraph | None = field(default=None, repr=False, compare=False)
+    duplicate_initializers: dict[str, int] = field(default_factory=dict)
 
     @property
     def graph(self) -> nx.MultiDiGraph:

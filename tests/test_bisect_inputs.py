@@ -119,7 +119,9 @@ def test_a_source_that_is_not_the_float_model_does_not_crash_the_isolated_measur
     they do not fit (24 channels into an 8-channel Conv); onnxruntime's Fail used to escape as a traceback (exit 1).
     Such a region is skipped like one that cannot load, and the bisection still runs: exit 0 or 1, JSON written."""
     js = tmp_path / "b.json"
-    rc = main(["bisect", str(ORT_CLS), "--source", str(ORT_CLS / "ppocr_cls_qdq.onnx"), "--random", "1",
+    src = tmp_path / "model.onnx"  # a copy: the stage file itself as --source is refused (given twice)
+    src.write_bytes((ORT_CLS / "ppocr_cls_qdq.onnx").read_bytes())
+    rc = main(["bisect", str(ORT_CLS), "--source", str(src), "--random", "1",
                "--max-samples", "1", "--input-shape", "x=1x3x48x192", "--budget", "2", "--json", str(js)])
     assert rc in (0, 1) and js.is_file()
     assert "Traceback" not in capsys.readouterr().err

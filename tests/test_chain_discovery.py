@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 
 import pytest
 
@@ -87,3 +88,48 @@ def test_hb_mapper_project_directory_finds_its_working_dir(tmp_path):
     save_text(tmp_path / "other_output", "x_original_float_model.onnx", H + G)
     with pytest.raises(StageDiscoveryError):  # two working dirs: ambiguous, the user must say which
         discover_stages([tmp_path])
+
+
+@pytest.mark.parametrize("spell", [
+    lambda d, t: [d / "ppocr_cls_original.onnx", d / "ppocr_cls_original.onnx"],              # the same path twice
+    lambda d, t: ["ppocr_cls_original.onnx", "../ppocr_cls/ppocr_cls_original.onnx"],          # another spelling
+    lambda d, t: [_link(t, d / "ppocr_cls_original.onnx"), d / "ppocr_cls_original.onnx"],     # a symlink to it
+    lambda d, t: [d / "ppocr_cls_original.onnx", *_hard(t, d / "ppocr_cls_optimized.onnx")],  # a hard link to it
+])
+def test_one_file_given_as_two_stages_is_refused(samples, tmp_path, monkeypatch, capsys, spell):
+    """A stage and itself is no pipeline: exit 2, one line naming the file given the second time, before any work
+    (nothing written). It was accepted: `explain a.onnx a.onnx` reported a pipeline of two stages."""
+    from graphaudit.cli import main
+
+    d = samples / "ort" / "ppocr_cls"
+    monkeypatch.chdir(d)
+    paths = [str(p) for p in spell(d, tmp_path)]
+    assert main(["explain", *paths, "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"graphaudit: error: {paths[-1]}: given as two stages")
+    assert "give each stage file once" in err and not (tmp_path / "out").exists()
+
+
+def test_source_that_is_a_stage_file_is_refused(samples, capsys):
+    from graphaudit.cli import main
+
+    d = samples / "ort" / "ppocr_cls"
+    assert main(["diff", str(d), "--source", str(d / "ppocr_cls_original.onnx")]) == 2
+    assert "given as --source and a stage" in capsys.readouterr().err
+
+
+def _link(tmp, target):
+    (tmp / "link.onnx").symlink_to(target)
+    return tmp / "link.onnx"
+
+
+def _hard(tmp, target):
+    """A copy of ``target`` (the shared samples are left alone) and a hard link to the copy."""
+    import shutil
+
+    copy = shutil.copy(target, tmp / "ppocr_cls_optimized.onnx")
+    try:
+        os.link(copy, tmp / "hard.onnx")
+    except OSError:
+        pytest.skip("no hard links on this file system")
+    return [copy, tmp / "hard.onnx"]

@@ -87,8 +87,47 @@ def test_inputs_untouched_and_nothing_written_next_to_them(tmp_path, two_stages)
     assert {q: q.read_bytes() for q in tmp_path.iterdir()} == before
     assert (work / "graphaudit_report" / "report.html").is_file()
     # run from inside the stage directory, the default report directory would land next to the inputs: refused
-    assert_user_error(run("explain", ".", cwd=tmp_path), "refusing to write there")
+    p = run("explain", ".", cwd=tmp_path)
+    assert_user_error(p, "graphaudit_report: the default report directory would be written inside the input "
+                         "directory .; give --out DIR outside it")
+    assert p.stdout == ""
     assert {q: q.read_bytes() for q in tmp_path.iterdir()} == before
+
+
+def test_default_report_directory_refusals_come_first_and_say_what_to_do(tmp_path, samples):
+    """Refused before any other output (the found config's line was printed first), with what to do in the one
+    line: run from a subdirectory of the stage files' directory (the report landed inside the user's input
+    directory), and `explain .` in an hb_mapper project directory (the working directory is the input)."""
+    import shutil
+
+    src = samples / "hb" / "ppocr_cls_bayes-e"
+    if not src.is_dir():
+        pytest.skip("real hb_mapper sets not built")
+    project = tmp_path / "project"
+    (project / "model_output" / "sub").mkdir(parents=True)
+    shutil.copy(src / "config.yaml", project / "config.yaml")  # its working_dir is model_output
+    for f in (src / "model_output").glob("*_model.onnx"):
+        shutil.copy(f, project / "model_output" / f.name)
+    listing = sorted(str(q.relative_to(project)) for q in project.rglob("*"))
+    sub = project / "model_output" / "sub"
+    p = run("explain", "../ppocr_cls_original_float_model.onnx", "../ppocr_cls_optimized_float_model.onnx",
+            "--no-log", cwd=sub)
+    assert_user_error(p, f"graphaudit_report: the default report directory would be written inside "
+                         f"{project / 'model_output'}, the directory of the input file "
+                         "../ppocr_cls_original_float_model.onnx; give --out DIR outside it")
+    assert p.stdout == ""
+    p = run("explain", ".", cwd=project)
+    assert_user_error(p, "inside the input directory .; give --out DIR outside it")
+    assert p.stdout == ""  # the line "config: .../config.yaml (its working_dir holds the stages ...)" came first
+    p = run("explain", "model_output", "--out", "model_output/x", cwd=project)  # typed: the message says so too
+    assert_user_error(p, "model_output/x: is or lies inside the input directory model_output; refusing to write "
+                         "there (name an output place outside it)")
+    assert p.stdout == ""
+    assert sorted(str(q.relative_to(project)) for q in project.rglob("*")) == listing
+    # from the project directory, the usual run writes the default folder there and says the config first
+    p = run("explain", "model_output", "--no-log", cwd=project)
+    assert p.returncode in (0, 1) and p.stdout.startswith(f"config: {project / 'config.yaml'}"), p.stderr
+    assert (project / "graphaudit_report" / "report.json").is_file()
 
 
 def test_default_report_directory_never_lands_next_to_an_input_file(tmp_path, samples):

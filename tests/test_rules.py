@@ -134,6 +134,18 @@ def _run_example(tmp_path, case):
     for i, s in enumerate(case["stages"]):
         p = save_text(tmp_path, f"s{i}.onnx", s["model"])
         stages.append(load_stage(p, role=s["role"], name=f"{s['role']}{i}"))
+    if case.get("data_files"):  # a directory of .npy files; ``cut: N`` drops the last N bytes of one
+        import numpy as np
+
+        from graphaudit.inputcheck import check_inputs
+
+        (tmp_path / "data").mkdir()
+        for f in case["data_files"]:
+            p = tmp_path / "data" / f["name"]
+            np.save(p, _example_data(f))
+            if f.get("cut"):
+                p.write_bytes(p.read_bytes()[:-f["cut"]])
+        return check_inputs(stages, tmp_path / "data")[1]
     if case.get("data"):
         import numpy as np
 

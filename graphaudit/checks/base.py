@@ -32,6 +32,8 @@ class AuditContext:
     config_lineage: Lineage | None = None  # the stages with config_model as stage 0, when it is not a stage
     config_data: object | None = None  # calibration data directory overriding the config's cal_data_dir
     data_from_pixel_files: bool = False  # the data are hb_mapper raw pixel files (cal_data_dir), fed as x - 128
+    data_unreadable: list = field(default_factory=list)  # (path, reason): data files left out, unreadable (P212)
+    data_files_read: int = 0  # data files the input checks and the comparison read (P212)
     stage_failures: list = field(default_factory=list)  # (stage index, reason): stages the runtime could not run
     metric: object | None = None  # graphaudit.numeric.summary.MetricSection: the user's metric per stage (--eval)
 

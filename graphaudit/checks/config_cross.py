@@ -241,9 +241,11 @@ def _dir_problem(d: Path, inp: ConfigInput) -> str | None:
     if files and all(is_raw_file(p) for p in files):  # hb_mapper reads any name as raw bytes (data.hbcal)
         return None
     try:
-        open_data(d, [InputSpec(inp.name or "input", "float32", None)])
+        src = open_data(d, [InputSpec(inp.name or "input", "float32", None)])
     except DataError as e:
         return str(e)
+    if src.unreadable:  # lint reads every file it checks: one it cannot read is said (the others are not enough)
+        return src.unreadable[0][1]
     return None
 
 

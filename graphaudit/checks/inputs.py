@@ -401,3 +401,21 @@ def check_calibrated_range(ctx: AuditContext) -> Iterator[Finding]:
                 location={"tensor": x, "node": node}, severity="error" if beyond > OUTSIDE_ERROR else "warning",
                 evidence={"min": stats.minimum, "max": stats.maximum, "calibrated": [lo, hi], "beyond": beyond,
                           "data_stage": fed.name})
+
+
+def check_unreadable_files(ctx: AuditContext) -> Iterator[Finding]:
+    """Rule P212 (graphaudit/rules/inputs.yaml): one finding for the data files left out because they cannot be
+    read (``ctx.data_unreadable``: ``(path, reason)``, the reason naming the file; ``ctx.data_files_read``: the
+    files read instead, 0 when none could be)."""
+    bad = ctx.data_unreadable
+    if not bad:
+        return
+    n, read = len(bad), ctx.data_files_read
+    shown = "; ".join(why for _p, why in bad[:3]) + (f"; and {n - 3} more" if n > 3 else "")
+    went_on = (f"the input checks and the numeric comparison use the other {read} file(s)" if read else
+               "no file could be read, so the input checks and the numeric comparison did not run")
+    yield make_finding(
+        "P212", f"{n} of {n + read} data file(s) could not be read or fed and were left out ({went_on}): {shown}",
+        location={"file": str(bad[0][0])},
+        evidence={"unreadable": [{"file": str(p), "reason": why} for p, why in bad[:100]], "count": n,
+                  "files_read": read})

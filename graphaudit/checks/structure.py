@@ -316,6 +316,25 @@ def check_initializers_as_inputs(ctx: AuditContext) -> Iterator[Finding]:
                 f"{', '.join(names[:3])}", stage=st.name, evidence={"count": len(names), "examples": names[:10]})
 
 
+def check_duplicate_initializers(ctx: AuditContext) -> Iterator[Finding]:
+    """Rule S113 (graphaudit/rules/structure.yaml): one finding per stage file whose graph lists an initializer
+    name more than once (:attr:`graphaudit.stage.StageGraph.duplicate_initializers`, recorded by the loader from
+    names alone)."""
+    for st in ctx.stages:
+        dup = st.duplicate_initializers
+        if not dup:
+            continue
+        names = list(dup)
+        listed = ", ".join(f"{n!r} x{dup[n]}" for n in names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5
+                                                                    else "")
+        yield make_finding(
+            "S113", f"{st.path}: {len(names)} initializer name(s) listed more than once: {listed}. onnx.checker "
+            "refuses the file; onnxruntime loads it and computes with the first initializer of each name (1.32.0, "
+            "measured, although its warning says the last), and graphaudit compares the first too; a tool that "
+            "keeps the last computes with other weights", stage=st.name, location={"file": str(st.path)},
+            evidence={"names": {n: dup[n] for n in names[:50]}, "count": len(names)})
+
+
 def check_unfused_batchnorm(ctx: AuditContext) -> Iterator[Finding]:
     """Rule S109 (graphaudit/rules/structure.yaml): yields its findings over ``ctx``."""
     for i, st in enumerate(ctx.stages):

@@ -16,7 +16,7 @@ from ruamel.yaml.resolver import VersionedResolver
 from ..errors import ConfigError
 
 __all__ = ["load_yaml_text", "MAX_CONFIG_BYTES", "MAX_LINE_CHARS", "MAX_EXPANDED_CHARS", "MAX_CONFIG_NODES",
-           "MAX_FLOW_DEPTH"]
+           "MAX_FLOW_DEPTH", "MAX_BLOCK_DEPTH"]
 
 #: Larger files are refused: real conversion configs are 1-10 kB (the largest in the corpus is 12 kB); the bound
 #: keeps ruamel's pure-Python parser to about a second on the worst input (see bench/bench_config_limits.py).
@@ -164,6 +164,66 @@ def _flow_scan(text: str) -> tuple[int, int]:
     return deepest, items
 
 
+#: Deepest block (indentation) nesting accepted: real configs nest 3 levels; ruamel's parser recurses once per level
+#: and runs out of Python's stack a few hundred levels down (250 did under pytest), so a deeper document is refused
+#: from its text before it is parsed.
+MAX_BLOCK_DEPTH = 64
+
+_DASHES = re.compile(r"(?:-(?:[ \t]+|$))+")
+_BLOCK_SCALAR = re.compile(r"(?:^|[:\-][ \t]+)[|>][-+0-9]*[ \t]*(?:#.*)?$")
+
+
+def _too_deep(text: str, limit: int) -> int:
+    """The 1-based line where block nesting, estimated from indentation outside block scalars, first exceeds
+    ``limit`` levels (0: never): a content line more indented than the open levels opens one more, and each ``- ``
+    of a compact sequence (``- - - x``) one more. An upper estimate (``- key:`` and the keys below it count
+    twice), not a YAML parser."""
+    stack: list[int] = []
+    scalar_at = None  # indent of the line that opened a block scalar (| or >): deeper lines are its text
+    for n, ln in enumerate(text.splitlines(), 1):
+        body = ln.lstrip(" ")
+        if not body.strip() or body.startswith("#"):
+            continue
+        indent = len(ln) - len(body)
+        if scalar_at is not None and indent > scalar_at:
+            continue
+        scalar_at = None
+        while stack and stack[-1] >= indent:
+            stack.pop()
+        stack.append(indent)
+        dashes = _DASHES.match(body)
+        if len(stack) + (dashes.group().count("-") - 1 if dashes else 0) > limit:
+            return n
+        if _BLOCK_SCALAR.search(body):
+            scalar_at = indent
+    return 0
+
+
+def _int_limit() -> int:
+    """Most digits Python converts to an int (``sys.get_int_max_str_digits``, 4300 by default; 0: no limit);
+    PyYAML, which hb_mapper/hb_compile read configs with, fails beyond it too."""
+    import sys
+
+    get = getattr(sys, "get_int_max_str_digits", None)
+    return get() if get is not None else 4300
+
+
+def _long_integer(text: str, label: str) -> ConfigError | None:
+    """The ConfigError for a YAML integer too long for Python's int conversion (line, column, digit count), or
+    None when no such run of digits is found."""
+    limit = _int_limit()
+    if not limit:
+        return None
+    for n, ln in enumerate(text.splitlines(), 1):
+        for m in re.finditer(r"(?<![\w.\-+])[-+]?[0-9][0-9_]*", ln):
+            digits = sum(ch.isdigit() for ch in m.group())
+            if digits > limit:
+                return ConfigError(f"{label}: not valid YAML at line {n}, column {m.start() + 1}: an integer of "
+                                   f"{digits} digits (Python reads at most {limit}, and so does PyYAML, which "
+                                   "hb_mapper/hb_compile read the config with)")
+    return None
+
+
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
@@ -218,7 +278,8 @@ def load_yaml_text(text: str, label: str) -> tuple[dict, dict[tuple, tuple[int, 
     ------
     ConfigError
         One line naming ``label``: larger than :data:`MAX_CONFIG_BYTES`, empty, a line longer than
-        :data:`MAX_LINE_CHARS`, nested deeper than :data:`MAX_FLOW_DEPTH`, more than :data:`MAX_CONFIG_NODES`
+        :data:`MAX_LINE_CHARS`, nested deeper than :data:`MAX_FLOW_DEPTH` (flow) or :data:`MAX_BLOCK_DEPTH`
+        (indentation), an integer longer than Python converts (line and column), more than :data:`MAX_CONFIG_NODES`
         nodes (estimated from the text first, then counted with aliases expanded), more than
         :data:`MAX_EXPANDED_CHARS` of text with aliases expanded, not YAML (with line and column), not a mapping.
     """
@@ -229,6 +290,10 @@ def load_yaml_text(text: str, label: str) -> tuple[dict, dict[tuple, tuple[int, 
     depth, items = _flow_scan(text)
     if depth > MAX_FLOW_DEPTH:
         raise ConfigError(f"{label}: YAML nested more than {MAX_FLOW_DEPTH} levels deep; not a conversion config")
+    line = _too_deep(text, MAX_BLOCK_DEPTH)
+    if line:
+        raise ConfigError(f"{label}: YAML nested more than {MAX_BLOCK_DEPTH} levels deep (line {line}); not a "
+                          "conversion config")
     lines = 0
     for n, ln in enumerate(text.splitlines(), 1):
         if len(ln) > MAX_LINE_CHARS:
@@ -249,7 +314,14 @@ def load_yaml_text(text: str, label: str) -> tuple[dict, dict[tuple, tuple[int, 
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         raise ConfigError(f"{label}: not valid YAML{where}: {_one_line(e.problem or e.context or 'parse error')}") \
             from None
-    except (YAMLError, ValueError, TypeError, RecursionError) as e:
+    except RecursionError:
+        raise ConfigError(f"{label}: YAML nested too deeply to read; not a conversion config") from None
+    except ValueError as e:
+        if "integer string conversion" in str(e):
+            raise (_long_integer(text, label) or ConfigError(
+                f"{label}: not valid YAML: an integer with more digits than Python reads ({_int_limit()})")) from None
+        raise ConfigError(f"{label}: not valid YAML ({e.__class__.__name__}: {_one_line(str(e))})") from None
+    except (YAMLError, TypeError) as e:
         raise ConfigError(f"{label}: not valid YAML ({e.__class__.__name__}: {_one_line(str(e))})") from None
     for w in caught:
         if issubclass(w.category, ReusedAnchorWarning):

@@ -15,7 +15,7 @@ from typing import IO
 import numpy as np
 
 from ..errors import DataError
-from .spec import PICKLE, data_error, fmt_shape, one_line, os_error
+from .spec import PICKLE, data_error, file_error, fmt_shape, one_line, os_error
 
 __all__ = ["ArrayRef", "check_npy", "npy_header", "npy_ref", "npz_refs", "raw_ref", "read_npy_header"]
 
@@ -71,10 +71,10 @@ def _bad_magic(fh: IO[bytes], label: str) -> DataError:
     except (OSError, ValueError):
         head = b""
     if head[:1] == b"\x80":
-        return data_error(label, PICKLE)
+        return file_error(label, PICKLE)
     if len(head) < 8 and _MAGIC.startswith(head[:6]):
-        return data_error(label, "truncated .npy (no complete header)")
-    return data_error(label, "not a .npy array (bad magic)")
+        return file_error(label, "truncated .npy (no complete header)")
+    return file_error(label, "not a .npy array (bad magic)")
 
 
 def read_npy_header(fh: IO[bytes], label: str) -> tuple[np.dtype, tuple[int, ...], bool]:
@@ -101,15 +101,15 @@ def read_npy_header(fh: IO[bytes], label: str) -> tuple[np.dtype, tuple[int, ...
         raise _bad_magic(fh, label) from None
     reader = _HEADER_READERS.get(version)
     if reader is None:
-        raise data_error(label, f"unsupported .npy format version {version[0]}.{version[1]}")
+        raise file_error(label, f"unsupported .npy format version {version[0]}.{version[1]}")
     try:
         shape, fortran, dtype = reader(fh, **_HEADER_LIMIT)
     except (ValueError, SyntaxError, TypeError, struct.error) as e:
         if "EOF" in str(e):
-            raise data_error(label, "truncated .npy (incomplete header)") from None
-        raise data_error(label, f"corrupt .npy header ({one_line(e)})") from None
+            raise file_error(label, "truncated .npy (incomplete header)") from None
+        raise file_error(label, f"corrupt .npy header ({one_line(e)})") from None
     if dtype.hasobject:
-        raise data_error(label, PICKLE)
+        raise file_error(label, PICKLE)
     return dtype, tuple(int(d) for d in shape), bool(fortran)
 
 
@@ -119,7 +119,7 @@ def check_npy(fh: IO[bytes], label: str, size: int) -> tuple[np.dtype, tuple[int
     offset = fh.tell()
     need = offset + math.prod(shape) * dtype.itemsize
     if size < need:
-        raise data_error(label, f"truncated .npy: {size} bytes, {fmt_shape(shape)} {dtype.name} needs {need}")
+        raise file_error(label, f"truncated .npy: {size} bytes, {fmt_shape(shape)} {dtype.name} needs {need}")
     return dtype, shape, fortran, offset
 
 
@@ -165,7 +165,7 @@ def npz_refs(path: Path) -> dict[str, ArrayRef]:
                     dtype, shape, fortran, offset = check_npy(fh, label, info.file_size)
                 out[key] = ArrayRef(path, info.filename, label, dtype, shape, fortran, offset, True)
     except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError) as e:
-        raise data_error(path, f"corrupt or truncated .npz ({one_line(e)})") from None
+        raise file_error(path, f"corrupt or truncated .npz ({one_line(e)})") from None
     except OSError as e:
         raise os_error(str(path), e) from None
     return out
@@ -194,5 +194,5 @@ def raw_ref(path: Path, raw_dtype: str | None, raw_shape: tuple | None) -> Array
         raise os_error(label, e) from None
     need = math.prod(shape) * dtype.itemsize
     if size != need:
-        raise data_error(label, f"{size} bytes, but raw_shape {fmt_shape(shape)} x {dtype.name} is {need} bytes")
+        raise file_error(label, f"{size} bytes, but raw_shape {fmt_shape(shape)} x {dtype.name} is {need} bytes")
     return ArrayRef(path, None, label, dtype, shape, False, 0, False)

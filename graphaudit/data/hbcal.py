@@ -19,9 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import DataError
-from .source import IMAGE_EXTS, NPY_EXTS, RAW_EXTS, DataSource, open_data
-from .spec import InputSpec, list_files
+from ..errors import DataError, DataUnreadableError
+from .source import IMAGE_EXTS, NPY_EXTS, RAW_EXTS, DataSource, none_readable, open_data
+from .spec import InputSpec, list_files, os_error
 
 __all__ = ["RAW_PIXEL_SUFFIXES", "is_raw_pixel_dir", "is_raw_file", "open_raw_pixels", "open_stage_data",
            "config_data_dir"]
@@ -91,9 +91,12 @@ def open_raw_pixels(path: str | os.PathLike, spec: InputSpec, shape: tuple | Non
 
     Raises
     ------
+    DataUnreadableError
+        No file whose size is ``prod(shape) * itemsize`` (one line naming the first); files of another size among
+        others are left out (:attr:`DataSource.unreadable`).
     DataError
-        No files, a file whose size is not ``prod(shape) * itemsize``, a shape that is not rank 4 with one
-        colour axis, or a colour space that cannot be read as pixels.
+        No files, a shape that is not rank 4 with one colour axis, or a colour space that cannot be read as
+        pixels.
     """
     p = Path(path)
     color = (color or "").lower()
@@ -114,13 +117,24 @@ def open_raw_pixels(path: str | os.PathLike, spec: InputSpec, shape: tuple | Non
     if not files:
         raise DataError(f"{p}: no calibration files in directory")
     need = math.prod(shape) * dt.itemsize
+    kept, unreadable = [], []
     for f in files:
-        size = f.stat().st_size
-        if size != need:
-            raise DataError(f"{f}: {size} bytes, but input_shape {'x'.join(map(str, shape))} of {dt.name} "
-                            f"needs {need}")
-    chunks = [_PixelChunk(f, spec.name, dt, tuple(shape), lay, color) for f in files]
-    return DataSource("raw", p, "pixels", [spec], chunks, files)
+        try:
+            size = f.stat().st_size
+        except OSError as e:
+            unreadable.append((f, str(os_error(str(f), e))))
+            continue
+        if size != need:  # this file is left out, the others are read
+            unreadable.append((f, f"{f}: {size} bytes, but input_shape {'x'.join(map(str, shape))} of {dt.name} "
+                                  f"needs {need}"))
+            continue
+        kept.append(f)
+    if not kept:
+        if not p.is_dir():
+            raise DataUnreadableError(unreadable[0][1], unreadable)
+        raise none_readable(p, unreadable)
+    chunks = [_PixelChunk(f, spec.name, dt, tuple(shape), lay, color) for f in kept]
+    return DataSource("raw", p, "pixels", [spec], chunks, kept, unreadable)
 
 
 def _config_input(config, spec: InputSpec):

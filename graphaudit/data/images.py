@@ -8,7 +8,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from .spec import data_error, one_line
+from .spec import data_error, file_error, one_line
 
 __all__ = ["MAX_IMAGE_PIXELS", "check_image", "ImageChunk"]
 
@@ -31,30 +31,60 @@ def _pil(label: Any) -> Any:
 
 
 def check_image(path: Path) -> None:
-    """Identify an image from its header (no pixel decoding).
+    """Identify an image from its header (no pixel decoding), and see that a PNG or JPEG file is complete.
+
+    A PNG ends with its IEND chunk and a JPEG with the EOI marker (PNG spec section 5.6; ITU T.81 B.2.1): a file
+    cut short (a copy that stopped) lacks them and Pillow fails on its pixels only when they are decoded, in the
+    middle of a run. Reading the last bytes costs nothing; a file that does not end so (trailing bytes after the
+    end, or cut) is decoded once here to tell which.
 
     Raises
     ------
+    DataFileError
+        Pillow cannot identify or decode the file, the image has more than :data:`MAX_IMAGE_PIXELS` pixels, or
+        its mode (16-bit, float) does not convert to uint8 RGB without loss.
     DataError
-        Pillow is missing or cannot identify the file, the image has more than :data:`MAX_IMAGE_PIXELS`
-        pixels, or its mode (16-bit, float) does not convert to uint8 RGB without loss.
+        Pillow is missing.
     """
     Image, _ = _pil(path)
     try:
         with warnings.catch_warnings():  # Pillow's multi-line DecompressionBombWarning: our own cap below says it
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
             with Image.open(path) as img:
-                mode = img.mode
+                mode, fmt = img.mode, img.format
                 width, height = img.size
     except FileNotFoundError:
-        raise data_error(path, "no such file") from None
+        raise file_error(path, "no such file") from None
     except _PIL_ERRORS as e:
-        raise data_error(path, f"Pillow cannot decode this image ({one_line(e)})") from None
+        raise file_error(path, f"Pillow cannot decode this image ({one_line(e)})") from None
     if width * height > MAX_IMAGE_PIXELS:
-        raise data_error(path, f"image of {width}x{height} pixels is larger than {MAX_IMAGE_PIXELS} pixels; "
+        raise file_error(path, f"image of {width}x{height} pixels is larger than {MAX_IMAGE_PIXELS} pixels; "
                                "refusing to decode")
     if mode in ("I", "F") or mode.startswith("I;"):
-        raise data_error(path, f"image mode {mode} (16-bit or float) cannot be decoded to uint8 RGB without loss")
+        raise file_error(path, f"image mode {mode} (16-bit or float) cannot be decoded to uint8 RGB without loss")
+    if fmt in _ENDS and not _ends_with(path, _ENDS[fmt]):
+        try:
+            with Image.open(path) as img:
+                img.load()
+        except _PIL_ERRORS as e:
+            raise file_error(path, f"Pillow cannot decode this image ({one_line(e)})") from None
+
+
+#: The bytes a complete file of the format ends with: PNG's IEND chunk (length 0, type, CRC), JPEG's EOI marker.
+_ENDS = {"PNG": b"\x00\x00\x00\x00IEND\xaeB`\x82", "JPEG": b"\xff\xd9"}
+
+
+def _ends_with(path: Path, tail: bytes) -> bool:
+    """The file's last bytes are ``tail`` (False when it is shorter or cannot be read)."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, 2)
+            if fh.tell() < len(tail):
+                return False
+            fh.seek(-len(tail), 2)
+            return fh.read(len(tail)) == tail
+    except OSError:
+        return False
 
 
 class ImageChunk:
@@ -73,7 +103,7 @@ class ImageChunk:
                 img = ImageOps.exif_transpose(img)
                 arr = np.array(img.convert("RGB"), dtype=np.uint8)
         except FileNotFoundError:
-            raise data_error(self.path, "no such file") from None
+            raise file_error(self.path, "no such file") from None
         except _PIL_ERRORS as e:
-            raise data_error(self.path, f"Pillow cannot decode this image ({one_line(e)})") from None
+            raise file_error(self.path, f"Pillow cannot decode this image ({one_line(e)})") from None
         yield {self.name: arr[np.newaxis]}

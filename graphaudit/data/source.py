@@ -9,6 +9,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from ..errors import DataFileError, DataUnreadableError
 from .arrays import npy_ref, npz_refs, raw_ref
 from .images import ImageChunk, check_image
 from .readers import array_chunk
@@ -54,13 +55,20 @@ class DataSource:
     inputs : list of InputSpec
         The inputs the samples feed.
     files : list of pathlib.Path
-        The data files, in iteration order (empty for random data).
+        The data files read, in iteration order (empty for random data).
+    unreadable : list of (pathlib.Path, str)
+        Files of a directory left out because their content cannot be read (truncated, corrupt, pickled,
+        undecodable, the wrong byte size: :class:`graphaudit.errors.DataFileError`), with the one-line reason
+        naming the file; their samples are not among the samples. Empty for a file given alone (it is the
+        :class:`graphaudit.errors.DataUnreadableError` instead).
     """
 
     def __init__(self, kind: str, path: Path | None, domain: str, inputs: list[InputSpec],
-                 chunks: list[Any], files: list[Path] | None = None):
+                 chunks: list[Any], files: list[Path] | None = None,
+                 unreadable: list[tuple[Path, str]] | None = None):
         self.kind, self.path, self.domain, self.inputs = kind, path, domain, inputs
         self.files = files or []
+        self.unreadable = unreadable or []
         self._chunks = chunks
         self._len = sum(c.count for c in chunks)
 
@@ -147,19 +155,33 @@ def _calibration(d: Path, inputs: list[InputSpec], raw_dtype: str | None, raw_sh
     if len(set(counts.values())) > 1:
         desc = ", ".join(f"{name}/ {n}" for name, n in counts.items())
         raise data_error(d, f"calibration subdirectories hold different file counts ({desc})")
-    chunks = []
+    chunks, kept, unreadable = [], [], []
     for i in range(next(iter(counts.values()))):
         refs = {}
-        for spec in inputs:
-            p = per_input[spec.name][i]
-            refs[spec.name] = npy_ref(p) if p.suffix.lower() == ".npy" else raw_ref(p, raw_dtype, raw_shape)
+        try:  # a sample whose file (for any input) cannot be read is left out, for every input
+            for spec in inputs:
+                p = per_input[spec.name][i]
+                refs[spec.name] = npy_ref(p) if p.suffix.lower() == ".npy" else raw_ref(p, raw_dtype, raw_shape)
+        except DataFileError as e:
+            unreadable.append((p, str(e)))
+            continue
         if len(inputs) > 1:
             label = " + ".join(str(per_input[s.name][i]) for s in inputs)
         else:
             label = str(per_input[inputs[0].name][i])
         chunks.append(array_chunk(refs, inputs, label))
-    files = [p for i in range(len(chunks)) for p in (per_input[s.name][i] for s in inputs)]
-    return DataSource("calibration_data", d, "tensor", inputs, chunks, files)
+        kept.append(i)
+    if not chunks:
+        raise none_readable(d, unreadable)
+    files = [p for i in kept for p in (per_input[s.name][i] for s in inputs)]
+    return DataSource("calibration_data", d, "tensor", inputs, chunks, files, unreadable)
+
+
+def none_readable(d: Path, unreadable: list[tuple[Path, str]]) -> DataUnreadableError:
+    """The error of a directory none of whose data files could be read (naming the first and its problem)."""
+    more = f" (and {len(unreadable) - 1} more)" if len(unreadable) > 1 else ""
+    return DataUnreadableError(f"{d}: none of its {len(unreadable)} data file(s) could be read: {unreadable[0][1]}"
+                               f"{more}", unreadable)
 
 
 def open_data(path: str | os.PathLike, inputs: list[InputSpec], raw_dtype: str | None = None,
@@ -216,6 +238,11 @@ def open_data(path: str | os.PathLike, inputs: list[InputSpec], raw_dtype: str |
 
     Raises
     ------
+    DataUnreadableError
+        The file given, or every data file of the directory given, cannot be read (pickled or object arrays,
+        never unpickled; truncated or corrupt .npy/.npz; raw files of the wrong byte size; images Pillow
+        cannot decode): one line naming the (first) file. In a directory where some files can be read, the
+        others are left out and listed in :attr:`DataSource.unreadable`.
     DataError
         One line naming the file: missing path; unsupported file type; directory without usable
         files or mixing families (arrays, raw, images); pickled or object arrays (never unpickled);
@@ -231,13 +258,21 @@ def open_data(path: str | os.PathLike, inputs: list[InputSpec], raw_dtype: str |
     _must_exist(p)
     if p.is_dir():
         return _open_dir(p, inputs, raw_dtype, raw_shape)
+    return _open_file(p, inputs, raw_dtype, raw_shape)
+
+
+def _open_file(p: Path, inputs: list[InputSpec], raw_dtype: str | None, raw_shape: tuple | None) -> DataSource:
+    """One data file given alone (DataUnreadableError when its content cannot be read)."""
     if not p.is_file():
         raise data_error(p, "not a regular file or directory")
     fam = _family(p)
     if fam is None:
         raise data_error(p, f"unsupported file type {p.suffix or '(no suffix)'!r} "
                             "(expected .npy, .npz, .bin/.rgb/.raw or .png/.jpg/.jpeg/.bmp)")
-    chunk = _file_chunk(p, fam, inputs, raw_dtype, raw_shape)
+    try:
+        chunk = _file_chunk(p, fam, inputs, raw_dtype, raw_shape)
+    except DataFileError as e:
+        raise DataUnreadableError(str(e), [(p, str(e))]) from None
     kind = p.suffix.lower()[1:] if fam == "npy" else fam
     return DataSource(kind, p, "pixels" if fam == "images" else "tensor", inputs, [chunk], [p])
 
@@ -274,6 +309,15 @@ def _open_dir(p: Path, inputs: list[InputSpec], raw_dtype: str | None, raw_shape
         raise data_error(p, f"directory mixes {' and '.join(kinds[f] for f in families)} files; "
                             "keep one kind per directory")
     fam = families[0]
-    chunks = [_file_chunk(f, fam, inputs, raw_dtype, raw_shape) for f, _ in files]
+    chunks, kept, unreadable = [], [], []
+    for f, _ in files:
+        try:
+            chunks.append(_file_chunk(f, fam, inputs, raw_dtype, raw_shape))
+        except DataFileError as e:  # this file's content: left out, the others are read
+            unreadable.append((f, str(e)))
+            continue
+        kept.append(f)
+    if not chunks:
+        raise none_readable(p, unreadable)
     kind = {"npy": "dir", "raw": "raw", "images": "images"}[fam]
-    return DataSource(kind, p, "pixels" if fam == "images" else "tensor", inputs, chunks, [f for f, _ in files])
+    return DataSource(kind, p, "pixels" if fam == "images" else "tensor", inputs, chunks, kept, unreadable)

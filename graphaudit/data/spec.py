@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import DataError
+from ..errors import DataError, DataFileError
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..stage import StageGraph
@@ -62,18 +62,26 @@ def data_error(label: Any, problem: str) -> DataError:
     return DataError(text.replace("\r", "\\r").replace("\n", "\\n"))
 
 
+def file_error(label: Any, problem: str, path: Any = None) -> DataFileError:
+    """:func:`data_error` for a problem of one file's content (:class:`DataFileError`; ``path`` defaults to
+    ``label``): a directory of data leaves that file out and goes on."""
+    text = f"{label}: {problem}".replace("\r", "\\r").replace("\n", "\\n")
+    return DataFileError(text, Path(path if path is not None else label))
+
+
 def one_line(e: BaseException) -> str:
     """An exception's message collapsed to one line."""
     return " ".join(str(e).split()) or type(e).__name__
 
 
-def os_error(label: str, e: OSError) -> DataError:
-    """The one-line DataError of an OSError met reading ``label``."""
+def os_error(label: str, e: OSError, path: Any = None) -> DataFileError:
+    """The one-line error of an OSError met reading ``label`` (a :class:`DataFileError` of ``path``, default
+    ``label``)."""
     if isinstance(e, FileNotFoundError):
-        return data_error(label, "no such file")
+        return file_error(label, "no such file", path)
     if isinstance(e, IsADirectoryError):
-        return data_error(label, "is a directory, not a file")
-    return data_error(label, f"cannot read: {e.strerror or one_line(e)}")
+        return file_error(label, "is a directory, not a file", path)
+    return file_error(label, f"cannot read: {e.strerror or one_line(e)}", path)
 
 
 def natural_key(name: str) -> tuple:
@@ -146,14 +154,15 @@ def check_specs(inputs: Any, label: Any) -> list[InputSpec]:
 
 
 def check_dtype(spec: InputSpec, dt: np.dtype, label: Any) -> None:
-    """DataError when data of dtype ``dt`` cannot feed ``spec`` (object, structured, wrong kind)."""
+    """DataFileError when data of dtype ``dt`` cannot feed ``spec`` (object, structured, wrong kind): the file's
+    problem, which a directory of data leaves out."""
     if dt.hasobject:
-        raise data_error(label, PICKLE)
+        raise file_error(label, PICKLE)
     if dt.fields is not None:
-        raise data_error(label, f"structured dtype {dt} cannot feed input {spec.name!r}")
+        raise file_error(label, f"structured dtype {dt} cannot feed input {spec.name!r}")
     want = dtype_kind(np.dtype(spec.dtype))
     if dtype_kind(dt) not in _ACCEPT.get(want, want):
-        raise data_error(label, f"dtype {dt.name} cannot feed input {spec.name!r} ({spec.dtype})")
+        raise file_error(label, f"dtype {dt.name} cannot feed input {spec.name!r} ({spec.dtype})")
 
 
 def split_samples(spec: InputSpec, shape: tuple[int, ...], label: Any) -> tuple[int, tuple[int, ...]]:

@@ -64,6 +64,11 @@ def render_bisect(rep: BisectReport, console: Console) -> None:
     console.print(Text(f"{rep.a} -> {rep.b}: {rep.metric} {_value(rep, rep.metric_a)} -> {_value(rep, rep.metric_b)}"
                        f"{where} ({rep.runtime}); {len(rep.steps)} of at most {rep.budget} hybrid evaluations",
                        style="bold"))
+    if rep.data_unreadable:
+        n = len(rep.data_unreadable)
+        console.print(Text(f"{n} data file(s) could not be read or fed and were left out: "
+                           + "; ".join(rep.data_unreadable[:3]) + (f"; and {n - 3} more" if n > 3 else ""),
+                           style="yellow"))
     if "SQNR" in rep.metric and rep.samples < FEW_SAMPLES:
         console.print(Text(f"Caution: {rep.samples} sample(s) only: the output SQNR of so few samples swings with which "
                            "samples they are (on 4 samples of PP-OCR cls, disjoint groups measured 26 dB, 38 dB and no "

@@ -103,7 +103,8 @@ def discover_stages(paths: list[str | os.PathLike], source: str | os.PathLike | 
     ------
     StageDiscoveryError
         Missing paths, a directory without stage files, mixed directories and files, fewer
-        than two stages in total.
+        than two stages in total, one file given as two stages (also through another path, a symlink or a hard
+        link; ``source`` included).
     """
     if not paths:
         raise StageDiscoveryError("no stage directory or files given")
@@ -120,6 +121,21 @@ def discover_stages(paths: list[str | os.PathLike], source: str | os.PathLike | 
         raise StageDiscoveryError(f"{e.filename or ps[0]}: permission denied") from e
     except OSError as e:
         raise StageDiscoveryError(f"{e.filename or ps[0]}: cannot read ({e.strerror})") from e
+
+
+def _once_each(stages: list[StageFile]) -> None:
+    """StageDiscoveryError when two stages are one file on disk: the same path twice, another spelling of it
+    (``a.onnx`` and ``./a.onnx``), a symlink or a hard link to it (same device and inode). A pipeline of a stage
+    and itself compares nothing, and the roles the run gives the two would be made up."""
+    seen: dict[tuple[int, int], StageFile] = {}
+    for f in stages:
+        st = f.path.stat()
+        first = seen.setdefault((st.st_dev, st.st_ino), f)
+        if first is not f:
+            how = "--source and a stage" if "source" in (first.role, f.role) else "two stages"
+            same = "" if str(first.path) == str(f.path) else f" (the same file as {first.path})"
+            raise StageDiscoveryError(f"{f.path}: given as {how}{same}; give each stage file once, in pipeline "
+                                      "order")
 
 
 def _discover(ps: list[Path], source, min_stages: int = 2) -> list[StageFile]:
@@ -152,6 +168,7 @@ def _discover(ps: list[Path], source, min_stages: int = 2) -> list[StageFile]:
         if not sp.is_file():
             raise StageDiscoveryError(f"{sp}: --source model not found")
         stages.insert(0, StageFile(sp, "source", "source"))
+    _once_each(stages)
     if len(stages) < min_stages:
         raise StageDiscoveryError(f"{ps[0]}: only one stage ({stages[0].path.name}); a pipeline needs at least two")
     return stages
