@@ -246,10 +246,41 @@ def _rewrite_line(i: int, t: TransitionSummary, report: AuditReport, scope: str,
                        nodes=nodes, codes=["N401"], sqnr_db=d)
 
 
-def _worst_changes(t: TransitionSummary) -> list[RegionSummary]:
-    """Measured changes (not kept nodes), lowest isolated SQNR first."""
+def _worst_changes(t: TransitionSummary, landed: dict | None = None) -> list[RegionSummary]:
+    """Measured changes (not kept nodes), lowest SQNR first: isolated, or where the error lands (``landed``,
+    :func:`_landed`)."""
     regions = [r for r in (t.regions or t.worst_regions) if r.kind != "kept" and _num(r.sqnr_db) is not None]
-    return sorted(regions, key=lambda r: _sort_db(_num(r.sqnr_db)))
+    return sorted(regions, key=lambda r: _figure(r, landed))
+
+
+def _landed(report: AuditReport, t: TransitionSummary) -> dict[tuple[str, ...], dict]:
+    """The changes of a transition whose error is bounded higher after their saturating readers than where it is
+    measured alone (finding N402's evidence ``landed``, :mod:`graphaudit.checks.saturation`), by their test-stage
+    nodes: ``{b_nodes: {"sqnr_db": bound, "consumers": [...], ...}}``. A change clipped at 3 before a HardSigmoid
+    that saturates at 2.5 measures 7 dB alone and loses nothing of its clipping after it: the verdict judges it
+    there, as N404 does."""
+    out: dict[tuple[str, ...], dict] = {}
+    for f in report.findings:
+        if f.code != "N402" or f.stage != f"{t.a} -> {t.b}" or not isinstance(f.evidence, dict):
+            continue
+        for e in f.evidence.get("landed") or []:
+            if isinstance(e, dict) and isinstance(e.get("b_nodes"), list) and _num(e.get("sqnr_db")) is not None:
+                out[tuple(e["b_nodes"])] = e
+    return out
+
+
+def _figure(r: RegionSummary, landed: dict | None) -> float:
+    """A change's SQNR (dB) where its error lands: the N402 bound after its readers when it has one, else its
+    isolated SQNR."""
+    e = (landed or {}).get(tuple(r.b_nodes))
+    return max(_sort_db(_num(r.sqnr_db)), _sort_db(_num(e["sqnr_db"]))) if e else _sort_db(_num(r.sqnr_db))
+
+
+def _alone(n: str, r: RegionSummary, landed: dict | None) -> str:
+    """``"Conv@50 7.3 dB"``, with ``", at least 48.6 dB after HardSigmoid@8"`` for a change judged where it lands."""
+    e = (landed or {}).get(tuple(r.b_nodes))
+    after = f" (at least {_db(e['sqnr_db'])} dB after {', '.join(e.get('consumers') or [])})" if e else ""
+    return f"{n} {_db(r.sqnr_db)} dB{after}"
 
 
 def _region_name(t: TransitionSummary, r: RegionSummary) -> tuple[str, bool]:
@@ -273,23 +304,28 @@ def _region_name(t: TransitionSummary, r: RegionSummary) -> tuple[str, bool]:
 _UNNAMED_ID = re.compile(r"^[A-Z][A-Za-z0-9]*[:#]")
 
 
-def _outliers(t: TransitionSummary, output_db: float | None = None
+def _outliers(t: TransitionSummary, output_db: float | None = None, landed: dict | None = None
               ) -> list[tuple[str, bool, RegionSummary, float, int]]:
-    """Changes whose isolated SQNR is :data:`OUTLIER_DB` below the median of the changes of the same kind and
-    pattern (at least 3 of them), and, given the transition's output SQNR, at most :data:`NAMED_WITHIN_DB` above it
-    (a change far cleaner than the outputs adds little of their error, however it compares with its peers):
-    ``[(node name, is a reference-stage node, region, peers' median dB, peers)]``, worst first, one per node."""
+    """Changes whose SQNR is :data:`OUTLIER_DB` below the median of the changes of the same kind and pattern (at
+    least 3 of them), and, given the transition's output SQNR, at most :data:`NAMED_WITHIN_DB` above it (a change
+    far cleaner than the outputs adds little of their error, however it compares with its peers):
+    ``[(node name, is a reference-stage node, region, peers' median dB, peers)]``, worst first, one per node.
+
+    A change's SQNR is where its error lands (:func:`_figure`): its isolated SQNR, or, for a change all of whose
+    readers saturate inside its clip range, the bound after them (``landed``, N402's evidence). The isolated figure
+    is measured on the quantized tensor itself and counts clipping that a HardSigmoid removes one node later;
+    naming such a change, and advising int16 for it, would point at an error that never reaches the outputs."""
     by_pattern: dict[str, list[RegionSummary]] = {}
-    for r in _worst_changes(t):
+    for r in _worst_changes(t, landed):
         by_pattern.setdefault(f"{r.kind} {r.pattern}", []).append(r)
     out = []
     for peers in by_pattern.values():
         if len(peers) < 3:
             continue
-        med = statistics.median(_sort_db(_num(r.sqnr_db)) for r in peers)
+        med = statistics.median(_figure(r, landed) for r in peers)
         ceiling = med - OUTLIER_DB if output_db is None else min(med - OUTLIER_DB, output_db + NAMED_WITHIN_DB)
-        out += [(r, med, len(peers)) for r in peers if _sort_db(_num(r.sqnr_db)) <= ceiling]
-    out.sort(key=lambda x: _sort_db(_num(x[0].sqnr_db)))
+        out += [(r, med, len(peers)) for r in peers if _figure(r, landed) <= ceiling]
+    out.sort(key=lambda x: _figure(x[0], landed))
     named: dict[str, tuple] = {}
     for r, med, n in out:
         name, in_a = _region_name(t, r)
@@ -336,14 +372,15 @@ def _precision_action(report: AuditReport, t: TransitionSummary, names: list[str
 
 def _quantization_line(t: TransitionSummary, report: AuditReport, scope: str, figures: str, d: float | None,
                        on: str, random: int | None) -> VerdictLine:
-    named = _outliers(t, d)
+    landed = _landed(report, t)
+    named = _outliers(t, d, landed)
     text = f"Quantizing {t.a} into {t.b} brings the outputs to SQNR {_db(d)} dB on {on}"
     small = _small_loss(t, d)
     if small:
         text += " — little at the outputs: quantization alone is unlikely to explain an accuracy drop"
     if named:
         groups = list(dict.fromkeys((med, k) for *_x, med, k in named))
-        alone = "; ".join(", ".join(f"{n} {_db(r.sqnr_db)} dB" for n, _a, r, m, k in named if (m, k) == g)
+        alone = "; ".join(", ".join(_alone(n, r, landed) for n, _a, r, m, k in named if (m, k) == g)
                           + f" against a median of {_db(g[0])} dB over the {g[1]} changes of the same kind"
                           for g in groups)
         text += (f"; {'the largest single contributors are' if small else 'the loss concentrates in'} "
@@ -352,9 +389,9 @@ def _quantization_line(t: TransitionSummary, report: AuditReport, scope: str, fi
         action = _precision_action(report, t, names) if names else (
             "The loss sits at the graph inputs' quantization: check that the data match the calibration data.")
     else:
-        worst = _worst_changes(t)
+        worst = _worst_changes(t, landed)
         text += "; the loss is spread over the model rather than in a few nodes"
-        text += (f" (worst change alone: {_region_name(t, worst[0])[0]} at SQNR {_db(worst[0].sqnr_db)} dB)."
+        text += (f" (worst change alone: {_alone(_region_name(t, worst[0])[0] + ' at SQNR', worst[0], landed)})."
                  if worst else ".")
         named = [(*_region_name(t, worst[0]), worst[0], None, 0)] if worst else []
         action = ("Improve calibration rather than single nodes: more and more representative samples, another "
