@@ -25,6 +25,7 @@ from .findings import Finding
 from .numeric.summary import RegionSummary, TensorSummary, TransitionSummary
 from .report import VERDICT_CAUSES, AuditReport, VerdictLine
 from .checks.numeric import OUTLIER_DB, SMALL_LOSS_DB  # one definition each: N404 judges as the verdict does
+from .checks.numeric import nonfinite_parting  # and N401 as the verdict
 from .toolchains.ops import HORIZON_DOMAIN
 
 __all__ = ["build_verdict", "OUTLIER_DB", "NAMED_WITHIN_DB", "EQUAL_OUTPUT_SQNR_DB", "SMALL_LOSS_DB"]
@@ -202,6 +203,9 @@ def _transition_line(i: int, t: TransitionSummary, report: AuditReport, random: 
     c, d, figures = _outputs(t)
     on = _samples_phrase(t, random)
     documented_equal = t.sqnr_threshold is not None
+    part = nonfinite_parting((ts, *(list(ts.nonfinite) + [0, 0])[:2]) for ts in t.tensors if ts.samples)
+    if part is not None and (t.first_divergence is None or part.order <= t.first_divergence.order):
+        return _nonfinite_line(t, part, report, scope, figures, d, on)
     if t.first_divergence is None and (documented_equal or d is None or d >= EQUAL_OUTPUT_SQNR_DB):
         text = f"{t.a} and {t.b} compute the same values on {on}"
         action = ""
@@ -218,6 +222,24 @@ def _transition_line(i: int, t: TransitionSummary, report: AuditReport, random: 
     if documented_equal:
         return _rewrite_line(i, t, report, scope, figures, d)
     return _quantization_line(t, report, scope, figures, d, on, random)
+
+
+def _nonfinite_line(t: TransitionSummary, part: TensorSummary, report: AuditReport, scope: str, figures: str,
+                    d: float | None, on: str) -> VerdictLine:
+    """The line of a transition whose stages part in NaN or infinite values before they part in numbers: nothing
+    after that tensor is measured (its figures are NaN, or compare values computed from NaN/inf), so neither a
+    rewrite (N401 leaves it out too) nor quantization is judged there."""
+    na, nb = (list(part.nonfinite) + [0, 0])[:2]
+    node = _node_of(t, part)
+    text = (f"{t.a} and {t.b} were not compared on {on}: they part in NaN or infinite values at {part.b_tensor} "
+            f"(node {node}: {na:,} such values in {t.a}, {nb:,} in {t.b}, of {part.elements:,}), and every figure "
+            "after it measures those values, not a rewrite or quantization.")
+    action = ("First fix the data (the harness line above): values outside what the stages were built for overflow "
+              "differently in each stage." if _harness_error(report) else
+              "Find where the NaN or infinite values come from (finding N406 names the outputs that hold them): "
+              "check the data with numpy.isfinite, then the model's ops at that node.")
+    return VerdictLine(cause="not-seen", scope=scope, text=text, evidence=figures, action=action, stage=t.b,
+                       nodes=[node] if node else [], sqnr_db=d)
 
 
 def _node_of(t: TransitionSummary, ts: TensorSummary) -> str:

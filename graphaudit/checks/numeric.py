@@ -15,7 +15,7 @@ from ..toolchains.roles import NUMERICALLY_EQUAL_TRANSITIONS
 from .base import AuditContext, make_finding
 from .saturation import Landing, landed_sqnr
 
-__all__ = ["OUTLIER_DB", "MIN_PEERS"]
+__all__ = ["OUTLIER_DB", "MIN_PEERS", "nonfinite_parting"]
 
 #: A change whose isolated SQNR lies this many dB below the median of its peers (the changes of the same kind and
 #: pattern in the transition) is where the loss concentrates (6 dB = half the signal-to-noise amplitude ratio).
@@ -32,12 +32,20 @@ _FLOAT_TRANSITIONS = NUMERICALLY_EQUAL_TRANSITIONS
 
 
 def check_float_divergence(ctx: AuditContext) -> Iterator[Finding]:
-    """Rule N401 (graphaudit/rules/numeric.yaml): yields its findings over ``ctx``."""
+    """Rule N401 (graphaudit/rules/numeric.yaml): yields its findings over ``ctx``.
+
+    A first divergence at or after the first tensor where the stages part in NaN or infinite values
+    (:func:`nonfinite_parting`) is not one: float stages that overflow differently (a fused Conv reaching inf where
+    Conv then BatchNormalization stayed finite, on data at 3e38) measure the overflow, which P209, P211 and N406
+    report, not a rewrite; every tensor after it reads those values."""
     for res in ctx.numeric or []:
         a, b = _pair(ctx, res)
-        if (a.role, b.role) not in _FLOAT_TRANSITIONS or res.first_divergence is None:
-            continue
         te = res.first_divergence
+        if (a.role, b.role) not in _FLOAT_TRANSITIONS or te is None:
+            continue
+        part = nonfinite_parting((t, t.stats.nonfinite_a, t.stats.nonfinite_b) for t in res.tensors if t.stats.samples)
+        if part is not None and part.order <= te.order:
+            continue
         s = te.stats
         below = (f"cosine {s.cosine:.6f} < {res.threshold}" if s.cosine < res.threshold
                  else f"SQNR {s.sqnr_db:.1f} dB < {res.sqnr_threshold:g} dB")
@@ -47,6 +55,14 @@ def check_float_divergence(ctx: AuditContext) -> Iterator[Finding]:
             f"{s.max_abs:.4g} over {s.samples} sample(s); produced by {te.change or 'a kept node'}",
             stage=f"{a.name} -> {b.name}", location={"tensor": te.b_tensor},
             evidence={"a_tensor": te.a_tensor, "b_tensor": te.b_tensor, "change": te.change, **s.to_dict()})
+
+
+def nonfinite_parting(tensors):
+    """The first of ``tensors`` (``(tensor, NaN/inf count in the reference, in the test stage)`` in the test stage's
+    topological order) whose non-finite counts differ between the stages, or None: where the stages part in NaN or
+    infinite values (an overflow, NaN data) rather than in numbers. Tensors with the same count in both stages (a
+    float model's own -inf masks) do not part."""
+    return next((t for t, na, nb in tensors if na != nb), None)
 
 
 #: N402 lists only changes that lose accuracy: isolated SQNR below this (dB). Float rewrites (fusions) measure
