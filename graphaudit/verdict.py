@@ -123,6 +123,17 @@ def _effect(f: Finding) -> tuple[float | None, str]:
                 f"(cosine {_cos(worst[1].get('cosine'))}) on {eff.get('samples', '?')} samples")
 
 
+def _unmeasured(f: Finding, tensor: str) -> str:
+    """The evidence of an input finding whose cost at the outputs was not measured: what was measured on the data
+    where the finding holds a count the rule's summary does not describe (P209's NaN/inf variant: its summary is
+    about constant, duplicate and noise samples), else the rule's summary."""
+    n = f.evidence.get("nonfinite") if isinstance(f.evidence, dict) else None
+    if isinstance(n, int) and not isinstance(n, bool) and n > 0:
+        return (f"measured: {n:,} NaN or infinite value(s) in the data for input {tensor!r}; the stages are not "
+                "compared on such data, so their cost at the outputs is not measured")
+    return f.title
+
+
 def _harness_lines(findings: list[Finding]) -> list[VerdictLine]:
     """One line per input the data break. Its sentence is the finding that names the mistake (layout, form,
     normalization) rather than P211, which only sees that the data leave the calibrated range; it counts as an
@@ -142,7 +153,7 @@ def _harness_lines(findings: list[Finding]) -> list[VerdictLine]:
             cause="harness", scope=f.stage,
             text=_sentence(f"Your data {what} the input contract of the {f.stage} stage: "
                            f"{_first_sentence(f.message)}"),
-            evidence=effect or f.title, action=f.fix, stage=f.stage, nodes=nodes,
+            evidence=effect or _unmeasured(f, tensor), action=f.fix, stage=f.stage, nodes=nodes,
             codes=list(dict.fromkeys(g.code for g in group)),
             sqnr_db=db if db is not None else (-math.inf if error else None)))
     return out
