@@ -8,7 +8,7 @@ from typing import Any
 __all__ = ["BISECT_SCHEMA_VERSION", "BisectUnitRecord", "BisectStepRecord", "BisectReport"]
 
 #: Layout of :meth:`BisectReport.to_dict`.
-BISECT_SCHEMA_VERSION = "1.0"
+BISECT_SCHEMA_VERSION = "1.1"  # 1.1: fix_budget, fix_evaluations
 
 
 @dataclass
@@ -85,6 +85,10 @@ class BisectReport:
     fix : dict or None
         The setting to paste (:class:`graphaudit.fixes.FixSuggestion` as a dict: ``toolchain``, ``text``,
         ``nodes``, ``note``, ``lint``).
+    fix_budget, fix_evaluations : int
+        1.1: the most evaluations of int16 models the fix may add after the search (its prediction, and a second
+        search of at most ``budget`` when the prediction is weak: ``budget + 1`` where a unit holds an
+        HzCalibration, else 0), and how many ran. ``budget + fix_budget`` is the bound ``bisect`` states up front.
     """
 
     a: str
@@ -107,6 +111,8 @@ class BisectReport:
     fix: dict | None = None
     fix_recovered: float | None = None
     fix_units: list[int] = field(default_factory=list)
+    fix_budget: int = 0
+    fix_evaluations: int = 0
 
     def chosen_units(self) -> list[BisectUnitRecord]:
         """The units of the final set."""

@@ -38,11 +38,16 @@ def _share(x: float) -> str:
     return f"{x:7.1%}" if math.isfinite(x) else f"{'n/a':>7}"
 
 
-def render_bisect_start(units: int, not_revertible: int, budget: int, samples: int, console: Console) -> None:
-    """The search's size and its stated budget, before the first hybrid runs."""
+def render_bisect_start(units: int, not_revertible: int, budget: int, samples: int, fix_budget: int,
+                        console: Console) -> None:
+    """The search's size and its stated budget, before the first hybrid runs: the search's ``budget`` and, where the
+    fix may be hb_mapper's int16, the ``fix_budget`` evaluations of its prediction and second search (the total
+    is the bound of the whole run)."""
+    fix = (f" (and at most {fix_budget} more of int16 models to predict the fix and search it again: "
+           f"{budget + fix_budget} in all)" if fix_budget else "")
     console.print(Text(f"bisect: {units} revertible unit{'s' if units != 1 else ''}"
                        + (f" ({not_revertible} change(s) not revertible)" if not_revertible else "")
-                       + f"; at most {budget} hybrid evaluations on {samples} sample{'s' if samples != 1 else ''}",
+                       + f"; at most {budget} hybrid evaluations{fix} on {samples} sample{'s' if samples != 1 else ''}",
                        style="dim"))
 
 
@@ -62,7 +67,9 @@ def render_bisect(rep: BisectReport, console: Console) -> None:
     console.print()
     where = f" on {rep.samples} sample(s)" if "SQNR" in rep.metric else ""
     console.print(Text(f"{rep.a} -> {rep.b}: {rep.metric} {_value(rep, rep.metric_a)} -> {_value(rep, rep.metric_b)}"
-                       f"{where} ({rep.runtime}); {len(rep.steps)} of at most {rep.budget} hybrid evaluations",
+                       f"{where} ({rep.runtime}); {len(rep.steps)} of at most {rep.budget} hybrid evaluations"
+                       + (f", {rep.fix_evaluations} of at most {rep.fix_budget} of int16 models" if rep.fix_budget
+                          else ""),
                        style="bold"))
     if "SQNR" in rep.metric and rep.samples < FEW_SAMPLES:
         console.print(Text(f"Caution: {rep.samples} sample(s) only: the output SQNR of so few samples swings with which "
