@@ -164,13 +164,23 @@ def _config_lines(findings: list[Finding]) -> list[VerdictLine]:
     out = []
     for f in errs[:_MAX_NAMED]:
         where = f.location.get("node") or f.location.get("tensor") or ""
-        text = _sentence(f"The conversion config: {_first_sentence(f.message)}")
+        text = _sentence(f"The conversion config{_config_place(f)}: {_first_sentence(f.message)}")
         out.append(VerdictLine(cause="config", scope=f.stage, text=text,
                                evidence=f.title, action=f.fix, stage=f.stage, nodes=[where] if where else [],
                                codes=[f.code]))
     if len(errs) > _MAX_NAMED:
         out[-1].evidence += f" ({len(errs) - _MAX_NAMED} more config errors among the findings)"
     return out
+
+
+def _config_place(f: Finding) -> str:
+    """``" (config.yaml:18:3, input_parameters.norm_type)"``: where a config finding points (its location's file,
+    line, column and key, as the lint prints them), or ``""`` without one."""
+    loc = f.location
+    at = ":".join(str(loc[k]) for k in ("file", "line", "col") if loc.get(k) not in (None, ""))
+    key = loc.get("key") or ""
+    parts = [x for x in (at, key) if x]
+    return f" ({', '.join(parts)})" if parts else ""
 
 
 def _toolchain_lines(findings: list[Finding], lines: list[VerdictLine]) -> list[VerdictLine]:
@@ -412,10 +422,11 @@ def _quantization_line(t: TransitionSummary, report: AuditReport, scope: str, fi
     if small:
         text += " — little at the outputs: quantization alone is unlikely to explain an accuracy drop"
     if named:
-        groups = list(dict.fromkeys((med, k) for *_x, med, k in named))
-        alone = "; ".join(", ".join(_alone(n, r, landed) for n, _a, r, m, k in named if (m, k) == g)
-                          + f" against a median of {_db(g[0])} dB over the {g[1]} changes of the same kind"
-                          for g in groups)
+        groups = list(dict.fromkeys((med, k, f"{r.kind} {r.pattern}") for _n, _a, r, med, k in named))
+        alone = "; ".join(", ".join(_alone(n, r, landed) for n, _a, r, m, k in named
+                                    if (m, k, f"{r.kind} {r.pattern}") == g)
+                          + f" against a median of {_db(g[0])} dB over the {g[1]} changes of the same kind, "
+                          f"{g[2]}" for g in groups)
         text += (f"; {'the largest single contributors are' if small else 'the loss concentrates in'} "
                  f"{', '.join(n for n, *_ in named)} (SQNR measured alone: {alone}).")
         names = [n for n, in_a, *_ in named if in_a]
