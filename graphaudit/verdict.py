@@ -24,17 +24,12 @@ import statistics
 from .findings import Finding
 from .numeric.summary import RegionSummary, TensorSummary, TransitionSummary
 from .report import VERDICT_CAUSES, AuditReport, VerdictLine
-from .checks.numeric import OUTLIER_DB, SMALL_LOSS_DB  # one definition each: N404 judges as the verdict does
+from .checks.numeric import NAMED_WITHIN_DB, OUTLIER_DB, SMALL_LOSS_DB  # one definition each: N404 judges as the verdict
 from .checks.numeric import nonfinite_parting  # and N401 as the verdict
 from .toolchains.ops import HORIZON_DOMAIN
 
 __all__ = ["build_verdict", "OUTLIER_DB", "NAMED_WITHIN_DB", "EQUAL_OUTPUT_SQNR_DB", "SMALL_LOSS_DB"]
 
-
-#: ... and is named only when its isolated SQNR is at most this many dB above the transition's output SQNR: errors
-#: add roughly in power, so a change 10 dB cleaner than the outputs carries about a tenth of their error at most
-#: (less once later layers attenuate it); one far above cannot explain the loss.
-NAMED_WITHIN_DB = 10.0
 
 #: Outputs at or above this SQNR (dB) count as the same values for transitions not documented as equal: the
 #: threshold ``compare`` uses for documented-equal float stages (:data:`graphaudit.numeric.compare.FLOAT_EQUAL_SQNR_DB`).

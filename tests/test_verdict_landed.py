@@ -227,3 +227,56 @@ def test_real_ppocr_cls_se_convs_not_blamed():
     landed = next(e for e in n402.evidence["landed"] if e["node"] == "Conv@50")
     assert landed["sqnr_db_alone"] == pytest.approx(alone, abs=0.05)
     assert landed["sqnr_db"] <= after + 0.05
+
+
+def test_n404_names_no_change_far_cleaner_than_the_outputs(tmp_path):
+    """N404 and the verdict name an outlier only within 10 dB of the transition's lowest output SQNR: p5, quantized
+    on a grid 2.5x too coarse (about 8 dB below its peers alone), is far cleaner than the output the clipped r
+    leaves (Relu of a tensor clipped at 3 out of 10), so it cannot be where the outputs' loss concentrates. All
+    figures from the definitions with numpy."""
+    scales = {"r": 3 / 127, "p1": 1 / 127, "p2": 2 / 127, "p3": 3 / 127, "p4": 4 / 127, "p5": 2.5 * 5 / 127}
+    mult = {"r": 10.0, "p1": 1.0, "p2": 2.0, "p3": 3.0, "p4": 4.0, "p5": 5.0}
+    outs = ", ".join(f"float[1,64] y_{t}" for t in mult)
+    consts = ", ".join(f"float k_{t} = {{{m!r}}}" for t, m in mult.items())
+    qconsts = ", ".join(f"float s_{t} = {{{s!r}}}, int8 z_{t} = {{0}}" for t, s in scales.items())
+
+    def text(quantized: bool) -> str:
+        body = []
+        for t in mult:
+            body.append(f"  {t} = Mul (x, k_{t})")
+            v = t
+            if quantized:
+                body += [f"  {t}_q = QuantizeLinear ({t}, s_{t}, z_{t})", f"  {t}_d = DequantizeLinear ({t}_q, s_{t}, z_{t})"]
+                v = f"{t}_d"
+            body.append(f"  y_{t} = {'Relu' if t == 'r' else 'Abs'} ({v})")
+        return (f'<ir_version: 8, opset_import: ["" : 13]>\ng (float[1,64] x) => ({outs})\n'
+                f"<{consts}{', ' + qconsts if quantized else ''}> {{\n" + "\n".join(body) + "\n}\n")
+
+    d = tmp_path / "stages"
+    d.mkdir()
+    for role, q in (("optimized", False), ("qdq", True)):
+        m = onnx.parser.parse_model(text(q))
+        for n in m.graph.node:
+            n.name = n.output[0] + "_node"
+        onnx.checker.check_model(m)
+        onnx.save(m, str(d / f"m_{role}.onnx"))
+    rng = np.random.default_rng(3)
+    xs = [rng.uniform(-1, 1, (1, 64)).astype(np.float32) for _ in range(6)]
+    data = tmp_path / "data"
+    data.mkdir()
+    for k, x in enumerate(xs):
+        np.save(data / f"{k}.npy", x)
+
+    x = np.concatenate(xs).astype(np.float64)
+    alone = {t: _sqnr(x * k, _fake_quant(x * k, scales[t])) for t, k in mult.items()}
+    med = float(np.median(list(alone.values())))
+    out_db = min(_sqnr(np.maximum(10 * x, 0), np.maximum(_fake_quant(10 * x, scales["r"]), 0)),
+                 *(_sqnr(np.abs(x * k), np.abs(_fake_quant(x * k, scales[t]))) for t, k in mult.items() if t != "r"))
+    assert alone["p5"] <= med - 6 and alone["r"] <= med - 6  # both outliers among their peers
+    assert alone["p5"] > out_db + 10 >= alone["r"]  # but p5 is far cleaner than the outputs
+
+    au = graphaudit.audit([d], data=data, numeric=NumericOptions())
+    n404 = next(f for f in au.report.findings if f.code == "N404")
+    assert [o["node"] for o in n404.evidence["outliers"]] == ["r_node"], n404.message
+    line = next(v for v in au.report.verdict if v.cause == "quantization")
+    assert line.nodes == ["r_node"], line.text

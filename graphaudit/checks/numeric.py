@@ -15,11 +15,16 @@ from ..toolchains.roles import NUMERICALLY_EQUAL_TRANSITIONS
 from .base import AuditContext, make_finding
 from .saturation import Landing, landed_sqnr
 
-__all__ = ["OUTLIER_DB", "MIN_PEERS", "nonfinite_parting"]
+__all__ = ["OUTLIER_DB", "MIN_PEERS", "NAMED_WITHIN_DB", "nonfinite_parting"]
 
 #: A change whose isolated SQNR lies this many dB below the median of its peers (the changes of the same kind and
 #: pattern in the transition) is where the loss concentrates (6 dB = half the signal-to-noise amplitude ratio).
 OUTLIER_DB = 6.0
+
+#: ... and is named only when its SQNR is at most this many dB above the transition's output SQNR: errors add roughly
+#: in power, so a change 10 dB cleaner than the outputs carries about a tenth of their error at most (less once later
+#: layers attenuate it); one far above cannot explain the loss (the verdict and N404 alike).
+NAMED_WITHIN_DB = 10.0
 
 #: Peers needed for a median to compare with.
 MIN_PEERS = 3
@@ -175,10 +180,15 @@ def check_isolated_outlier(ctx: AuditContext) -> Iterator[Finding]:
 
     A change's SQNR here is where its error lands: its isolated SQNR, or the bound after its readers when every
     reader saturates and the bound is higher (:mod:`graphaudit.checks.saturation`: clipping a HardSigmoid's input
-    at 3 costs nothing after it, however much the clipped tensor itself loses)."""
+    at 3 costs nothing after it, however much the clipped tensor itself loses). As in the verdict, a change more
+    than :data:`NAMED_WITHIN_DB` above the transition's lowest output SQNR is not named: on PP-OCR cls's calibrated
+    -> quantized (outputs at 16.2 dB) fixed-point Convs at 45-55 dB, 7 dB below their peers, carry a few percent of
+    the outputs' error at most."""
     for res in ctx.numeric or []:
         a, b = _pair(ctx, res)
         landed = {k: ld for k, (_r, ld) in _landings(b, res).items()}
+        outs = [t.stats.sqnr_db for t in res.outputs() if t.stats.samples and t.stats.sqnr_db == t.stats.sqnr_db]
+        ceiling = min(outs) + NAMED_WITHIN_DB if outs else math.inf
         groups: dict[tuple[str, str], list] = {}
         for r in res.regions:
             if r.stats.samples and r.change.kind != "kept" and r.stats.sqnr_db == r.stats.sqnr_db:
@@ -189,7 +199,7 @@ def check_isolated_outlier(ctx: AuditContext) -> Iterator[Finding]:
                 continue
             med = statistics.median(min(_figure(r, landed), 1e9) for r in peers)
             out += [(r, med, len(peers), f"{kind} {pattern}") for r in peers
-                    if _figure(r, landed) <= med - OUTLIER_DB and _figure(r, landed) < LOSSY_SQNR_DB]
+                    if _figure(r, landed) <= min(med - OUTLIER_DB, ceiling) and _figure(r, landed) < LOSSY_SQNR_DB]
         if not out:
             continue
         out.sort(key=lambda x: _figure(x[0], landed))
