@@ -70,3 +70,29 @@ def test_finite_divergence_is_still_blamed(tmp_path):
     au = graphaudit.audit([tmp_path / "st"], data=tmp_path / "data", numeric=NumericOptions(isolated=False))
     assert "N401" in [f.code for f in au.report.findings]
     assert au.report.verdict[0].cause == "rewrite", au.report.verdict[0]
+
+
+def test_fewer_nonfinite_in_the_test_stage_does_not_stop_the_search(tmp_path):
+    """A rewrite putting -1e9 where the original masks with -inf (fewer non-finite values in the test stage) is no
+    parting: a real divergence after it (a scale 1.5 instead of 1.0 on the Softmax output) is still N401."""
+    d = tmp_path / "st"
+    d.mkdir()
+    for role, fill, k in (("original", "-inf", 1.0), ("optimized", "-1e9", 1.5)):
+        text = f"""<ir_version: 8, opset_import: ["" : 13]>
+        g (float[1,4] x) => (float[1,4] y) <float[1,4] m = {{{fill}, 0.0, 0.0, 0.0}}, float[1] k = {{{k}}}> {{
+          a = Add (x, m)
+          s = Softmax (a)
+          y = Mul (s, k)
+        }}"""
+        m = onnx.parser.parse_model(text)
+        for n in m.graph.node:
+            n.name = n.op_type
+        onnx.save(m, str(d / f"m_{role}.onnx"))
+    (tmp_path / "data").mkdir()
+    for k, v in enumerate([[0.5, -0.25, 1.0, 0.75], [-1.0, 0.1, 0.2, 0.3]]):
+        np.save(tmp_path / "data" / f"{k}.npy", np.asarray([v], np.float32))
+    au = graphaudit.audit([d], data=tmp_path / "data", numeric=NumericOptions(isolated=False))
+    (n401,) = [f for f in au.report.findings if f.code == "N401"]
+    assert n401.location["tensor"] == "y", n401.message
+    (t,) = au.report.numeric
+    assert next(ts.nonfinite for ts in t.tensors if ts.b_tensor == "a") == [2, 0]  # 2 samples x one -inf

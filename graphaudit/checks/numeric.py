@@ -39,8 +39,8 @@ _FLOAT_TRANSITIONS = NUMERICALLY_EQUAL_TRANSITIONS
 def check_float_divergence(ctx: AuditContext) -> Iterator[Finding]:
     """Rule N401 (graphaudit/rules/numeric.yaml): yields its findings over ``ctx``.
 
-    A first divergence at or after the first tensor where the stages part in NaN or infinite values
-    (:func:`nonfinite_parting`) is not one: float stages that overflow differently (a fused Conv reaching inf where
+    A first divergence at or after the first tensor where the test stage holds NaN or infinite values the reference
+    does not (:func:`nonfinite_parting`) is not one: float stages that overflow differently (a fused Conv reaching inf where
     Conv then BatchNormalization stayed finite, on data at 3e38) measure the overflow, which P209, P211 and N406
     report, not a rewrite; every tensor after it reads those values."""
     for res in ctx.numeric or []:
@@ -64,10 +64,11 @@ def check_float_divergence(ctx: AuditContext) -> Iterator[Finding]:
 
 def nonfinite_parting(tensors):
     """The first of ``tensors`` (``(tensor, NaN/inf count in the reference, in the test stage)`` in the test stage's
-    topological order) whose non-finite counts differ between the stages, or None: where the stages part in NaN or
-    infinite values (an overflow, NaN data) rather than in numbers. Tensors with the same count in both stages (a
-    float model's own -inf masks) do not part."""
-    return next((t for t, na, nb in tensors if na != nb), None)
+    topological order) where the test stage holds more NaN or infinite values than the reference, or None: where
+    the stages part in non-finite values (an overflow, NaN data) rather than in numbers. Fewer in the test stage (a
+    Q/DQ pair saturating a float model's -inf mask, a rewrite putting -1e9 for -inf) or the same count (a mask both
+    stages keep) is no parting: the comparison goes on past such tensors as before."""
+    return next((t for t, na, nb in tensors if nb > na), None)
 
 
 #: N402 lists only changes that lose accuracy: isolated SQNR below this (dB). Float rewrites (fusions) measure
