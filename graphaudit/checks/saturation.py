@@ -209,9 +209,9 @@ def landed_sqnr(stage: StageGraph, b_nodes: list[str], b_tensor: str, tensors) -
         return None
     by_node = {te.b_node: te for te in tensors if te.b_node and te.stats.count}
     worst, names, bound, clip = math.inf, [], 0.0, (0.0, 0.0)
-    for cid, _k in t.consumers:
+    for cid, k in t.consumers:
         n = stage.nodes[cid]
-        c = _consumer(stage, n)
+        c = _consumer(stage, n) if k == 0 else None  # the value read, not a Clip bound
         te = by_node.get(n.name or n.id)
         if c is None or te is None:
             return None
