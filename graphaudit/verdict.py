@@ -24,8 +24,8 @@ import statistics
 from .findings import Finding
 from .numeric.summary import RegionSummary, TensorSummary, TransitionSummary
 from .report import VERDICT_CAUSES, AuditReport, VerdictLine
-from .checks.numeric import NAMED_WITHIN_DB, OUTLIER_DB, SMALL_LOSS_DB  # one definition each: N404 judges as the verdict
-from .checks.numeric import nonfinite_parting  # and N401 as the verdict
+# one definition each: N404 and N401 judge as the verdict does
+from .checks.numeric import NAMED_WITHIN_DB, OUTLIER_DB, SMALL_LOSS_DB, nonfinite_parting
 from .toolchains.ops import HORIZON_DOMAIN
 
 __all__ = ["build_verdict", "OUTLIER_DB", "NAMED_WITHIN_DB", "EQUAL_OUTPUT_SQNR_DB", "SMALL_LOSS_DB"]
@@ -119,9 +119,8 @@ def _effect(f: Finding) -> tuple[float | None, str]:
 
 
 def _unmeasured(f: Finding, tensor: str) -> str:
-    """The evidence of an input finding whose cost at the outputs was not measured: what was measured on the data
-    where the finding holds a count the rule's summary does not describe (P209's NaN/inf variant: its summary is
-    about constant, duplicate and noise samples), else the rule's summary."""
+    """The evidence of an input finding without a measured cost at the outputs: the count P209's NaN/inf variant
+    measured (its rule summary is about constant, duplicate and noise samples), else the rule's summary."""
     n = f.evidence.get("nonfinite") if isinstance(f.evidence, dict) else None
     if isinstance(n, int) and not isinstance(n, bool) and n > 0:
         return (f"measured: {n:,} NaN or infinite value(s) in the data for input {tensor!r}; the stages are not "
@@ -169,12 +168,10 @@ def _config_lines(findings: list[Finding]) -> list[VerdictLine]:
 
 
 def _config_place(f: Finding) -> str:
-    """``" (config.yaml:18:3, input_parameters.norm_type)"``: where a config finding points (its location's file,
-    line, column and key, as the lint prints them), or ``""`` without one."""
-    loc = f.location
-    at = ":".join(str(loc[k]) for k in ("file", "line", "col") if loc.get(k) not in (None, ""))
-    key = loc.get("key") or ""
-    parts = [x for x in (at, key) if x]
+    """``" (config.yaml:18:3, input_parameters.norm_type)"``: where a config finding points (file:line:col and key,
+    as the lint prints them), or ``""`` without one."""
+    at = ":".join(str(f.location[k]) for k in ("file", "line", "col") if f.location.get(k) not in (None, ""))
+    parts = [x for x in (at, f.location.get("key") or "") if x]
     return f" ({', '.join(parts)})" if parts else ""
 
 
@@ -297,14 +294,10 @@ def _landed(report: AuditReport, t: TransitionSummary) -> dict[tuple[str, ...], 
     nodes: ``{b_nodes: {"sqnr_db": bound, "consumers": [...], ...}}``. A change clipped at 3 before a HardSigmoid
     that saturates at 2.5 measures 7 dB alone and loses nothing of its clipping after it: the verdict judges it
     there, as N404 does."""
-    out: dict[tuple[str, ...], dict] = {}
-    for f in report.findings:
-        if f.code != "N402" or f.stage != f"{t.a} -> {t.b}" or not isinstance(f.evidence, dict):
-            continue
-        for e in f.evidence.get("landed") or []:
-            if isinstance(e, dict) and isinstance(e.get("b_nodes"), list) and _num(e.get("sqnr_db")) is not None:
-                out[tuple(e["b_nodes"])] = e
-    return out
+    return {tuple(e["b_nodes"]): e for f in report.findings
+            if f.code == "N402" and f.stage == f"{t.a} -> {t.b}" and isinstance(f.evidence, dict)
+            for e in f.evidence.get("landed") or []
+            if isinstance(e, dict) and isinstance(e.get("b_nodes"), list) and _num(e.get("sqnr_db")) is not None}
 
 
 def _figure(r: RegionSummary, landed: dict | None) -> float:
