@@ -8,7 +8,7 @@ from typing import Any
 __all__ = ["BISECT_SCHEMA_VERSION", "BisectUnitRecord", "BisectStepRecord", "BisectReport"]
 
 #: Layout of :meth:`BisectReport.to_dict`.
-BISECT_SCHEMA_VERSION = "1.0"
+BISECT_SCHEMA_VERSION = "1.1"  # 1.1: fix_budget, fix_evaluations, data_unreadable
 
 
 @dataclass
@@ -88,6 +88,10 @@ class BisectReport:
     data_unreadable : list of str
         Data files left out because they cannot be read, one line each naming the file and the problem (the
         samples are the other files').
+    fix_budget, fix_evaluations : int
+        1.1: the most evaluations of int16 models the fix may add after the search (its prediction, and a second
+        search of at most ``budget`` when the prediction is weak: ``budget + 1`` where a unit holds an
+        HzCalibration, else 0), and how many ran. ``budget + fix_budget`` is the bound ``bisect`` states up front.
     """
 
     a: str
@@ -111,6 +115,8 @@ class BisectReport:
     fix_recovered: float | None = None
     fix_units: list[int] = field(default_factory=list)
     data_unreadable: list[str] = field(default_factory=list)
+    fix_budget: int = 0
+    fix_evaluations: int = 0
 
     def chosen_units(self) -> list[BisectUnitRecord]:
         """The units of the final set."""

@@ -62,7 +62,7 @@ def _default_pair(stages, runtime: str) -> int:
 def bisect(paths, pair: int | None = None, *, source: str | os.PathLike | None = None, config=None,
            data: str | os.PathLike | None = None, numeric: NumericOptions | None = None, target: float = 0.8,
            budget: int | None = None, progress: Callable | None = None,
-           on_start: Callable[[int, int, int, int], None] | None = None, eval_hook=None,
+           on_start: Callable[[int, int, int, int, int], None] | None = None, eval_hook=None,
            eval_samples: str | os.PathLike | None = None) -> BisectReport:
     """Find a small set of transition ``pair``'s changes whose reversion recovers ``target`` of its drop.
 
@@ -84,7 +84,10 @@ def bisect(paths, pair: int | None = None, *, source: str | os.PathLike | None =
     progress : callable, optional
         Called with each :class:`graphaudit.numeric.grouptest.BisectStep`.
     on_start : callable, optional
-        Called once before the search as ``on_start(units, not_revertible, budget, samples)``.
+        Called once before the search as ``on_start(units, not_revertible, budget, samples, fix_budget)``:
+        ``budget`` bounds the search's hybrid evaluations, ``fix_budget`` those of the int16 fix's prediction and
+        second search after it (``budget + 1`` when a unit holds an HzCalibration, else 0; see
+        :class:`graphaudit.bisect_report.BisectReport`).
     eval_hook, eval_samples : optional
         The user's metric (``--eval``, :class:`graphaudit.bisect_eval.HookOracle`) instead of the output SQNR: the
         share recovered is ``(m(hybrid) - m(b)) / (m(a) - m(b))`` in its first value. Without data, 4 random
@@ -140,8 +143,10 @@ def _search(ev, hook: HookOracle | None, ctx, units: list[tuple[int, ...]], isol
     order = order_units(isolated)
     not_rev = sum(1 for j, c in enumerate(ch) if c.kind != "kept" and all(j not in u for u in units))
     budget = default_budget(len(order)) if budget is None else budget
+    fix_budget = budget + 1 if any(al.b.nodes[n].op_type == "HzCalibration" for u in units for j in u
+                                   for n in ch[j].b_nodes if n in al.b.nodes) else 0
     if on_start is not None:
-        on_start(len(order), not_rev, budget, ev.count)
+        on_start(len(order), not_rev, budget, ev.count, fix_budget)
     recovery, metrics = _oracle(ev, hook, al, ch, [units[k] for k in order], noise_b)
     res = group_test(len(order), recovery, target, budget, progress)
     rep = BisectReport(
@@ -152,7 +157,7 @@ def _search(ev, hook: HookOracle | None, ctx, units: list[tuple[int, ...]], isol
         units=[_unit_record(al, ch, units[k], isolated[k]) for k in order],
         steps=[BisectStepRecord(list(s.units), s.recovered, metrics[s.units], s.phase, s.kept) for s in res.steps],
         chosen=list(res.units), recovered=res.recovered, metric_chosen=metrics.get(res.units, math.nan),
-        reached=res.reached)
+        reached=res.reached, fix_budget=fix_budget)
     _fix(rep, ev, ctx, order, units, noise_b, progress)
     return rep
 
@@ -203,14 +208,15 @@ def _fix(rep: BisectReport, ev: HybridEvaluator, ctx, order: list[int], units: l
     if fix.toolchain != "hb_mapper":
         return
 
-    def rec16(sel: tuple[int, ...]) -> float:
+    def rec16(sel: tuple[int, ...]) -> float:  # one evaluation of an int16 model, counted against rep.fix_budget
+        rep.fix_evaluations += 1
         noise, _sig = ev.fix_noise([j for k in sel for j in units[order[k]]])
         return 1.0 - noise / noise_b
 
     rep.fix_recovered = rec16(tuple(rep.chosen))
     if rep.fix_recovered >= rep.recovered / 2:
         return
-    res = group_test(len(order), rec16, rep.target, rep.budget,
+    res = group_test(len(order), rec16, rep.target, rep.fix_budget - rep.fix_evaluations,
                      None if progress is None else lambda s: progress(replace(s, phase="int16 " + s.phase)))
     if res.reached and res.recovered > rep.fix_recovered:
         rep.fix_units, rep.fix_recovered = list(res.units), res.recovered

@@ -24,16 +24,12 @@ import statistics
 from .findings import Finding
 from .numeric.summary import RegionSummary, TensorSummary, TransitionSummary
 from .report import VERDICT_CAUSES, AuditReport, VerdictLine
-from .checks.numeric import OUTLIER_DB, SMALL_LOSS_DB  # one definition each: N404 judges as the verdict does
+# one definition each: N404 and N401 judge as the verdict does
+from .checks.numeric import NAMED_WITHIN_DB, OUTLIER_DB, SMALL_LOSS_DB, nonfinite_parting
 from .toolchains.ops import HORIZON_DOMAIN
 
 __all__ = ["build_verdict", "OUTLIER_DB", "NAMED_WITHIN_DB", "EQUAL_OUTPUT_SQNR_DB", "SMALL_LOSS_DB"]
 
-
-#: ... and is named only when its isolated SQNR is at most this many dB above the transition's output SQNR: errors
-#: add roughly in power, so a change 10 dB cleaner than the outputs carries about a tenth of their error at most
-#: (less once later layers attenuate it); one far above cannot explain the loss.
-NAMED_WITHIN_DB = 10.0
 
 #: Outputs at or above this SQNR (dB) count as the same values for transitions not documented as equal: the
 #: threshold ``compare`` uses for documented-equal float stages (:data:`graphaudit.numeric.compare.FLOAT_EQUAL_SQNR_DB`).
@@ -122,6 +118,16 @@ def _effect(f: Finding) -> tuple[float | None, str]:
                 f"(cosine {_cos(worst[1].get('cosine'))}) on {eff.get('samples', '?')} samples")
 
 
+def _unmeasured(f: Finding, tensor: str) -> str:
+    """The evidence of an input finding without a measured cost at the outputs: the count P209's NaN/inf variant
+    measured (its rule summary is about constant, duplicate and noise samples), else the rule's summary."""
+    n = f.evidence.get("nonfinite") if isinstance(f.evidence, dict) else None
+    if isinstance(n, int) and not isinstance(n, bool) and n > 0:
+        return (f"measured: {n:,} NaN or infinite value(s) in the data for input {tensor!r}; the stages are not "
+                "compared on such data, so their cost at the outputs is not measured")
+    return f.title
+
+
 def _harness_lines(findings: list[Finding]) -> list[VerdictLine]:
     """One line per input the data break. Its sentence is the finding that names the mistake (layout, form,
     normalization) rather than P211, which only sees that the data leave the calibrated range; it counts as an
@@ -141,7 +147,7 @@ def _harness_lines(findings: list[Finding]) -> list[VerdictLine]:
             cause="harness", scope=f.stage,
             text=_sentence(f"Your data {what} the input contract of the {f.stage} stage: "
                            f"{_first_sentence(f.message)}"),
-            evidence=effect or f.title, action=f.fix, stage=f.stage, nodes=nodes,
+            evidence=effect or _unmeasured(f, tensor), action=f.fix, stage=f.stage, nodes=nodes,
             codes=list(dict.fromkeys(g.code for g in group)),
             sqnr_db=db if db is not None else (-math.inf if error else None)))
     return out
@@ -152,13 +158,21 @@ def _config_lines(findings: list[Finding]) -> list[VerdictLine]:
     out = []
     for f in errs[:_MAX_NAMED]:
         where = f.location.get("node") or f.location.get("tensor") or ""
-        text = _sentence(f"The conversion config: {_first_sentence(f.message)}")
+        text = _sentence(f"The conversion config{_config_place(f)}: {_first_sentence(f.message)}")
         out.append(VerdictLine(cause="config", scope=f.stage, text=text,
                                evidence=f.title, action=f.fix, stage=f.stage, nodes=[where] if where else [],
                                codes=[f.code]))
     if len(errs) > _MAX_NAMED:
         out[-1].evidence += f" ({len(errs) - _MAX_NAMED} more config errors among the findings)"
     return out
+
+
+def _config_place(f: Finding) -> str:
+    """``" (config.yaml:18:3, input_parameters.norm_type)"``: where a config finding points (file:line:col and key,
+    as the lint prints them), or ``""`` without one."""
+    at = ":".join(str(f.location[k]) for k in ("file", "line", "col") if f.location.get(k) not in (None, ""))
+    parts = [x for x in (at, f.location.get("key") or "") if x]
+    return f" ({', '.join(parts)})" if parts else ""
 
 
 def _toolchain_lines(findings: list[Finding], lines: list[VerdictLine]) -> list[VerdictLine]:
@@ -202,6 +216,9 @@ def _transition_line(i: int, t: TransitionSummary, report: AuditReport, random: 
     c, d, figures = _outputs(t)
     on = _samples_phrase(t, random)
     documented_equal = t.sqnr_threshold is not None
+    part = nonfinite_parting((ts, *(list(ts.nonfinite) + [0, 0])[:2]) for ts in t.tensors if ts.samples)
+    if part is not None and (t.first_divergence is None or part.order <= t.first_divergence.order):
+        return _nonfinite_line(t, part, report, scope, figures, d, on)
     if t.first_divergence is None and (documented_equal or d is None or d >= EQUAL_OUTPUT_SQNR_DB):
         text = f"{t.a} and {t.b} compute the same values on {on}"
         action = ""
@@ -218,6 +235,24 @@ def _transition_line(i: int, t: TransitionSummary, report: AuditReport, random: 
     if documented_equal:
         return _rewrite_line(i, t, report, scope, figures, d)
     return _quantization_line(t, report, scope, figures, d, on, random)
+
+
+def _nonfinite_line(t: TransitionSummary, part: TensorSummary, report: AuditReport, scope: str, figures: str,
+                    d: float | None, on: str) -> VerdictLine:
+    """The line of a transition whose stages part in NaN or infinite values before they part in numbers: nothing
+    after that tensor is measured (its figures are NaN, or compare values computed from NaN/inf), so neither a
+    rewrite (N401 leaves it out too) nor quantization is judged there."""
+    na, nb = (list(part.nonfinite) + [0, 0])[:2]
+    node = _node_of(t, part)
+    text = (f"{t.a} and {t.b} were not compared on {on}: they part in NaN or infinite values at {part.b_tensor} "
+            f"(node {node}: {na:,} such values in {t.a}, {nb:,} in {t.b}, of {part.elements:,}), and every figure "
+            "after it measures those values, not a rewrite or quantization.")
+    action = ("First fix the data (the harness line above): values outside what the stages were built for overflow "
+              "differently in each stage." if _harness_error(report) else
+              "Find where the NaN or infinite values come from (finding N406 names the outputs that hold them): "
+              "check the data with numpy.isfinite, then the model's ops at that node.")
+    return VerdictLine(cause="not-seen", scope=scope, text=text, evidence=figures, action=action, stage=t.b,
+                       nodes=[node] if node else [], sqnr_db=d)
 
 
 def _node_of(t: TransitionSummary, ts: TensorSummary) -> str:
@@ -246,10 +281,37 @@ def _rewrite_line(i: int, t: TransitionSummary, report: AuditReport, scope: str,
                        nodes=nodes, codes=["N401"], sqnr_db=d)
 
 
-def _worst_changes(t: TransitionSummary) -> list[RegionSummary]:
-    """Measured changes (not kept nodes), lowest isolated SQNR first."""
+def _worst_changes(t: TransitionSummary, landed: dict | None = None) -> list[RegionSummary]:
+    """Measured changes (not kept nodes), lowest SQNR first: isolated, or where the error lands (``landed``,
+    :func:`_landed`)."""
     regions = [r for r in (t.regions or t.worst_regions) if r.kind != "kept" and _num(r.sqnr_db) is not None]
-    return sorted(regions, key=lambda r: _sort_db(_num(r.sqnr_db)))
+    return sorted(regions, key=lambda r: _figure(r, landed))
+
+
+def _landed(report: AuditReport, t: TransitionSummary) -> dict[tuple[str, ...], dict]:
+    """The changes of a transition whose error is bounded higher after their saturating readers than where it is
+    measured alone (finding N402's evidence ``landed``, :mod:`graphaudit.checks.saturation`), by their test-stage
+    nodes: ``{b_nodes: {"sqnr_db": bound, "consumers": [...], ...}}``. A change clipped at 3 before a HardSigmoid
+    that saturates at 2.5 measures 7 dB alone and loses nothing of its clipping after it: the verdict judges it
+    there, as N404 does."""
+    return {tuple(e["b_nodes"]): e for f in report.findings
+            if f.code == "N402" and f.stage == f"{t.a} -> {t.b}" and isinstance(f.evidence, dict)
+            for e in f.evidence.get("landed") or []
+            if isinstance(e, dict) and isinstance(e.get("b_nodes"), list) and _num(e.get("sqnr_db")) is not None}
+
+
+def _figure(r: RegionSummary, landed: dict | None) -> float:
+    """A change's SQNR (dB) where its error lands: the N402 bound after its readers when it has one, else its
+    isolated SQNR."""
+    e = (landed or {}).get(tuple(r.b_nodes))
+    return max(_sort_db(_num(r.sqnr_db)), _sort_db(_num(e["sqnr_db"]))) if e else _sort_db(_num(r.sqnr_db))
+
+
+def _alone(n: str, r: RegionSummary, landed: dict | None) -> str:
+    """``"Conv@50 7.3 dB"``, with ``", at least 48.6 dB after HardSigmoid@8"`` for a change judged where it lands."""
+    e = (landed or {}).get(tuple(r.b_nodes))
+    after = f" (at least {_db(e['sqnr_db'])} dB after {', '.join(e.get('consumers') or [])})" if e else ""
+    return f"{n} {_db(r.sqnr_db)} dB{after}"
 
 
 def _region_name(t: TransitionSummary, r: RegionSummary) -> tuple[str, bool]:
@@ -273,23 +335,28 @@ def _region_name(t: TransitionSummary, r: RegionSummary) -> tuple[str, bool]:
 _UNNAMED_ID = re.compile(r"^[A-Z][A-Za-z0-9]*[:#]")
 
 
-def _outliers(t: TransitionSummary, output_db: float | None = None
+def _outliers(t: TransitionSummary, output_db: float | None = None, landed: dict | None = None
               ) -> list[tuple[str, bool, RegionSummary, float, int]]:
-    """Changes whose isolated SQNR is :data:`OUTLIER_DB` below the median of the changes of the same kind and
-    pattern (at least 3 of them), and, given the transition's output SQNR, at most :data:`NAMED_WITHIN_DB` above it
-    (a change far cleaner than the outputs adds little of their error, however it compares with its peers):
-    ``[(node name, is a reference-stage node, region, peers' median dB, peers)]``, worst first, one per node."""
+    """Changes whose SQNR is :data:`OUTLIER_DB` below the median of the changes of the same kind and pattern (at
+    least 3 of them), and, given the transition's output SQNR, at most :data:`NAMED_WITHIN_DB` above it (a change
+    far cleaner than the outputs adds little of their error, however it compares with its peers):
+    ``[(node name, is a reference-stage node, region, peers' median dB, peers)]``, worst first, one per node.
+
+    A change's SQNR is where its error lands (:func:`_figure`): its isolated SQNR, or, for a change all of whose
+    readers saturate inside its clip range, the bound after them (``landed``, N402's evidence). The isolated figure
+    is measured on the quantized tensor itself and counts clipping that a HardSigmoid removes one node later;
+    naming such a change, and advising int16 for it, would point at an error that never reaches the outputs."""
     by_pattern: dict[str, list[RegionSummary]] = {}
-    for r in _worst_changes(t):
+    for r in _worst_changes(t, landed):
         by_pattern.setdefault(f"{r.kind} {r.pattern}", []).append(r)
     out = []
     for peers in by_pattern.values():
         if len(peers) < 3:
             continue
-        med = statistics.median(_sort_db(_num(r.sqnr_db)) for r in peers)
+        med = statistics.median(_figure(r, landed) for r in peers)
         ceiling = med - OUTLIER_DB if output_db is None else min(med - OUTLIER_DB, output_db + NAMED_WITHIN_DB)
-        out += [(r, med, len(peers)) for r in peers if _sort_db(_num(r.sqnr_db)) <= ceiling]
-    out.sort(key=lambda x: _sort_db(_num(x[0].sqnr_db)))
+        out += [(r, med, len(peers)) for r in peers if _figure(r, landed) <= ceiling]
+    out.sort(key=lambda x: _figure(x[0], landed))
     named: dict[str, tuple] = {}
     for r, med, n in out:
         name, in_a = _region_name(t, r)
@@ -336,25 +403,27 @@ def _precision_action(report: AuditReport, t: TransitionSummary, names: list[str
 
 def _quantization_line(t: TransitionSummary, report: AuditReport, scope: str, figures: str, d: float | None,
                        on: str, random: int | None) -> VerdictLine:
-    named = _outliers(t, d)
+    landed = _landed(report, t)
+    named = _outliers(t, d, landed)
     text = f"Quantizing {t.a} into {t.b} brings the outputs to SQNR {_db(d)} dB on {on}"
     small = _small_loss(t, d)
     if small:
         text += " — little at the outputs: quantization alone is unlikely to explain an accuracy drop"
     if named:
-        groups = list(dict.fromkeys((med, k) for *_x, med, k in named))
-        alone = "; ".join(", ".join(f"{n} {_db(r.sqnr_db)} dB" for n, _a, r, m, k in named if (m, k) == g)
-                          + f" against a median of {_db(g[0])} dB over the {g[1]} changes of the same kind"
-                          for g in groups)
+        groups = list(dict.fromkeys((med, k, f"{r.kind} {r.pattern}") for _n, _a, r, med, k in named))
+        alone = "; ".join(", ".join(_alone(n, r, landed) for n, _a, r, m, k in named
+                                    if (m, k, f"{r.kind} {r.pattern}") == g)
+                          + f" against a median of {_db(g[0])} dB over the {g[1]} changes of the same kind, "
+                          f"{g[2]}" for g in groups)
         text += (f"; {'the largest single contributors are' if small else 'the loss concentrates in'} "
                  f"{', '.join(n for n, *_ in named)} (SQNR measured alone: {alone}).")
         names = [n for n, in_a, *_ in named if in_a]
         action = _precision_action(report, t, names) if names else (
             "The loss sits at the graph inputs' quantization: check that the data match the calibration data.")
     else:
-        worst = _worst_changes(t)
+        worst = _worst_changes(t, landed)
         text += "; the loss is spread over the model rather than in a few nodes"
-        text += (f" (worst change alone: {_region_name(t, worst[0])[0]} at SQNR {_db(worst[0].sqnr_db)} dB)."
+        text += (f" (worst change alone: {_alone(_region_name(t, worst[0])[0] + ' at SQNR', worst[0], landed)})."
                  if worst else ".")
         named = [(*_region_name(t, worst[0]), worst[0], None, 0)] if worst else []
         action = ("Improve calibration rather than single nodes: more and more representative samples, another "

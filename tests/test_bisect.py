@@ -231,3 +231,34 @@ def test_few_samples_get_a_caution_line(tmp_path, samples, capsys):
             assert len(cautions) == 1 and f"Caution: {n} sample(s) only" in cautions[0], out
         else:
             assert cautions == [], out
+
+
+@needs_cls
+def test_stated_bound_holds_with_the_int16_second_search(tmp_path, capsys, monkeypatch):
+    """The start line's bound covers every evaluation of the run, the int16 fix's prediction and second search
+    included. Counted here by wrapping HybridEvaluator.noise (every hybrid and int16 model runs through it once;
+    the first call measures stage b itself). With --budget 3 on PP-OCR cls the search uses its 3 and the weak int16
+    prediction starts a second search: 5 in all, where the old start line said 3."""
+    import re
+
+    from graphaudit.hybrideval import HybridEvaluator
+
+    calls = []
+    real = HybridEvaluator.noise
+
+    def counted(self, revert, model=None):
+        calls.append(model is not None)
+        return real(self, revert, model)
+
+    monkeypatch.setattr(HybridEvaluator, "noise", counted)
+    rc, rep = _run(tmp_path, str(CLS), "--max-samples", "4", "--budget", "3")
+    out = capsys.readouterr().out
+    m = re.search(r"at most (\d+) hybrid evaluations(?: \(and at most (\d+) more of int16 models[^)]*: (\d+) in all\))?",
+                  out)
+    assert m, out
+    stated = int(m.group(3) or m.group(1))
+    evaluations = len(calls) - 1
+    assert evaluations > 3 and sum(calls) >= 2  # the case: the int16 models ran after a search that used its 3
+    assert evaluations <= stated, (evaluations, m.group(0))
+    assert (rep["budget"], rep["fix_budget"]) == (3, 4) and stated == 7
+    assert len(rep["steps"]) + rep["fix_evaluations"] == evaluations and rep["fix_evaluations"] == sum(calls)

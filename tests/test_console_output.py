@@ -194,3 +194,24 @@ def test_heartbeat_prints_every_ten_seconds_and_at_the_end():
         tick(i)
     assert out.getvalue().splitlines() == ["comparing stages: sample 4/16", "comparing stages: sample 8/16",
                                            "comparing stages: sample 12/16", "comparing stages: sample 16/16 done"]
+
+
+def test_piped_compare_keeps_each_line_whole(samples, tmp_path):
+    """``graphaudit compare ... | cat`` (stdout a pipe, no COLUMNS): the first-divergence line and each finding are
+    one line, however long, not folded at the 160 columns piped tables are laid out in. The expected line is built
+    from the JSON report of the same run."""
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    env["PYTHONPATH"] = str(REPO)
+    js = tmp_path / "r.json"
+    p = subprocess.run([sys.executable, "-m", "graphaudit", "compare", str(samples / "ort" / "ppocr_cls"), "--data",
+                        str(samples / "data" / "ppocr_cls" / "x"), "--no-isolated", "--max-samples", "4", "--json",
+                        str(js)], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600)
+    assert p.returncode in (0, 1), p.stderr
+    rep = json.loads(js.read_text())
+    fd = next(t["first_divergence"] for t in rep["numeric"] if t["first_divergence"])
+    lines = p.stdout.splitlines()
+    (line,) = [x for x in lines if "first divergence" in x]
+    assert line.startswith("  first divergence") and fd["b_tensor"] in line and line.endswith(fd["change"]), line
+    assert len(line) > 160  # the case: folded at 160 before
+    for f in rep["findings"]:
+        assert any(x.startswith(f["severity"].upper()) and x.rstrip().endswith(f["message"]) for x in lines), f

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import statistics
 from typing import Iterator
 
@@ -12,12 +13,18 @@ from ..stage import StageGraph
 from ..toolchains.ops import DEQUANTIZE_OPS, QUANTIZE_OPS
 from ..toolchains.roles import NUMERICALLY_EQUAL_TRANSITIONS
 from .base import AuditContext, make_finding
+from .saturation import Landing, landed_sqnr
 
-__all__ = ["OUTLIER_DB", "MIN_PEERS"]
+__all__ = ["OUTLIER_DB", "MIN_PEERS", "NAMED_WITHIN_DB", "nonfinite_parting"]
 
 #: A change whose isolated SQNR lies this many dB below the median of its peers (the changes of the same kind and
 #: pattern in the transition) is where the loss concentrates (6 dB = half the signal-to-noise amplitude ratio).
 OUTLIER_DB = 6.0
+
+#: ... and is named only when its SQNR is at most this many dB above the transition's output SQNR: errors add roughly
+#: in power, so a change 10 dB cleaner than the outputs carries about a tenth of their error at most (less once later
+#: layers attenuate it); one far above cannot explain the loss (the verdict and N404 alike).
+NAMED_WITHIN_DB = 10.0
 
 #: Peers needed for a median to compare with.
 MIN_PEERS = 3
@@ -30,12 +37,20 @@ _FLOAT_TRANSITIONS = NUMERICALLY_EQUAL_TRANSITIONS
 
 
 def check_float_divergence(ctx: AuditContext) -> Iterator[Finding]:
-    """Rule N401 (graphaudit/rules/numeric.yaml): yields its findings over ``ctx``."""
+    """Rule N401 (graphaudit/rules/numeric.yaml): yields its findings over ``ctx``.
+
+    A first divergence at or after the first tensor where the test stage holds NaN or infinite values the reference
+    does not (:func:`nonfinite_parting`) is not one: float stages that overflow differently (a fused Conv reaching inf where
+    Conv then BatchNormalization stayed finite, on data at 3e38) measure the overflow, which P209, P211 and N406
+    report, not a rewrite; every tensor after it reads those values."""
     for res in ctx.numeric or []:
         a, b = _pair(ctx, res)
-        if (a.role, b.role) not in _FLOAT_TRANSITIONS or res.first_divergence is None:
-            continue
         te = res.first_divergence
+        if (a.role, b.role) not in _FLOAT_TRANSITIONS or te is None:
+            continue
+        part = nonfinite_parting((t, t.stats.nonfinite_a, t.stats.nonfinite_b) for t in res.tensors if t.stats.samples)
+        if part is not None and part.order <= te.order:
+            continue
         s = te.stats
         below = (f"cosine {s.cosine:.6f} < {res.threshold}" if s.cosine < res.threshold
                  else f"SQNR {s.sqnr_db:.1f} dB < {res.sqnr_threshold:g} dB")
@@ -47,13 +62,24 @@ def check_float_divergence(ctx: AuditContext) -> Iterator[Finding]:
             evidence={"a_tensor": te.a_tensor, "b_tensor": te.b_tensor, "change": te.change, **s.to_dict()})
 
 
+def nonfinite_parting(tensors):
+    """The first of ``tensors`` (``(tensor, NaN/inf count in the reference, in the test stage)`` in the test stage's
+    topological order) where the test stage holds more NaN or infinite values than the reference, or None: where
+    the stages part in non-finite values (an overflow, NaN data) rather than in numbers. Fewer in the test stage (a
+    Q/DQ pair saturating a float model's -inf mask, a rewrite putting -1e9 for -inf) or the same count (a mask both
+    stages keep) is no parting: the comparison goes on past such tensors as before."""
+    return next((t for t, na, nb in tensors if nb > na), None)
+
+
 #: N402 lists only changes that lose accuracy: isolated SQNR below this (dB). Float rewrites (fusions) measure
 #: above 100 dB (float32 rounding), int8 fake quantization 20-45 dB, int16 about 70-90 dB.
 LOSSY_SQNR_DB = 60.0
 
 
 def check_worst_isolated(ctx: AuditContext) -> Iterator[Finding]:
-    """Rule N402 (graphaudit/rules/numeric.yaml): yields its findings over ``ctx``."""
+    """Rule N402 (graphaudit/rules/numeric.yaml): yields its findings over ``ctx``. Its evidence ``landed`` lists
+    every lossy change whose error is bounded higher after its saturating readers than where it is measured
+    (:mod:`graphaudit.checks.saturation`): N404 and the verdict judge those changes by that bound."""
     for res in ctx.numeric or []:
         worst = [r for r in res.worst_regions(3) if r.stats.sqnr_db < LOSSY_SQNR_DB]
         if not worst:
@@ -62,12 +88,47 @@ def check_worst_isolated(ctx: AuditContext) -> Iterator[Finding]:
         nodes = [_node_of(res, r) for r in worst]
         parts = [f"{r.change.pattern} at {node} ({', '.join(o[1] for o in r.outputs[:2])}; SQNR "
                  f"{r.stats.sqnr_db:.1f} dB, cosine {r.stats.cosine:.5f})" for r, node in zip(worst, nodes)]
+        landed = [(r, _node_of(res, r), ld) for r, ld in _landings(b, res).values()]
+        landed.sort(key=lambda x: x[0].stats.sqnr_db)
+        said = ""
+        if landed:
+            said = (f"; {len(landed)} of the lossy changes clip where every reader saturates, so their error after "
+                    "those readers is bounded far higher (judged there by N404 and the verdict): "
+                    + ", ".join(f"{node} {r.stats.sqnr_db:.1f} dB alone, at least {_say_db(ld.sqnr_db)} dB after "
+                                f"{', '.join(ld.consumers)}" for r, node, ld in landed[:3])
+                    + (f", {len(landed) - 3} more" if len(landed) > 3 else ""))
         yield make_finding(
-            "N402", f"worst changes measured alone in {a.name} -> {b.name}: " + "; ".join(parts),
+            "N402", f"worst changes measured alone in {a.name} -> {b.name}: " + "; ".join(parts) + said,
             stage=f"{a.name} -> {b.name}", location={"tensor": worst[0].outputs[0][1]},
             evidence={"regions": [{"pattern": r.change.pattern, "node": node, "b_nodes": r.change.b_nodes,
                                    "outputs": [list(o) for o in r.outputs], **r.stats.to_dict()}
-                                  for r, node in zip(worst, nodes)]})
+                                  for r, node in zip(worst, nodes)],
+                      "landed": [{"node": node, "b_nodes": r.change.b_nodes, "consumers": ld.consumers,
+                                  "sqnr_db_alone": round(r.stats.sqnr_db, 3), "sqnr_db": _json_db(ld.sqnr_db),
+                                  "bound": ld.bound, "clip": list(ld.clip)} for r, node, ld in landed]})
+
+
+def _say_db(x: float) -> str:
+    return "inf" if math.isinf(x) else f"{x:.1f}"
+
+
+def _json_db(x: float) -> float | str:
+    return "inf" if math.isinf(x) else round(x, 3)
+
+
+def _landings(b: StageGraph, res) -> dict[int, tuple]:
+    """``{id(region): (region, Landing)}`` of the lossy changes of a transition (isolated SQNR below
+    :data:`LOSSY_SQNR_DB`) whose error after their saturating readers is bounded above their isolated SQNR
+    (:func:`graphaudit.checks.saturation.landed_sqnr`)."""
+    out: dict[int, tuple] = {}
+    for r in res.regions:
+        if not r.stats.samples or r.change.kind == "kept" or len(r.outputs) != 1 or \
+                not r.stats.sqnr_db < LOSSY_SQNR_DB:
+            continue
+        ld = landed_sqnr(b, r.change.b_nodes, r.outputs[0][1], res.tensors)
+        if ld is not None and ld.sqnr_db > r.stats.sqnr_db:
+            out[id(r)] = (r, ld)
+    return out
 
 
 def _node_of(res, region) -> str:
@@ -114,10 +175,21 @@ def _say_params(params: dict[str, list[float]]) -> str:
 
 
 def check_isolated_outlier(ctx: AuditContext) -> Iterator[Finding]:
-    """Rule N404 (graphaudit/rules/numeric.yaml): per transition, the lossy changes whose isolated SQNR is
+    """Rule N404 (graphaudit/rules/numeric.yaml): per transition, the lossy changes whose SQNR is
     :data:`OUTLIER_DB` or more below the median of their peers (same kind and pattern, at least
-    :data:`MIN_PEERS`), worst first, each named by its node with its threshold or scale."""
+    :data:`MIN_PEERS`), worst first, each named by its node with its threshold or scale.
+
+    A change's SQNR here is where its error lands: its isolated SQNR, or the bound after its readers when every
+    reader saturates and the bound is higher (:mod:`graphaudit.checks.saturation`: clipping a HardSigmoid's input
+    at 3 costs nothing after it, however much the clipped tensor itself loses). As in the verdict, a change more
+    than :data:`NAMED_WITHIN_DB` above the transition's lowest output SQNR is not named: on PP-OCR cls's calibrated
+    -> quantized (outputs at 16.2 dB) fixed-point Convs at 45-55 dB, 7 dB below their peers, carry a few percent of
+    the outputs' error at most."""
     for res in ctx.numeric or []:
+        a, b = _pair(ctx, res)
+        landed = {k: ld for k, (_r, ld) in _landings(b, res).items()}
+        outs = [t.stats.sqnr_db for t in res.outputs() if t.stats.samples and t.stats.sqnr_db == t.stats.sqnr_db]
+        ceiling = min(outs) + NAMED_WITHIN_DB if outs else math.inf
         groups: dict[tuple[str, str], list] = {}
         for r in res.regions:
             if r.stats.samples and r.change.kind != "kept" and r.stats.sqnr_db == r.stats.sqnr_db:
@@ -126,21 +198,22 @@ def check_isolated_outlier(ctx: AuditContext) -> Iterator[Finding]:
         for (kind, pattern), peers in groups.items():
             if len(peers) < MIN_PEERS:
                 continue
-            med = statistics.median(min(r.stats.sqnr_db, 1e9) for r in peers)
+            med = statistics.median(min(_figure(r, landed), 1e9) for r in peers)
             out += [(r, med, len(peers), f"{kind} {pattern}") for r in peers
-                    if r.stats.sqnr_db <= med - OUTLIER_DB and r.stats.sqnr_db < LOSSY_SQNR_DB]
+                    if _figure(r, landed) <= min(med - OUTLIER_DB, ceiling) and _figure(r, landed) < LOSSY_SQNR_DB]
         if not out:
             continue
-        out.sort(key=lambda x: x[0].stats.sqnr_db)
-        a, b = _pair(ctx, res)
+        out.sort(key=lambda x: _figure(x[0], landed))
         items, says = [], []
         for r, med, n, group in out:
-            params, node = _quant_params(b, r.change.b_nodes), _node_of(res, r)
+            params, node, ld = _quant_params(b, r.change.b_nodes), _node_of(res, r), landed.get(id(r))
             items.append({"node": node, "b_nodes": r.change.b_nodes, "group": group, "peers": n,
                           "peers_median_sqnr_db": round(med, 3), "outputs": [list(o) for o in r.outputs], **params,
-                          **r.stats.to_dict()})
+                          **r.stats.to_dict(), **_landed_evidence(ld)})
             said = f"; {_say_params(params)}" if params else ""
-            says.append(f"{node} ({group}{said}): SQNR {r.stats.sqnr_db:.1f} dB alone, {med - r.stats.sqnr_db:.1f} dB "
+            after = f", at least {_say_db(ld.sqnr_db)} dB after {', '.join(ld.consumers)}" if ld else ""
+            fig = _figure(r, landed)
+            says.append(f"{node} ({group}{said}): SQNR {r.stats.sqnr_db:.1f} dB alone{after}, {med - fig:.1f} dB "
                         f"below the median {med:.1f} dB of its {n} peers")
         says = says[:3]
         more = f"; {len(items) - 3} more" if len(items) > 3 else ""
@@ -151,6 +224,17 @@ def check_isolated_outlier(ctx: AuditContext) -> Iterator[Finding]:
                                         f"{SMALL_LOSS_DB:g} dB and every top-1, so this costs little" if small else ""),
             stage=f"{a.name} -> {b.name}", location={"tensor": out[0][0].outputs[0][1]},
             evidence={"outlier_db": OUTLIER_DB, "outliers": items}, severity="info" if small else None)
+
+
+def _figure(r, landed: dict[int, Landing]) -> float:
+    """A change's SQNR where its error lands: the bound after its saturating readers when there is one (it is
+    above the isolated figure by construction of :func:`_landings`), else its isolated SQNR."""
+    ld = landed.get(id(r))
+    return ld.sqnr_db if ld is not None else r.stats.sqnr_db
+
+
+def _landed_evidence(ld: Landing | None) -> dict:
+    return {} if ld is None else {"sqnr_db_landed": _json_db(ld.sqnr_db), "landed_after": ld.consumers}
 
 
 def _little_at_outputs(res) -> bool:

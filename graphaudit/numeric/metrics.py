@@ -225,7 +225,8 @@ class ErrorStats:
             return math.inf
         if self.sum_aa == 0.0:
             return -math.inf
-        return 10.0 * math.log10(self.sum_aa / self.sum_ee)
+        ratio = self.sum_aa / self.sum_ee  # 0 when the error overflowed to inf and the reference did not
+        return -math.inf if ratio == 0.0 else 10.0 * math.log10(ratio)
 
     @property
     def rel_l2(self) -> float:

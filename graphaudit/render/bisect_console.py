@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..bisect_report import BisectReport
-from .text import printable
+from .text import print_line, printable
 
 __all__ = ["render_bisect", "render_bisect_start", "render_bisect_step", "render_fix"]
 
@@ -38,17 +38,22 @@ def _share(x: float) -> str:
     return f"{x:7.1%}" if math.isfinite(x) else f"{'n/a':>7}"
 
 
-def render_bisect_start(units: int, not_revertible: int, budget: int, samples: int, console: Console) -> None:
-    """The search's size and its stated budget, before the first hybrid runs."""
-    console.print(Text(f"bisect: {units} revertible unit{'s' if units != 1 else ''}"
+def render_bisect_start(units: int, not_revertible: int, budget: int, samples: int, fix_budget: int,
+                        console: Console) -> None:
+    """The search's size and its stated budget, before the first hybrid runs: the search's ``budget`` and, where the
+    fix may be hb_mapper's int16, the ``fix_budget`` evaluations of its prediction and second search (the total
+    is the bound of the whole run)."""
+    fix = (f" (and at most {fix_budget} more of int16 models to predict the fix and search it again: "
+           f"{budget + fix_budget} in all)" if fix_budget else "")
+    print_line(console, Text(f"bisect: {units} revertible unit{'s' if units != 1 else ''}"
                        + (f" ({not_revertible} change(s) not revertible)" if not_revertible else "")
-                       + f"; at most {budget} hybrid evaluations on {samples} sample{'s' if samples != 1 else ''}",
+                       + f"; at most {budget} hybrid evaluations{fix} on {samples} sample{'s' if samples != 1 else ''}",
                        style="dim"))
 
 
 def render_bisect_step(step, console: Console) -> None:
     """One hybrid evaluation as it finishes (``step``: a :class:`graphaudit.numeric.grouptest.BisectStep`)."""
-    console.print(Text(f"  {step.phase:<6} {len(step.units):>5} unit(s) reverted -> {_share(step.recovered)} of the "
+    print_line(console, Text(f"  {step.phase:<6} {len(step.units):>5} unit(s) reverted -> {_share(step.recovered)} of the "
                        f"drop recovered" + ("  (kept)" if step.kept and step.phase != "ends" else ""), style="dim"))
 
 
@@ -61,8 +66,10 @@ def render_bisect(rep: BisectReport, console: Console) -> None:
     """The transition's drop, the final set (its units with their nodes and isolated SQNR) and what it recovers."""
     console.print()
     where = f" on {rep.samples} sample(s)" if "SQNR" in rep.metric else ""
-    console.print(Text(f"{rep.a} -> {rep.b}: {rep.metric} {_value(rep, rep.metric_a)} -> {_value(rep, rep.metric_b)}"
-                       f"{where} ({rep.runtime}); {len(rep.steps)} of at most {rep.budget} hybrid evaluations",
+    print_line(console, Text(f"{rep.a} -> {rep.b}: {rep.metric} {_value(rep, rep.metric_a)} -> {_value(rep, rep.metric_b)}"
+                       f"{where} ({rep.runtime}); {len(rep.steps)} of at most {rep.budget} hybrid evaluations"
+                       + (f", {rep.fix_evaluations} of at most {rep.fix_budget} of int16 models" if rep.fix_budget
+                          else ""),
                        style="bold"))
     if rep.data_unreadable:
         n = len(rep.data_unreadable)
@@ -70,16 +77,16 @@ def render_bisect(rep: BisectReport, console: Console) -> None:
                            + "; ".join(rep.data_unreadable[:3]) + (f"; and {n - 3} more" if n > 3 else ""),
                            style="yellow"))
     if "SQNR" in rep.metric and rep.samples < FEW_SAMPLES:
-        console.print(Text(f"Caution: {rep.samples} sample(s) only: the output SQNR of so few samples swings with which "
+        print_line(console, Text(f"Caution: {rep.samples} sample(s) only: the output SQNR of so few samples swings with which "
                            "samples they are (on 4 samples of PP-OCR cls, disjoint groups measured 26 dB, 38 dB and no "
                            f"drop at all), and the units chosen with it; give {FEW_SAMPLES} or more (--max-samples N, or more data).",
                            style="yellow"))
     if not rep.reached and not math.isfinite(rep.recovered):
-        console.print(Text(f"Reverting every revertible unit gives {rep.metric} {_value(rep, rep.metric_chosen)}: "
+        print_line(console, Text(f"Reverting every revertible unit gives {rep.metric} {_value(rep, rep.metric_chosen)}: "
                            "not a number (the hybrid's outputs, or the metric on them, are NaN or infinite), so no "
                            "share of the drop can be measured.", style="yellow"))
     elif not rep.reached:
-        console.print(Text(f"Reverting every revertible unit recovers {rep.recovered:.1%} of the drop, below the "
+        print_line(console, Text(f"Reverting every revertible unit recovers {rep.recovered:.1%} of the drop, below the "
                            f"target {rep.target:.0%}: the rest is in changes that cannot be reverted "
                            f"({rep.not_revertible}) or in how the changes interact.", style="yellow"))
     t = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
@@ -90,18 +97,18 @@ def render_bisect(rep: BisectReport, console: Console) -> None:
         t.add_row(str(k), u.kind, printable(u.pattern), _names(u.b_nodes or u.a_nodes),
                   _db(u.isolated_sqnr_db) if u.isolated_sqnr_db is not None else "-")
     console.print(t)
-    console.print(Text(f"Reverting these {len(rep.chosen)} unit(s) recovers {_share(rep.recovered).strip()} of the drop "
+    print_line(console, Text(f"Reverting these {len(rep.chosen)} unit(s) recovers {_share(rep.recovered).strip()} of the drop "
                        f"(target {rep.target:.0%}): {rep.metric} {_value(rep, rep.metric_b)} -> "
                        f"{_value(rep, rep.metric_chosen)}."))
     if rep.fix_units != rep.chosen and rep.fix_units:
-        console.print(Text(f"int16 at those units would keep their error (clipping at the calibrated thresholds "
+        print_line(console, Text(f"int16 at those units would keep their error (clipping at the calibrated thresholds "
                            f"stays in int16); searched again with int16 as the fix does: units "
                            f"{', '.join(map(str, rep.fix_units))}", style="yellow"))
     weak = rep.fix_recovered is not None and rep.fix_recovered < rep.recovered / 2
     render_fix(rep.fix, console, weak)
     if rep.fix_recovered is not None:
         worse = " (the outputs move further from a than b's)" if rep.fix_recovered < 0 else ""
-        console.print(Text(f"  predicted with the fix (measured on b as hb_mapper builds it: those tensors in int16 "
+        print_line(console, Text(f"  predicted with the fix (measured on b as hb_mapper builds it: those tensors in int16 "
                            f"at the same thresholds, with hb_mapper's int16 propagation): {rep.fix_recovered:.1%} of "
                            f"the drop{worse}" + (
                                "; int16 keeps what clips at the calibrated thresholds: recalibrate those tensors "
@@ -116,14 +123,14 @@ def render_fix(fix: dict | None, console: Console, weak: bool = False) -> None:
         return
     console.print()
     if not fix.get("text"):
-        console.print(Text(fix.get("note", ""), style="dim"))
+        print_line(console, Text(fix.get("note", ""), style="dim"))
         return
     head = (f"int16 setting ({fix['toolchain']}), predicted below to recover little: {fix['note']}" if weak
             else f"Fix ({fix['toolchain']}): {fix['note']}")
-    console.print(Text(head, style="bold"))
+    print_line(console, Text(head, style="bold"))
     console.print(Text(fix["text"].rstrip()), soft_wrap=True)
     for line in fix.get("lint", []):
         console.print(Text(f"  lint: {printable(line)}", style="yellow"), soft_wrap=True)
     if fix["toolchain"] == "hb_mapper" and not fix.get("lint"):
-        console.print(Text("  lint: no finding on node_info (names checked against the optimized_float stage)",
+        print_line(console, Text("  lint: no finding on node_info (names checked against the optimized_float stage)",
                            style="dim"))

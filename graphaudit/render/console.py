@@ -18,10 +18,11 @@ from .metric import render_metric
 from .styles import KIND_STYLE as _KIND_STYLE
 from .styles import SEV_STYLE as _SEV_STYLE
 from .styles import fmt as _fmt
-from .text import needs_escape, printable
+from .text import needs_escape, print_line, printable
 
 __all__ = ["render_explain", "render_diff", "render_rules", "render_numeric", "render_findings", "render_input_stats",
            "render_toolchain"]
+
 
 def _stage_table(report: AuditReport) -> Table:
     t = Table(title="Stages", title_justify="left", show_lines=False)
@@ -38,7 +39,7 @@ def _stage_table(report: AuditReport) -> Table:
 
 def _transition(console: Console, tr: Transition, verbose: bool) -> None:
     cov = tr.coverage
-    console.print(Text.assemble(("\n", ""), (f"{tr.a} -> {tr.b}", "bold"),
+    print_line(console, Text.assemble(("\n", ""), (f"{tr.a} -> {tr.b}", "bold"),
                                 f"   aligned or classified: {cov['a_accounted']}/{cov['a_nodes']} nodes "
                                 f"({cov['a_ratio']:.1%}) of {tr.a}, {cov['b_accounted']}/{cov['b_nodes']} "
                                 f"({cov['b_ratio']:.1%}) of {tr.b}"))
@@ -55,10 +56,10 @@ def _transition(console: Console, tr: Transition, verbose: bool) -> None:
         t.add_row(Text(kind, _KIND_STYLE[kind]), str(n), escape(", ".join(f"{p} x{c}" for p, c in shown) + more))
     console.print(t)
     if tr.opset_delta:
-        console.print("  opsets: " + escape(", ".join(f"{d or 'ai.onnx'} {va or '-'} -> {vb or '-'}"
+        print_line(console, "  opsets: " + escape(", ".join(f"{d or 'ai.onnx'} {va or '-'} -> {vb or '-'}"
                                                        for d, (va, vb) in tr.opset_delta.items())))
     if tr.op_delta:
-        console.print("  op count delta: " + escape(", ".join(f"{op} {d:+d}" for op, d in tr.op_delta.items())))
+        print_line(console, "  op count delta: " + escape(", ".join(f"{op} {d:+d}" for op, d in tr.op_delta.items())))
     by_pattern: dict[str, list[str]] = defaultdict(list)
     for c in tr.changes:
         if c.kind in ("fused", "replaced", "modified") or (verbose and c.kind in ("removed", "inserted")):
@@ -69,11 +70,11 @@ def _transition(console: Console, tr: Transition, verbose: bool) -> None:
     for pat, items in by_pattern.items():
         limit = len(items) if verbose or pat.startswith("fused") else 6
         tail = f" ... and {len(items) - limit} more (--verbose)" if len(items) > limit else ""
-        console.print(f"  [bold]{escape(pat)}[/] ({len(items)}): " + escape("; ".join(items[:limit])) + tail,
+        print_line(console, f"  [bold]{escape(pat)}[/] ({len(items)}): " + escape("; ".join(items[:limit])) + tail,
                       highlight=False)
     for c in tr.changes:
         if c.kind == "unmatched":
-            console.print(Text.assemble(("  unmatched ", "bold red"), f"{c.pattern[:120]}: {c.evidence}"))
+            print_line(console, Text.assemble(("  unmatched ", "bold red"), f"{c.pattern[:120]}: {c.evidence}"))
 
 
 def render_findings(report: AuditReport, console: Console, verbose: bool = False,
@@ -87,17 +88,17 @@ def _findings(report: AuditReport, console: Console, verbose: bool = False,
               codes: tuple[str, ...] | None = None) -> None:
     findings = [f for f in report.findings if codes is None or f.code in codes]
     if not findings:
-        console.print("\n[green]No findings.[/]")
+        print_line(console, "\n[green]No findings.[/]")
         return
-    console.print(Text("\nFindings (most serious first)", style="bold"))
+    print_line(console, Text("\nFindings (most serious first)", style="bold"))
     fixed: set[tuple[str, str]] = set()
     for f in findings:
         where = f" [{f.stage}]" if f.stage else ""
-        console.print(Text.assemble((f"{f.severity.upper():8}", _SEV_STYLE[f.severity]), (f"{f.code} ", "bold"),
+        print_line(console, Text.assemble((f"{f.severity.upper():8}", _SEV_STYLE[f.severity]), (f"{f.code} ", "bold"),
                                     (where + " ", "dim"), f.message))
         if (f.severity != "info" or verbose) and (f.code, f.fix) not in fixed:  # a variant's own fix shows too
             fixed.add((f.code, f.fix))
-            console.print(Text("          fix: " + " ".join(f.fix.split()), style="dim"))
+            print_line(console, Text("          fix: " + " ".join(f.fix.split()), style="dim"))
 
 
 def _printable(x):
@@ -182,16 +183,16 @@ def render_rules(rules: dict[str, Rule], console: Console, explain: str | None =
     """List the rule catalogue, or print one rule in full."""
     if explain:
         r = rules[explain]
-        console.print(Text.assemble((f"{r.code} ", "bold"), (r.name, "bold cyan"), f"  ({r.severity})"))
+        print_line(console, Text.assemble((f"{r.code} ", "bold"), (r.name, "bold cyan"), f"  ({r.severity})"))
         console.print(r.summary)
-        console.print(Text("\nWhy it matters", style="bold"))
+        print_line(console, Text("\nWhy it matters", style="bold"))
         console.print(r.why)
-        console.print(Text("Fix", style="bold"))
+        print_line(console, Text("Fix", style="bold"))
         console.print(r.fix)
         for variant, text in r.fixes.items():
-            console.print(Text(f"Fix ({variant} variant)", style="bold"))
+            print_line(console, Text(f"Fix ({variant} variant)", style="bold"))
             console.print(text)
-        console.print(Text(f"Examples: {len(r.examples.get('fail', []))} failing, "
+        print_line(console, Text(f"Examples: {len(r.examples.get('fail', []))} failing, "
                            f"{len(r.examples.get('pass', []))} passing (graphaudit/rules/{r.source})", style="dim"))
         return
     t = Table(title="graphaudit rules", title_justify="left")
@@ -214,18 +215,18 @@ def render_numeric(report: AuditReport, console: Console) -> None:
 def _numeric(report: AuditReport, console: Console) -> None:
     if not report.numeric:
         if report.run and report.run.numeric_skipped:
-            console.print(Text(f"\nNumeric comparison skipped: {report.run.numeric_skipped}", style="bold yellow"))
+            print_line(console, Text(f"\nNumeric comparison skipped: {report.run.numeric_skipped}", style="bold yellow"))
         return
-    console.print(Text("\nNumeric comparison (same samples through every stage's input contract)", style="bold"))
+    print_line(console, Text("\nNumeric comparison (same samples through every stage's input contract)", style="bold"))
     bad = sorted({f.code for f in report.findings if f.code.startswith("P") and f.severity == "error"})
     if bad:
-        console.print(Text(f"Caution: the data violate the input contract ({', '.join(bad)}, below): these errors "
+        print_line(console, Text(f"Caution: the data violate the input contract ({', '.join(bad)}, below): these errors "
                            "measure the data as much as the toolchain; fix the data first.", style="bold yellow"))
     for why in (report.run.numeric_not_run if report.run else []):
-        console.print(Text(f"not run: {why}", style="yellow"))
+        print_line(console, Text(f"not run: {why}", style="yellow"))
     for tr in report.numeric:
         wt = tr.worst_tensor
-        console.print(Text.assemble(("\n", ""), (f"{tr.a} -> {tr.b}", "bold"),
+        print_line(console, Text.assemble(("\n", ""), (f"{tr.a} -> {tr.b}", "bold"),
                                     f"   {tr.tensors_compared} aligned tensors compared; lowest cosine "
                                     f"{_fmt(tr.min_cosine, '.6f')} at {wt.b_tensor if wt is not None else '-'}"
                                     + (f" ({_fmt(wt.lsb_max, '.1f')} LSB max)" if wt is not None and wt.lsb_max
@@ -242,20 +243,20 @@ def _numeric(report: AuditReport, console: Console) -> None:
         crit = f"cosine < {tr.threshold}" + (f" or SQNR < {tr.sqnr_threshold:g} dB"
                                               if tr.sqnr_threshold is not None else "")
         if fd is not None:
-            console.print(Text.assemble(("  first divergence ", "bold red"),
+            print_line(console, Text.assemble(("  first divergence ", "bold red"),
                                         f"({crit}): {fd.b_tensor}{_by_node(fd.b_node)} in {tr.b} (from "
                                         f"{fd.a_tensor}{_by_node(fd.a_node)} in {tr.a}): cosine "
                                         f"{_fmt(fd.cosine, '.6f')}, SQNR {_fmt(fd.sqnr_db, '.1f')} dB; "
                                         f"{fd.change or 'kept node'}"))
         else:
-            console.print(Text(f"  no tensor with {crit}", style="green"))
+            print_line(console, Text(f"  no tensor with {crit}", style="green"))
         if tr.worst_regions:
             skipped = (f", {tr.regions_skipped} skipped: a boundary tensor without the same value in {tr.a}, or "
                        "not runnable alone" if tr.regions_skipped else "")
-            console.print(f"  worst changes measured alone ({tr.regions_measured} measured{skipped}):")
+            print_line(console, f"  worst changes measured alone ({tr.regions_measured} measured{skipped}):")
             for r in tr.worst_regions[:5]:
                 outs = ", ".join(o[1] for o in r.outputs[:2])
-                console.print(Text(f"    {r.kind}: {r.pattern} -> {outs}: SQNR {_fmt(r.sqnr_db, '.1f')} dB, "
+                print_line(console, Text(f"    {r.kind}: {r.pattern} -> {outs}: SQNR {_fmt(r.sqnr_db, '.1f')} dB, "
                                    f"cosine {_fmt(r.cosine, '.6f')}"
                                    + (f", max {_fmt(r.lsb_max, '.1f')} LSB" if r.lsb_max else "")))
 
@@ -309,14 +310,14 @@ def _toolchain(report: AuditReport, console: Console, verbose: bool = False, top
     if tc is None:
         return
     tool = " ".join(x for x in (tc.tool, tc.toolchain_version) if x)
-    console.print(Text("\nToolchain similarity vs graphaudit", style="bold"))
-    console.print(Text(f"  {tool}, {tc.source.rsplit('/', 1)[-1]}: {tc.nodes_total} node rows, "
+    print_line(console, Text("\nToolchain similarity vs graphaudit", style="bold"))
+    print_line(console, Text(f"  {tool}, {tc.source.rsplit('/', 1)[-1]}: {tc.nodes_total} node rows, "
                        f"{tc.nodes_mapped} found in {tc.stage or 'no stage'}"))
     rows = [n for n in tc.nodes if n.cosine is not None]
     if not rows:
-        console.print("  the file has no per-node cosine similarity (checker log, aborted run or skip mode)")
+        print_line(console, "  the file has no per-node cosine similarity (checker log, aborted run or skip mode)")
     else:
-        console.print(Text("  toolchain: the calibrated model with fake quantization on vs off, on its first calibration "
+        print_line(console, Text("  toolchain: the calibrated model with fake quantization on vs off, on its first calibration "
                            "sample; graphaudit: " + (tc.compared + ", on the first sample of this run (same quantity "
                                                      "when the data are the config's cal_data_dir) and on all samples"
                                                      if tc.compared else "no numeric run (see the Run line)"),
@@ -333,9 +334,9 @@ def _toolchain(report: AuditReport, console: Console, verbose: bool = False, top
                       _fmt(n.graphaudit_cosine, ".6f"), escape(n.node_id or "-"))
         console.print(t)
         if len(rows) > len(shown):
-            console.print(Text(f"  ... {len(rows) - len(shown)} more rows (--verbose)", style="dim"))
+            print_line(console, Text(f"  ... {len(rows) - len(shown)} more rows (--verbose)", style="dim"))
     for o in tc.outputs:
-        console.print(f"  output {escape(o.output)}: toolchain cosine {_fmt(o.cosine, '.6f')}, L1 "
+        print_line(console, f"  output {escape(o.output)}: toolchain cosine {_fmt(o.cosine, '.6f')}, L1 "
                       f"{_fmt(o.l1, '.6g')}, L2 {_fmt(o.l2, '.6g')}, Chebyshev {_fmt(o.chebyshev, '.6g')}; "
                       f"graphaudit cosine {_fmt(o.graphaudit_first_sample_cosine, '.6f')} (1st sample), "
                       f"{_fmt(o.graphaudit_cosine, '.6f')} (all samples)")

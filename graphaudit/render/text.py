@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["printable", "needs_escape"]
+__all__ = ["printable", "needs_escape", "print_line"]
 
 # C0 and C1 control characters and DEL (ESC starts terminal sequences that clear the screen or set the window title),
 # line/paragraph separators, and bidirectional overrides (which reverse how a name reads).
@@ -21,3 +21,10 @@ def printable(text: str) -> str:
 def needs_escape(text: str) -> bool:
     """Whether :func:`printable` would change ``text``."""
     return _CONTROL.search(text) is not None
+
+
+def print_line(console, *objects, **kw) -> None:
+    """Print a line of text on a rich ``console``: folded at its width on a terminal; whole when the output goes to a
+    file or a pipe (no hard wrap at the 160 columns piped output is laid out in, README "Usage": tables keep that
+    width, lines of text do not), as the explain brief keeps its finding lines whole."""
+    console.print(*objects, soft_wrap=not console.is_terminal, **kw)
