@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 import os
 from functools import lru_cache
+from itertools import chain
+from operator import add, attrgetter
 from pathlib import Path
 from typing import Any, Callable
 
@@ -20,6 +22,7 @@ __all__ = ["load_stage", "dtype_name"]
 
 _GRAPH_ATTR_TYPES = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
 _EXTERNAL, _STRING = onnx.TensorProto.EXTERNAL, onnx.TensorProto.STRING
+_INPUTS, _OUTPUTS = attrgetter("inputs"), attrgetter("outputs")
 
 
 def _text(v: str | bytes) -> str:
@@ -226,24 +229,32 @@ class _Builder:
     def _initializers(self, g: onnx.GraphProto) -> None:
         """One weight per initializer of ``g``: dtype, dims, bytes implied, a reader of its bytes (not read)."""
         tensors, base_dir = self.tensors, self.base_dir
+        # (data_type, dims) -> (dtype name, bytes implied): a QDQ stage's 100,000s of scalar scales and zero points
+        # share a handful of keys
+        known: dict[tuple[int, tuple[int, ...]], tuple[str, int | None]] = {}
         for init in g.initializer:
             name = init.name
             if type(name) is not str:
                 name = _text(name)
             data_type, dims = init.data_type, tuple(init.dims)  # int64 dims: Python ints already
+            key = (data_type, dims)
+            found = known.get(key)
+            if found is None:
+                size = _itemsize(data_type)
+                found = known[key] = (dtype_name(data_type),
+                                      None if size is None or data_type == _STRING or (dims and min(dims) < 0)
+                                      else math.prod(dims) * size)
+            dtype, nbytes = found
             if init.data_location == _EXTERNAL:
                 nbytes, reader = _tensor_nbytes(init, dims), _tensor_reader(init, base_dir)
             else:  # the common case, inline: _expected_nbytes and _tensor_reader's closure without their calls
-                size = _itemsize(data_type)
-                nbytes = (None if size is None or data_type == _STRING or (dims and min(dims) < 0)
-                          else math.prod(dims) * size)
                 reader = _inline_reader(init)
             t = tensors.get(name)
             if t is None:
-                tensors[name] = TensorInfo(name, dtype_name(data_type), dims, None, [], "initializer", False, False,
-                                           nbytes, None, reader)
+                tensors[name] = TensorInfo(name, dtype, dims, None, [], "initializer", False, False, nbytes, None,
+                                           reader)
             else:  # already read by a node of an outer graph, or listed twice
-                t.kind, t.dtype, t.shape, t.nbytes, t._reader = "initializer", dtype_name(data_type), dims, nbytes, reader
+                t.kind, t.dtype, t.shape, t.nbytes, t._reader = "initializer", dtype, dims, nbytes, reader
 
     def add_nodes(self, g: onnx.GraphProto, parent: str | None, prefix: str, depth: int) -> None:
         """The nodes of ``g`` (and of their subgraphs) with their tensors' producer and consumers."""
@@ -264,15 +275,21 @@ class _Builder:
                 nid = self.node_id(name, op_type, outputs, i, prefix)
             attributes = n.attribute
             attrs = {_text(a.name): _attr_value(a) for a in attributes} if attributes else {}
-            nodes[nid] = NodeInfo(nid, name, op_type, domain, inputs, outputs, attrs, i, parent)
+            # a read tensor's name as the node's input is the table's key object, not protobuf's new copy of it:
+            # the later passes' lookups then compare strings by identity, and no name is held twice
+            ins = []
             k = 0
             for x in inputs:
                 if x:
                     t = get(x)
                     if t is None:
                         t = tensors[x] = TensorInfo(x, "", None, None, [])
+                    else:
+                        x = t.name
                     t.consumers.append((nid, k))
+                ins.append(x)
                 k += 1
+            nodes[nid] = NodeInfo(nid, name, op_type, domain, tuple(ins), outputs, attrs, i, parent)
             for x in outputs:
                 if not x:
                     continue
@@ -321,17 +338,13 @@ def _canonical_order(tensors: dict[str, TensorInfo], nodes: dict[str, NodeInfo],
     that order. Everything downstream iterates the tensor table, so its order must not come from those lists, or the
     same conversion aligns differently from one build to the next.
     """
-    out: dict[str, TensorInfo] = {}
-    for name in graph_inputs:
-        if name in tensors:
-            out[name] = tensors[name]
-    for n in nodes.values():
-        for x in n.inputs:
-            if x and x not in out:
-                out[x] = tensors[x]
-        for x in n.outputs:
-            if x and x not in out:
-                out[x] = tensors[x]
+    # C-level passes (dict.fromkeys keeps first occurrences; a node's inputs then its outputs, by tuple
+    # concatenation): the loop over 700,000 names of a 275,000-node pair in Python took 0.6 s
+    vals = nodes.values()
+    keys = dict.fromkeys(chain((n for n in graph_inputs if n in tensors),
+                               chain.from_iterable(map(add, map(_INPUTS, vals), map(_OUTPUTS, vals)))))
+    keys.pop("", None)  # an omitted optional input or output
+    out = dict(zip(keys, map(tensors.__getitem__, keys)))
     if len(out) < len(tensors):
         for name in sorted(k for k in tensors if k not in out):
             out[name] = tensors[name]
