@@ -133,14 +133,13 @@ def _seed_names(m: Matching) -> None:
 def _seed_params(m: Matching) -> None:
     a, b = m.a, m.b
     b_get = b.tensors.get
-    for name, ta in a.tensors.items():  # TensorInfo.is_param, inline (every tensor of both stages is asked)
-        if ta.kind in PARAM_KINDS:
-            tb = b_get(name)
-            if tb is not None and tb.kind in PARAM_KINDS:
-                m.map(name, name, "exact", 1.0, f"weight {name!r} in both", "name")
+    weights_a, weights_b = a.weight_names(), b.weight_names()
+    for name in weights_a:
+        tb = b_get(name)
+        if tb is not None and tb.kind in PARAM_KINDS:  # TensorInfo.is_param, inline
+            m.map(name, name, "exact", 1.0, f"weight {name!r} in both", "name")
     a2b, b2a = m.a2b, m.b2a
-    _match_params_by_hash(m, [n for n, t in a.tensors.items() if t.kind in PARAM_KINDS and n not in a2b],
-                          [n for n, t in b.tensors.items() if t.kind in PARAM_KINDS and n not in b2a])
+    _match_params_by_hash(m, [n for n in weights_a if n not in a2b], [n for n in weights_b if n not in b2a])
 
 
 def _match_params_by_hash(m: Matching, cand_a: list[str], cand_b: list[str]) -> None:
