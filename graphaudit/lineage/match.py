@@ -21,6 +21,7 @@ propagation is in :mod:`.propagate`, signatures in :mod:`.signature`, and the re
 from __future__ import annotations
 
 from collections import defaultdict
+from operator import methodcaller
 
 from ..stage import PARAM_KINDS
 from ..toolchains.ops import (ABSORBABLE_ACTIVATIONS, DEQUANTIZED_VALUE_OPS, FIXED_POINT_TENSOR_SUFFIX, WEIGHTED_OPS,
@@ -64,14 +65,14 @@ def _quantize_output(m: Matching, rb: str) -> str | None:
 def _name_pairs(m: Matching) -> list[tuple[str, str, str]]:
     """(a tensor, b tensor, kind) for tensors named alike: the same name, or b's name with the fixed-point
     suffix (``X_quantized`` in Horizon's quantized stage holds the integer form of ``X``)."""
-    a_tensors, suffix, k = m.a.tensors, FIXED_POINT_TENSOR_SUFFIX, len(FIXED_POINT_TENSOR_SUFFIX)
-    out = []
-    for name in m.b.tensors:
-        if name in a_tensors:
-            out.append((name, name, "exact"))
-        elif name.endswith(suffix) and name[:-k] in a_tensors:
-            out.append((name[:-k], name, "quantized"))
-    return out
+    a_tensors, b_tensors = m.a.tensors, m.b.tensors
+    suffix, k = FIXED_POINT_TENSOR_SUFFIX, len(FIXED_POINT_TENSOR_SUFFIX)
+    # the candidates picked at C speed (a set intersection, filters), then b's table order kept by one filter: a
+    # Python loop over every name of b (450,000 on a 200,000-node QDQ stage) took 0.3-0.4 s
+    named = b_tensors.keys() & a_tensors.keys()
+    named.update(n for n in filter(methodcaller("endswith", suffix), b_tensors) if n[:-k] in a_tensors)
+    return [(name, name, "exact") if name in a_tensors else (name[:-k], name, "quantized")
+            for name in filter(named.__contains__, b_tensors)]
 
 
 #: Tensor kinds never paired by name: weights (paired by name or content in _seed_params) and names nothing defines.

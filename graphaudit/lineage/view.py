@@ -78,7 +78,12 @@ class StageView:
             kind = wrapper_kind(stage, node) if is_op else None
             if kind is not None:
                 wrappers[nid] = kind
-                written.update(o for o in node.outputs if o and tensors[o].producer == nid)
+                outs = node.outputs
+                if len(outs) == 1:  # the common case, without a generator (wrapper_kind: the first output is named)
+                    if tensors[outs[0]].producer == nid:
+                        written.add(outs[0])
+                else:
+                    written.update(o for o in outs if o and tensors[o].producer == nid)
             if node.parent is None:
                 if kind is None:
                     core_list.append(node)
