@@ -214,7 +214,8 @@ def _tensor_map(m: Matching, wrappers: list[WrapperDiff]) -> tuple[dict[str, Ten
     # between keep the value (a layout Transpose or an HzPreprocess does not: MTCNN ONet's NHWC preprocessing
     # transposes, removed by hb_mapper's optimizer, would pair the normalized value with the raw graph input)
     a_root, a_kinds, a2b = va.root, va.kinds, m.a2b
-    for name in [n for n in va.stage.tensors if n in a_via]:  # a tensor whose root is another one is behind a wrapper
+    # a tensor whose root is another one is behind a wrapper (none when a has no wrapper: no scan of its tensors)
+    for name in list(filter(a_via.__contains__, va.stage.tensors)) if a_via else ():
         ra = a_root.get(name, name)
         if name != ra and ra in a2b and name not in a_to_b and a_kinds.get(name, none) <= _SAME_VALUE:
             a_to_b[name] = [a2b[ra]]

@@ -146,13 +146,20 @@ def _seed_params(m: Matching) -> None:
 def _match_params_by_hash(m: Matching, cand_a: list[str], cand_b: list[str]) -> None:
     """Map unmatched weights whose (dtype, shape, content hash) is unique on both sides."""
     groups_a: dict[tuple, list[str]] = defaultdict(list)
-    groups_b: dict[tuple, list[str]] = defaultdict(list)
+    groups_b: dict[tuple, list[str]] = {}  # only the keys a has (a QDQ stage's zero points have none)
+    a_tensors, b_tensors = m.a.tensors, m.b.tensors
     for n in cand_a:
-        t = m.a.tensors[n]
+        t = a_tensors[n]
         groups_a[(t.dtype, t.shape)].append(n)
     for n in cand_b:
-        t = m.b.tensors[n]
-        groups_b[(t.dtype, t.shape)].append(n)
+        t = b_tensors[n]
+        key = (t.dtype, t.shape)
+        if key in groups_a:
+            lst = groups_b.get(key)
+            if lst is None:
+                groups_b[key] = [n]
+            else:
+                lst.append(n)
     for key, names_a in groups_a.items():
         names_b = groups_b.get(key)
         if not names_b:
