@@ -298,50 +298,58 @@ def _regions(m: Matching) -> list[Region]:
                 _union(parent, ids_a[n_id], ids_b[pb.id])
     groups: dict[int, Region] = {}  # union-find root -> its region, in order of first node
     for i, n_id in enumerate(a_core):
-        r = _find(parent, i)
+        r = i if parent[i] == i else _find(parent, i)  # a node alone in its group is its own root
         g = groups.get(r)
         if g is None:
             g = groups[r] = Region([], [])
         g.a_nodes.append(n_id)
     for i, n_id in enumerate(b_core, len(a_core)):
-        r = _find(parent, i)
+        r = i if parent[i] == i else _find(parent, i)
         g = groups.get(r)
         if g is None:
             g = groups[r] = Region([], [])
         g.b_nodes.append(n_id)
     regions = list(groups.values())
-    for r in regions:
-        r.inputs, r.outputs = _boundary(m.va, r.a_nodes)
-        r.b_inputs, r.b_outputs = _boundary(m.vb, r.b_nodes)
+    for r, (ins, outs) in zip(regions, _boundaries(m.va, [r.a_nodes for r in regions])):
+        r.inputs, r.outputs = ins, outs
+    for r, (ins, outs) in zip(regions, _boundaries(m.vb, [r.b_nodes for r in regions])):
+        r.b_inputs, r.b_outputs = ins, outs
     return regions
 
 
-def _boundary(view: StageView, node_ids: list[str]) -> tuple[list[str], list[str]]:
+def _boundaries(view: StageView, groups: list[list[str]]) -> list[tuple[list[str], list[str]]]:
+    """(input roots, output tensors) of each group of node ids of ``view``'s stage, in first-seen order: the
+    non-weight roots a node of the group reads that no node of the group writes, and the tensors it writes that
+    are graph outputs or read outside the group. One call per stage (the regions of the 100k-node pair: 75,000)."""
     nodes, tensors, root, consumers = view.stage.nodes, view.stage.tensors, view.root, view.consumers
-    inside = set(node_ids)
-    ins: dict[str, None] = {}  # ordered sets: first-seen order
-    outs: dict[str, None] = {}
-    for nid in node_ids:
-        n = nodes[nid]
-        for x in n.inputs:
-            if not x:
-                continue
-            r = root.get(x, x)
-            t = tensors[r]
-            p = t.producer
-            if (p is None or p not in inside) and t.kind not in PARAM_KINDS and r not in ins:
-                ins[r] = None
-        for x in n.outputs:
-            if not x or x in outs:
-                continue
-            if tensors[x].is_graph_output:
-                outs[x] = None
-                continue
-            for c, _i, _t in consumers.get(x, ()):
-                if c not in inside:
+    root_of, consumers_of = root.get, consumers.get
+    out = []
+    for node_ids in groups:
+        inside = set(node_ids)
+        ins: dict[str, None] = {}  # ordered sets: first-seen order
+        outs: dict[str, None] = {}
+        for nid in node_ids:
+            n = nodes[nid]
+            for x in n.inputs:
+                if not x:
+                    continue
+                r = root_of(x, x)
+                t = tensors[r]
+                p = t.producer
+                if (p is None or p not in inside) and t.kind not in PARAM_KINDS and r not in ins:
+                    ins[r] = None
+            for x in n.outputs:
+                if not x or x in outs:
+                    continue
+                if tensors[x].is_graph_output:
                     outs[x] = None
-                    break
-    return list(ins), list(outs)
+                    continue
+                for c, _i, _t in consumers_of(x, ()):
+                    if c not in inside:
+                        outs[x] = None
+                        break
+        out.append((list(ins), list(outs)))
+    return out
 
 
 def _core_count(view: StageView) -> int:
