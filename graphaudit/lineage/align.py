@@ -166,15 +166,19 @@ def _tensor_map(m: Matching, wrappers: list[WrapperDiff]) -> tuple[dict[str, Ten
     va, vb = m.va, m.vb
     a_nodes, b_nodes = va.stage.nodes, vb.stage.nodes
     kept_b = {xb: xa for w in wrappers for xa, xb in w.kept}
-    # anchor: b tensor -> (a tensor, wrapper kinds since that anchor, base kind, confidence, evidence, basis)
+    # the roots first (their match kind is the matching's), then each wrapper output as its wrapper is reached;
+    # anchor: wrapper output -> (a tensor, wrapper kinds since that anchor, base kind, confidence, evidence, basis),
+    # a root's anchor read from the matching when a wrapper asks for it (most roots have none below them)
     none = frozenset()
-    info = m.info
-    anchor: dict[str, tuple[str, frozenset, str, float, str, str]] = {}
-    for rb, ra in m.b2a.items():
+    info, b2a = m.info, m.b2a
+    tmap: dict[str, TensorMatch] = {}
+    for rb, ra in b2a.items():
         kind, conf, ev, basis = info[ra]
-        anchor[rb] = (ra, none, kind, conf, ev, basis)
+        tmap[rb] = TensorMatch(ra, rb, kind, conf, ev, basis)
+    anchor: dict[str, tuple[str, frozenset, str, float, str, str]] = {}
     a_via, b_via = va.via, vb.via
     grown: dict[tuple[frozenset, str], frozenset] = {}  # (kinds, kind) -> kinds | {kind}: one set per pair
+    kind_of: dict[tuple[frozenset, str], str] = {}  # (wrapper kinds, base kind) -> match kind (_kind_of)
     for nid, wkind in vb.wrappers.items():  # file order is topological: inputs are resolved before outputs
         node = b_nodes[nid]
         out = node.outputs[0]
@@ -182,23 +186,29 @@ def _tensor_map(m: Matching, wrappers: list[WrapperDiff]) -> tuple[dict[str, Ten
             continue
         xa = kept_b.get(nid) if kept_b else None
         if xa is not None and a_via.get(a_nodes[xa].outputs[0]) == xa:
-            anchor[out] = (a_nodes[xa].outputs[0], none, "exact", 0.95,
-                           f"output of {node.op_type} kept in both stages", "structure")
+            a_t, ev = a_nodes[xa].outputs[0], f"output of {node.op_type} kept in both stages"
+            anchor[out] = (a_t, none, "exact", 0.95, ev, "structure")
+            tmap[out] = TensorMatch(a_t, out, "exact", 0.95, ev, "structure")
+            continue
+        inp = node.inputs[0]
+        up = anchor.get(inp)
+        if up is None:
+            ra = b2a.get(inp)
+            if ra is None:
+                continue
+            a_t, kinds = ra, none
+            base, conf, ev, basis = info[ra]
         else:
-            up = anchor.get(node.inputs[0])
-            if up is not None:
-                a_t, kinds, base, conf, ev, basis = up
-                k = grown.get((kinds, wkind))
-                if k is None:
-                    k = grown[(kinds, wkind)] = kinds | {wkind}
-                anchor[out] = (a_t, k, base, conf, f"{ev}; behind {node.op_type}", basis)
-    kind_of: dict[tuple[frozenset, str], str] = {}  # (wrapper kinds, base kind) -> match kind (_kind_of)
-    tmap: dict[str, TensorMatch] = {}
-    for name, (a_t, kinds, base, conf, ev, basis) in anchor.items():
-        k = kind_of.get((kinds, base))
+            a_t, kinds, base, conf, ev, basis = up
+        k = grown.get((kinds, wkind))
         if k is None:
-            k = kind_of[(kinds, base)] = _kind_of(kinds, base)
-        tmap[name] = TensorMatch(a_t, name, k, conf, ev, basis)
+            k = grown[(kinds, wkind)] = kinds | {wkind}
+        ev = f"{ev}; behind {node.op_type}"
+        anchor[out] = (a_t, k, base, conf, ev, basis)
+        match_kind = kind_of.get((k, base))
+        if match_kind is None:
+            match_kind = kind_of[(k, base)] = _kind_of(k, base)
+        tmap[out] = TensorMatch(a_t, out, match_kind, conf, ev, basis)
     for ra, (out_b, act) in m.absorbed.items():
         tmap[out_b] = TensorMatch(ra, out_b, "absorbed", 0.9,
                                   f"{a_nodes[act].op_type} {act!r} absorbed into quantization; value is the dequantized output",
