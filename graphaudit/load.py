@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import os
 from collections import Counter
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Callable
@@ -119,6 +119,14 @@ def _inline_reader(t: onnx.TensorProto) -> Callable[[], bytes]:
     return read
 
 
+def _read_initializer(initializers, index: int) -> bytes:
+    """The raw bytes of the inline weight ``initializers[index]`` (a graph's ``initializer`` list; copied out of the
+    protobuf only when called)."""
+    t = initializers[index]
+    raw = t.raw_data
+    return raw if raw else numpy_helper.to_array(t).tobytes()
+
+
 def _tensor_nbytes(t: onnx.TensorProto, dims: tuple[int, ...] | None = None) -> int | None:
     if t.data_location == onnx.TensorProto.EXTERNAL:
         length = {_text(e.key): _text(e.value) for e in t.external_data}.get("length")
@@ -173,6 +181,9 @@ class _Builder:
         self.used_ids: set[str] = set()
         #: Initializer names listed more than once in one graph -> how many times (:meth:`_duplicates`).
         self.duplicates: dict[str, int] = {}
+        #: The tensors in canonical order (:func:`_canonical_order`), filled as the nodes are read: the main graph's
+        #: inputs, then each node's inputs and outputs in node order, subgraph nodes after their parent.
+        self.order: dict[str, TensorInfo] = {}
         #: Set when a node writes a tensor that an earlier node (or itself) reads: only then can there be a cycle.
         self.out_of_order = False
 
@@ -226,6 +237,12 @@ class _Builder:
             elif parent is None:
                 t.kind = "input"
         if parent is None:
+            order, tensors = self.order, self.tensors
+            for vi in g.input:
+                name = _text(vi.name)
+                if name not in order:
+                    order[name] = tensors[name]
+        if parent is None:
             for vo in g.output:
                 self.tensors[_text(vo.name)].is_graph_output = True
         self.add_nodes(g, parent, prefix, depth)
@@ -233,24 +250,35 @@ class _Builder:
     def _initializers(self, g: onnx.GraphProto) -> None:
         """One weight per initializer of ``g``: dtype, dims, bytes implied, a reader of its bytes (not read)."""
         tensors, base_dir = self.tensors, self.base_dir
-        for init in g.initializer:
+        # (data_type, dims) -> (dtype name, bytes implied): a QDQ stage's 100,000s of scalar scales and zero points
+        # share a handful of keys
+        known: dict[tuple[int, tuple[int, ...]], tuple[str, int | None]] = {}
+        # an inline weight's reader is the list and its index, not a closure holding the protobuf message (whose
+        # Python object would stay alive, one per weight: 250,000 on a 200,000-node QDQ stage)
+        initializers = g.initializer
+        for index, init in enumerate(initializers):
             name = init.name
             if type(name) is not str:
                 name = _text(name)
             data_type, dims = init.data_type, tuple(init.dims)  # int64 dims: Python ints already
+            key = (data_type, dims)
+            found = known.get(key)
+            if found is None:
+                size = _itemsize(data_type)
+                found = known[key] = (dtype_name(data_type),
+                                      None if size is None or data_type == _STRING or (dims and min(dims) < 0)
+                                      else math.prod(dims) * size)
+            dtype, nbytes = found
             if init.data_location == _EXTERNAL:
                 nbytes, reader = _tensor_nbytes(init, dims), _tensor_reader(init, base_dir)
-            else:  # the common case, inline: _expected_nbytes and _tensor_reader's closure without their calls
-                size = _itemsize(data_type)
-                nbytes = (None if size is None or data_type == _STRING or (dims and min(dims) < 0)
-                          else math.prod(dims) * size)
-                reader = _inline_reader(init)
+            else:  # the common case, inline: _expected_nbytes without its call
+                reader = partial(_read_initializer, initializers, index)
             t = tensors.get(name)
             if t is None:
-                tensors[name] = TensorInfo(name, dtype_name(data_type), dims, None, [], "initializer", False, False,
-                                           nbytes, None, reader)
+                tensors[name] = TensorInfo(name, dtype, dims, None, [], "initializer", False, False, nbytes, None,
+                                           reader)
             else:  # already read by a node of an outer graph, or listed twice
-                t.kind, t.dtype, t.shape, t.nbytes, t._reader = "initializer", dtype_name(data_type), dims, nbytes, reader
+                t.kind, t.dtype, t.shape, t.nbytes, t._reader = "initializer", dtype, dims, nbytes, reader
 
     def _duplicates(self, g: onnx.GraphProto, prefix: str) -> None:
         """Names ``g.initializer`` lists more than once (ONNX requires unique names; onnx.checker refuses them): record
@@ -272,7 +300,7 @@ class _Builder:
 
     def add_nodes(self, g: onnx.GraphProto, parent: str | None, prefix: str, depth: int) -> None:
         """The nodes of ``g`` (and of their subgraphs) with their tensors' producer and consumers."""
-        tensors, nodes, used = self.tensors, self.nodes, self.used_ids
+        tensors, nodes, used, order = self.tensors, self.nodes, self.used_ids, self.order
         get = tensors.get
         for i, n in enumerate(g.node):
             name, op_type, domain = n.name, n.op_type, n.domain
@@ -289,22 +317,32 @@ class _Builder:
                 nid = self.node_id(name, op_type, outputs, i, prefix)
             attributes = n.attribute
             attrs = {_text(a.name): _attr_value(a) for a in attributes} if attributes else {}
-            nodes[nid] = NodeInfo(nid, name, op_type, domain, inputs, outputs, attrs, i, parent)
+            # a read tensor's name as the node's input is the table's key object, not protobuf's new copy of it:
+            # the later passes' lookups then compare strings by identity, and no name is held twice
+            ins = []
             k = 0
             for x in inputs:
                 if x:
                     t = get(x)
                     if t is None:
-                        t = tensors[x] = TensorInfo(x, "", None, None, [])
+                        t = tensors[x] = order[x] = TensorInfo(x, "", None, None, [])
+                    else:
+                        x = t.name
+                        if x not in order:
+                            order[x] = t
                     t.consumers.append((nid, k))
+                ins.append(x)
                 k += 1
+            nodes[nid] = NodeInfo(nid, name, op_type, domain, tuple(ins), outputs, attrs, i, parent)
             for x in outputs:
                 if not x:
                     continue
                 if op_type != "Constant" and x not in tensors:  # the common case: a new tensor this node computes
-                    tensors[x] = TensorInfo(x, "", None, nid, [])
+                    tensors[x] = order[x] = TensorInfo(x, "", None, nid, [])
                 else:
                     self._produce(n, nid, x, op_type, domain, parent)
+                    if x not in order:
+                        order[x] = tensors[x]
             if attributes:
                 self._subgraphs(attributes, nid, depth)
 
@@ -336,27 +374,17 @@ class _Builder:
                     self.add_graph(sg, nid, f"{nid}/{_text(a.name)}[{j}]/", depth + 1)
 
 
-def _canonical_order(tensors: dict[str, TensorInfo], nodes: dict[str, NodeInfo],
-                     graph_inputs: list[str]) -> dict[str, TensorInfo]:
-    """``tensors`` in an order set by the graph's inputs and nodes alone: the graph inputs, then each node's inputs
-    and outputs in node (file) order, then what no node reads or writes, by name.
+def _canonical_order(b: _Builder) -> dict[str, TensorInfo]:
+    """The builder's tensors in an order set by the graph's inputs and nodes alone: the graph inputs, then each node's
+    inputs and outputs in node (file) order (:attr:`_Builder.order`, filled as the nodes were read), then what no
+    node reads or writes, by name.
 
     ONNX gives the order of ``graph.initializer`` and ``graph.value_info`` no meaning, and toolchains do not keep it:
     two hb_mapper 1.24.3 runs on the same model and calibration data write byte-different files that differ only in
     that order. Everything downstream iterates the tensor table, so its order must not come from those lists, or the
     same conversion aligns differently from one build to the next.
     """
-    out: dict[str, TensorInfo] = {}
-    for name in graph_inputs:
-        if name in tensors:
-            out[name] = tensors[name]
-    for n in nodes.values():
-        for x in n.inputs:
-            if x and x not in out:
-                out[x] = tensors[x]
-        for x in n.outputs:
-            if x and x not in out:
-                out[x] = tensors[x]
+    out, tensors = b.order, b.tensors
     if len(out) < len(tensors):
         for name in sorted(k for k in tensors if k not in out):
             out[name] = tensors[name]
@@ -430,7 +458,7 @@ def load_stage(path: str | os.PathLike, role: str = "custom", name: str | None =
     b = _Builder(model, p)
     b.add_graph(model.graph, None, "")
     _validate(b)
-    b.tensors = _canonical_order(b.tensors, b.nodes, [_text(vi.name) for vi in model.graph.input])
+    b.tensors = _canonical_order(b)
     opsets = {("" if _text(o.domain) == "ai.onnx" else _text(o.domain)): int(o.version) for o in model.opset_import}
     inputs = [_text(vi.name) for vi in model.graph.input if b.tensors[_text(vi.name)].kind == "input"]
     outputs = [_text(vo.name) for vo in model.graph.output]

@@ -214,6 +214,16 @@ class StageGraph:
         """Nodes of the main graph (not of subgraphs), in file order."""
         return (n for n in self.nodes.values() if n.parent is None)
 
+    def weight_names(self) -> list[str]:
+        """Names of the weights (:attr:`TensorInfo.is_param`: initializers and Constant outputs), in the order of
+        ``tensors``. Listed once per stage (stages are not changed after loading) and shared: do not modify the
+        list. The view and the matching read it instead of scanning every tensor (450,000 on a 200,000-node QDQ
+        stage) for its kind each time."""
+        names = self.__dict__.get("_weight_names")
+        if names is None:
+            names = self.__dict__["_weight_names"] = [n for n, t in self.tensors.items() if t.kind in PARAM_KINDS]
+        return names
+
     def op_histogram(self) -> Counter:
         """Counter of qualified op types over all nodes, subgraphs included (keys in order of first occurrence).
         Counted once per stage (stages are not changed after loading); each call returns a new Counter."""

@@ -266,3 +266,28 @@ def test_duplicate_names_in_a_subgraph_are_named_with_their_node(tmp_path):
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), tmp_path / "m.onnx")
     st = load_stage(tmp_path / "m.onnx")
     assert st.duplicate_initializers == {"if/then_branch/c": 2}
+def test_tensor_order_and_weight_names(tmp_path):
+    """The tensor table is in the order the graph's inputs and nodes give (not the initializer list's): the graph
+    input, then each node's inputs and outputs in node order, then what no node reads or writes, by name;
+    ``weight_names`` lists the initializers and Constant outputs in that order. A weight stored as ``float_data``
+    (not ``raw_data``) is read back by its lazy reader. Expected lists worked out by hand from the model below."""
+    inits = [helper.make_tensor("b2", onnx.TensorProto.FLOAT, [2], [0.5, 1.5]),  # float_data, listed first
+             numpy_helper.from_array(np.array([9.0, 9.0], np.float32), "unused_w"),
+             numpy_helper.from_array(np.array([2.0, 3.0], np.float32), "w1")]
+    nodes = [helper.make_node("Constant", [], ["k"], value=numpy_helper.from_array(np.array([1.0, 1.0], np.float32))),
+             helper.make_node("Mul", ["x", "w1"], ["m"]),
+             helper.make_node("Add", ["m", "k"], ["a"]),
+             helper.make_node("Add", ["a", "b2"], ["y"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 2])],
+                          [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 2])], inits,
+                          value_info=[helper.make_tensor_value_info("zz_info", onnx.TensorProto.FLOAT, [1])])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), tmp_path / "m.onnx")
+    st = load_stage(tmp_path / "m.onnx")
+    assert list(st.tensors) == ["x", "k", "w1", "m", "a", "b2", "y", "unused_w", "zz_info"]
+    assert st.weight_names() == ["k", "w1", "b2", "unused_w"]
+    assert st.weight_names() is st.weight_names()  # listed once
+    np.testing.assert_array_equal(st.tensors["b2"].value(), np.array([0.5, 1.5], np.float32))
+    np.testing.assert_array_equal(st.tensors["w1"].value(), np.array([2.0, 3.0], np.float32))
+    # a node's input names are the table's own key objects
+    add = next(n for n in st.nodes.values() if n.inputs == ("a", "b2"))
+    assert all(x is next(k for k in st.tensors if k == x) for x in add.inputs)

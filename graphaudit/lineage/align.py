@@ -166,15 +166,19 @@ def _tensor_map(m: Matching, wrappers: list[WrapperDiff]) -> tuple[dict[str, Ten
     va, vb = m.va, m.vb
     a_nodes, b_nodes = va.stage.nodes, vb.stage.nodes
     kept_b = {xb: xa for w in wrappers for xa, xb in w.kept}
-    # anchor: b tensor -> (a tensor, wrapper kinds since that anchor, base kind, confidence, evidence, basis)
+    # the roots first (their match kind is the matching's), then each wrapper output as its wrapper is reached;
+    # anchor: wrapper output -> (a tensor, wrapper kinds since that anchor, base kind, confidence, evidence, basis),
+    # a root's anchor read from the matching when a wrapper asks for it (most roots have none below them)
     none = frozenset()
-    info = m.info
-    anchor: dict[str, tuple[str, frozenset, str, float, str, str]] = {}
-    for rb, ra in m.b2a.items():
+    info, b2a = m.info, m.b2a
+    tmap: dict[str, TensorMatch] = {}
+    for rb, ra in b2a.items():
         kind, conf, ev, basis = info[ra]
-        anchor[rb] = (ra, none, kind, conf, ev, basis)
+        tmap[rb] = TensorMatch(ra, rb, kind, conf, ev, basis)
+    anchor: dict[str, tuple[str, frozenset, str, float, str, str]] = {}
     a_via, b_via = va.via, vb.via
     grown: dict[tuple[frozenset, str], frozenset] = {}  # (kinds, kind) -> kinds | {kind}: one set per pair
+    kind_of: dict[tuple[frozenset, str], str] = {}  # (wrapper kinds, base kind) -> match kind (_kind_of)
     for nid, wkind in vb.wrappers.items():  # file order is topological: inputs are resolved before outputs
         node = b_nodes[nid]
         out = node.outputs[0]
@@ -182,23 +186,29 @@ def _tensor_map(m: Matching, wrappers: list[WrapperDiff]) -> tuple[dict[str, Ten
             continue
         xa = kept_b.get(nid) if kept_b else None
         if xa is not None and a_via.get(a_nodes[xa].outputs[0]) == xa:
-            anchor[out] = (a_nodes[xa].outputs[0], none, "exact", 0.95,
-                           f"output of {node.op_type} kept in both stages", "structure")
+            a_t, ev = a_nodes[xa].outputs[0], f"output of {node.op_type} kept in both stages"
+            anchor[out] = (a_t, none, "exact", 0.95, ev, "structure")
+            tmap[out] = TensorMatch(a_t, out, "exact", 0.95, ev, "structure")
+            continue
+        inp = node.inputs[0]
+        up = anchor.get(inp)
+        if up is None:
+            ra = b2a.get(inp)
+            if ra is None:
+                continue
+            a_t, kinds = ra, none
+            base, conf, ev, basis = info[ra]
         else:
-            up = anchor.get(node.inputs[0])
-            if up is not None:
-                a_t, kinds, base, conf, ev, basis = up
-                k = grown.get((kinds, wkind))
-                if k is None:
-                    k = grown[(kinds, wkind)] = kinds | {wkind}
-                anchor[out] = (a_t, k, base, conf, f"{ev}; behind {node.op_type}", basis)
-    kind_of: dict[tuple[frozenset, str], str] = {}  # (wrapper kinds, base kind) -> match kind (_kind_of)
-    tmap: dict[str, TensorMatch] = {}
-    for name, (a_t, kinds, base, conf, ev, basis) in anchor.items():
-        k = kind_of.get((kinds, base))
+            a_t, kinds, base, conf, ev, basis = up
+        k = grown.get((kinds, wkind))
         if k is None:
-            k = kind_of[(kinds, base)] = _kind_of(kinds, base)
-        tmap[name] = TensorMatch(a_t, name, k, conf, ev, basis)
+            k = grown[(kinds, wkind)] = kinds | {wkind}
+        ev = f"{ev}; behind {node.op_type}"
+        anchor[out] = (a_t, k, base, conf, ev, basis)
+        match_kind = kind_of.get((k, base))
+        if match_kind is None:
+            match_kind = kind_of[(k, base)] = _kind_of(k, base)
+        tmap[out] = TensorMatch(a_t, out, match_kind, conf, ev, basis)
     for ra, (out_b, act) in m.absorbed.items():
         tmap[out_b] = TensorMatch(ra, out_b, "absorbed", 0.9,
                                   f"{a_nodes[act].op_type} {act!r} absorbed into quantization; value is the dequantized output",
@@ -214,7 +224,8 @@ def _tensor_map(m: Matching, wrappers: list[WrapperDiff]) -> tuple[dict[str, Ten
     # between keep the value (a layout Transpose or an HzPreprocess does not: MTCNN ONet's NHWC preprocessing
     # transposes, removed by hb_mapper's optimizer, would pair the normalized value with the raw graph input)
     a_root, a_kinds, a2b = va.root, va.kinds, m.a2b
-    for name in [n for n in va.stage.tensors if n in a_via]:  # a tensor whose root is another one is behind a wrapper
+    # a tensor whose root is another one is behind a wrapper (none when a has no wrapper: no scan of its tensors)
+    for name in list(filter(a_via.__contains__, va.stage.tensors)) if a_via else ():
         ra = a_root.get(name, name)
         if name != ra and ra in a2b and name not in a_to_b and a_kinds.get(name, none) <= _SAME_VALUE:
             a_to_b[name] = [a2b[ra]]
@@ -297,50 +308,58 @@ def _regions(m: Matching) -> list[Region]:
                 _union(parent, ids_a[n_id], ids_b[pb.id])
     groups: dict[int, Region] = {}  # union-find root -> its region, in order of first node
     for i, n_id in enumerate(a_core):
-        r = _find(parent, i)
+        r = i if parent[i] == i else _find(parent, i)  # a node alone in its group is its own root
         g = groups.get(r)
         if g is None:
             g = groups[r] = Region([], [])
         g.a_nodes.append(n_id)
     for i, n_id in enumerate(b_core, len(a_core)):
-        r = _find(parent, i)
+        r = i if parent[i] == i else _find(parent, i)
         g = groups.get(r)
         if g is None:
             g = groups[r] = Region([], [])
         g.b_nodes.append(n_id)
     regions = list(groups.values())
-    for r in regions:
-        r.inputs, r.outputs = _boundary(m.va, r.a_nodes)
-        r.b_inputs, r.b_outputs = _boundary(m.vb, r.b_nodes)
+    for r, (ins, outs) in zip(regions, _boundaries(m.va, [r.a_nodes for r in regions])):
+        r.inputs, r.outputs = ins, outs
+    for r, (ins, outs) in zip(regions, _boundaries(m.vb, [r.b_nodes for r in regions])):
+        r.b_inputs, r.b_outputs = ins, outs
     return regions
 
 
-def _boundary(view: StageView, node_ids: list[str]) -> tuple[list[str], list[str]]:
+def _boundaries(view: StageView, groups: list[list[str]]) -> list[tuple[list[str], list[str]]]:
+    """(input roots, output tensors) of each group of node ids of ``view``'s stage, in first-seen order: the
+    non-weight roots a node of the group reads that no node of the group writes, and the tensors it writes that
+    are graph outputs or read outside the group. One call per stage (the regions of the 100k-node pair: 75,000)."""
     nodes, tensors, root, consumers = view.stage.nodes, view.stage.tensors, view.root, view.consumers
-    inside = set(node_ids)
-    ins: dict[str, None] = {}  # ordered sets: first-seen order
-    outs: dict[str, None] = {}
-    for nid in node_ids:
-        n = nodes[nid]
-        for x in n.inputs:
-            if not x:
-                continue
-            r = root.get(x, x)
-            t = tensors[r]
-            p = t.producer
-            if (p is None or p not in inside) and t.kind not in PARAM_KINDS and r not in ins:
-                ins[r] = None
-        for x in n.outputs:
-            if not x or x in outs:
-                continue
-            if tensors[x].is_graph_output:
-                outs[x] = None
-                continue
-            for c, _i, _t in consumers.get(x, ()):
-                if c not in inside:
+    root_of, consumers_of = root.get, consumers.get
+    out = []
+    for node_ids in groups:
+        inside = set(node_ids)
+        ins: dict[str, None] = {}  # ordered sets: first-seen order
+        outs: dict[str, None] = {}
+        for nid in node_ids:
+            n = nodes[nid]
+            for x in n.inputs:
+                if not x:
+                    continue
+                r = root_of(x, x)
+                t = tensors[r]
+                p = t.producer
+                if (p is None or p not in inside) and t.kind not in PARAM_KINDS and r not in ins:
+                    ins[r] = None
+            for x in n.outputs:
+                if not x or x in outs:
+                    continue
+                if tensors[x].is_graph_output:
                     outs[x] = None
-                    break
-    return list(ins), list(outs)
+                    continue
+                for c, _i, _t in consumers_of(x, ()):
+                    if c not in inside:
+                        outs[x] = None
+                        break
+        out.append((list(ins), list(outs)))
+    return out
 
 
 def _core_count(view: StageView) -> int:

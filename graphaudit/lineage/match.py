@@ -21,6 +21,7 @@ propagation is in :mod:`.propagate`, signatures in :mod:`.signature`, and the re
 from __future__ import annotations
 
 from collections import defaultdict
+from operator import methodcaller
 
 from ..stage import PARAM_KINDS
 from ..toolchains.ops import (ABSORBABLE_ACTIVATIONS, DEQUANTIZED_VALUE_OPS, FIXED_POINT_TENSOR_SUFFIX, WEIGHTED_OPS,
@@ -64,14 +65,14 @@ def _quantize_output(m: Matching, rb: str) -> str | None:
 def _name_pairs(m: Matching) -> list[tuple[str, str, str]]:
     """(a tensor, b tensor, kind) for tensors named alike: the same name, or b's name with the fixed-point
     suffix (``X_quantized`` in Horizon's quantized stage holds the integer form of ``X``)."""
-    a_tensors, suffix, k = m.a.tensors, FIXED_POINT_TENSOR_SUFFIX, len(FIXED_POINT_TENSOR_SUFFIX)
-    out = []
-    for name in m.b.tensors:
-        if name in a_tensors:
-            out.append((name, name, "exact"))
-        elif name.endswith(suffix) and name[:-k] in a_tensors:
-            out.append((name[:-k], name, "quantized"))
-    return out
+    a_tensors, b_tensors = m.a.tensors, m.b.tensors
+    suffix, k = FIXED_POINT_TENSOR_SUFFIX, len(FIXED_POINT_TENSOR_SUFFIX)
+    # the candidates picked at C speed (a set intersection, filters), then b's table order kept by one filter: a
+    # Python loop over every name of b (450,000 on a 200,000-node QDQ stage) took 0.3-0.4 s
+    named = b_tensors.keys() & a_tensors.keys()
+    named.update(n for n in filter(methodcaller("endswith", suffix), b_tensors) if n[:-k] in a_tensors)
+    return [(name, name, "exact") if name in a_tensors else (name[:-k], name, "quantized")
+            for name in filter(named.__contains__, b_tensors)]
 
 
 #: Tensor kinds never paired by name: weights (paired by name or content in _seed_params) and names nothing defines.
@@ -133,26 +134,32 @@ def _seed_names(m: Matching) -> None:
 def _seed_params(m: Matching) -> None:
     a, b = m.a, m.b
     b_get = b.tensors.get
-    for name, ta in a.tensors.items():  # TensorInfo.is_param, inline (every tensor of both stages is asked)
-        if ta.kind in PARAM_KINDS:
-            tb = b_get(name)
-            if tb is not None and tb.kind in PARAM_KINDS:
-                m.map(name, name, "exact", 1.0, f"weight {name!r} in both", "name")
+    weights_a, weights_b = a.weight_names(), b.weight_names()
+    for name in weights_a:
+        tb = b_get(name)
+        if tb is not None and tb.kind in PARAM_KINDS:  # TensorInfo.is_param, inline
+            m.map(name, name, "exact", 1.0, f"weight {name!r} in both", "name")
     a2b, b2a = m.a2b, m.b2a
-    _match_params_by_hash(m, [n for n, t in a.tensors.items() if t.kind in PARAM_KINDS and n not in a2b],
-                          [n for n, t in b.tensors.items() if t.kind in PARAM_KINDS and n not in b2a])
+    _match_params_by_hash(m, [n for n in weights_a if n not in a2b], [n for n in weights_b if n not in b2a])
 
 
 def _match_params_by_hash(m: Matching, cand_a: list[str], cand_b: list[str]) -> None:
     """Map unmatched weights whose (dtype, shape, content hash) is unique on both sides."""
     groups_a: dict[tuple, list[str]] = defaultdict(list)
-    groups_b: dict[tuple, list[str]] = defaultdict(list)
+    groups_b: dict[tuple, list[str]] = {}  # only the keys a has (a QDQ stage's zero points have none)
+    a_tensors, b_tensors = m.a.tensors, m.b.tensors
     for n in cand_a:
-        t = m.a.tensors[n]
+        t = a_tensors[n]
         groups_a[(t.dtype, t.shape)].append(n)
     for n in cand_b:
-        t = m.b.tensors[n]
-        groups_b[(t.dtype, t.shape)].append(n)
+        t = b_tensors[n]
+        key = (t.dtype, t.shape)
+        if key in groups_a:
+            lst = groups_b.get(key)
+            if lst is None:
+                groups_b[key] = [n]
+            else:
+                lst.append(n)
     for key, names_a in groups_a.items():
         names_b = groups_b.get(key)
         if not names_b:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..stage import PARAM_KINDS, NodeInfo, StageGraph
+from ..stage import NodeInfo, StageGraph
 from ..toolchains.ops import WRAPPER_KINDS, norm_domain, wrapper_kind
 
 __all__ = ["StageView"]
@@ -68,7 +68,7 @@ class StageView:
         # the core nodes, and the tensors derived from weights alone (every non-empty input derived from weights,
         # TensorInfo.is_param)
         wrappers, written, core_list = v.wrappers, v._written, []
-        v.const_derived = cd = {n for n, t in tensors.items() if t.kind in PARAM_KINDS}
+        v.const_derived = cd = set(stage.weight_names())
         issuperset, listed = cd.issuperset, {}  # listed: (domain, op_type) -> a wrapper op of WRAPPER_KINDS
         for nid, node in nodes.items():
             key = (node.domain, node.op_type)
@@ -78,7 +78,12 @@ class StageView:
             kind = wrapper_kind(stage, node) if is_op else None
             if kind is not None:
                 wrappers[nid] = kind
-                written.update(o for o in node.outputs if o and tensors[o].producer == nid)
+                outs = node.outputs
+                if len(outs) == 1:  # the common case, without a generator (wrapper_kind: the first output is named)
+                    if tensors[outs[0]].producer == nid:
+                        written.add(outs[0])
+                else:
+                    written.update(o for o in outs if o and tensors[o].producer == nid)
             if node.parent is None:
                 if kind is None:
                     core_list.append(node)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from ..stage import NodeInfo, StageGraph
+from ..stage import PARAM_KINDS, NodeInfo, StageGraph
 
 __all__ = ["HORIZON_DOMAIN", "WRAPPER_KINDS", "LAYOUT_PERMS", "EQUIVALENT_OPS", "FIXED_POINT_OP",
            "FIXED_POINT_TENSOR_SUFFIX", "FIXED_POINT_STORAGE", "DECOMPOSED_TAILS", "ABSORBABLE_ACTIVATIONS",
@@ -235,11 +235,14 @@ def wrapper_kind(stage: StageGraph, node: NodeInfo) -> str | None:
         perm = node.attributes.get("perm")
         if not isinstance(perm, list) or tuple(perm) not in LAYOUT_PERMS:
             return None
+    tensors = stage.tensors
     for name in node.inputs[1:]:
-        if name and not _param_like(stage, name):
-            return None
+        if name:
+            t = tensors.get(name)  # a weight itself (a QDQ node's scale and zero point) decides without a call
+            if t is None or (t.kind not in PARAM_KINDS and not _param_like(stage, name)):
+                return None
     for name in node.outputs[1:]:
-        if name and stage.tensors[name].consumers:
+        if name and tensors[name].consumers:
             return None
     return kind
 
