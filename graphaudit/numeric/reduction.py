@@ -94,9 +94,11 @@ class Updates:
         self.tops = []
         if not items:
             return
-        if not fastsum.enabled() and sum(b.size for _s, _a, b, _c in items if b.size > SMALL_TENSOR) \
-                >= fastsum.ENABLE_MIN_ELEMENTS:
-            fastsum.enable()  # large tensors: the compiled pass repays its one-time cost within the sample
+        if not fastsum.tried():
+            big = sum(b.size for _s, _a, b, _c in items if b.size > SMALL_TENSOR)
+            if big >= fastsum.CACHED_MIN_ELEMENTS:  # the machine's compiled object: no LLVM in this process
+                # very large tensors: compiling here repays its one-time cost within the sample
+                fastsum.enable(compile_here=big >= fastsum.ENABLE_MIN_ELEMENTS)
         seen: dict[int, int] = {}
         for st, _a, _b, _c in items:
             seen[id(st)] = seen.get(id(st), 0) + 1
