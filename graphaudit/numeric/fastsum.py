@@ -292,6 +292,15 @@ def takes(a: np.ndarray, b: np.ndarray) -> bool:
             and a.size > 0 and a.flags.c_contiguous and b.flags.c_contiguous)
 
 
+def _address(a: np.ndarray) -> int:
+    """The address of a non-empty C-contiguous array's first element (through the buffer protocol, 0.4 us; numpy's
+    ``a.ctypes.data`` builds an interface dict, 2.5 us, and is left for read-only arrays)."""
+    try:
+        return ctypes.addressof(ctypes.c_byte.from_buffer(a))
+    except (TypeError, ValueError, BufferError):
+        return a.ctypes.data
+
+
 def error_sums_many(pairs: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
     """The five figures of :func:`error_sums` for each pair, in one call of the kernel: float64 array [len(pairs), 5]
     (rows with a non-finite figure are the caller's to send to the numpy route). Every pair must pass
@@ -305,11 +314,8 @@ def error_sums_many(pairs: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
     if _kernel is None:
         raise RuntimeError("the compiled error sums are not enabled (fastsum.enable())")
     k = len(pairs)
-    addr = np.empty((3, k), np.int64)
-    for j, (a, b) in enumerate(pairs):
-        addr[0, j] = a.ctypes.data
-        addr[1, j] = b.ctypes.data
-        addr[2, j] = a.size
+    addr = np.array([[_address(a) for a, _b in pairs], [_address(b) for _a, b in pairs], [a.size for a, _b in pairs]],
+                    np.int64).reshape(3, k)
     out = np.empty((k, 5))
     if k:
         _many(k, addr[0].ctypes.data, addr[1].ctypes.data, addr[2].ctypes.data, out.ctypes.data)
