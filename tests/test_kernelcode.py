@@ -46,7 +46,7 @@ print(json.dumps({"ok": ok, "llvmlite": any(m.startswith("llvmlite") for m in sy
 
 
 def _run(cache: Path) -> dict:
-    env = {**os.environ, "GRAPHAUDIT_CACHE_DIR": str(cache), "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "GRAPHAUDIT_CACHE": str(cache), "PYTHONPATH": str(REPO)}
     env.pop("GRAPHAUDIT_NUMPY_SUMS", None)
     out = subprocess.run([sys.executable, "-c", _CHILD], capture_output=True, text=True, env=env, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])

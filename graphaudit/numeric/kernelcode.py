@@ -13,7 +13,7 @@ another llvmlite or another kernel gets another file. The file holds the SHA-256
 on load. Only x86-64 Linux objects are loaded (the relocations an object compiled position-independent holds there:
 ``R_X86_64_PC32``, ``PLT32``, ``64``); elsewhere :func:`load` returns None and the caller compiles in process.
 
-Cache directory: ``$GRAPHAUDIT_CACHE_DIR``, else ``$XDG_CACHE_HOME/graphaudit``, else ``~/.cache/graphaudit``.
+Cache directory: ``$GRAPHAUDIT_CACHE``, else ``$XDG_CACHE_HOME/graphaudit``, else ``~/.cache/graphaudit``.
 """
 
 from __future__ import annotations
@@ -43,8 +43,8 @@ _PAGE = mmap.PAGESIZE
 
 def cache_dir() -> Path:
     """Where compiled objects are kept (see the module's docstring)."""
-    if os.environ.get("GRAPHAUDIT_CACHE_DIR"):
-        return Path(os.environ["GRAPHAUDIT_CACHE_DIR"])
+    if os.environ.get("GRAPHAUDIT_CACHE"):
+        return Path(os.environ["GRAPHAUDIT_CACHE"])
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "graphaudit"
 
