@@ -6,7 +6,8 @@ into the cache, loaded without LLVM, equal to the kernel compiled in process.
   ``math.fsum`` on a pair;
 - a damaged cache file (one byte changed) fails its SHA-256, is compiled again, and the kernel still works;
 - the object's figures are bit-identical to those of the kernel compiled in process (the same IR, CPU and passes);
-- the loader refuses what it does not read: bytes that are no ELF object, a relocation of an unknown type.
+- the loader refuses what it does not read: bytes that are no ELF object, a relocation of an unknown type;
+- a failed compile leaves a marker and is not started again; a cache directory that cannot be made is skipped.
 
 x86-64 Linux with llvmlite only (the objects are cached there only); elsewhere these tests skip.
 """
@@ -118,3 +119,25 @@ def test_loader_refuses_what_it_does_not_read(tmp_path):
         kernelcode.link(bytes(obj), ("error_sums", "error_sums_many"))
     with pytest.raises(ValueError, match="does not define"):
         kernelcode.link(path.read_bytes()[32:], ("error_sums", "no_such_function"))
+
+
+def test_failed_compile_is_not_retried(tmp_path):
+    """A compile that failed once leaves a marker: later runs keep the numpy route without starting the child
+    (no object appears)."""
+    path = kernelcode.cache_file(fastsum._ir())
+    if path is None:
+        pytest.skip("no cache key on this machine")
+    env_key = path.name
+    (tmp_path / env_key).with_name(env_key + ".failed").write_text("llvmlite broke\n")
+    got = _run(tmp_path)
+    assert not got["ok"] and not got["llvmlite"] and got["sums"] == []
+    assert not (tmp_path / env_key).exists()
+
+
+def test_cache_directory_that_cannot_be_made_is_skipped(tmp_path):
+    """A cache path below a regular file (the directory cannot be created): no child, no exception, no kernel."""
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory\n")
+    assert not kernelcode.build_in_child(fastsum._ir(), blocker / "cache" / "k.o")
+    assert kernelcode.load(blocker / "cache" / "k.o", ("error_sums",)) is None
+    assert blocker.read_text() == "not a directory\n"

@@ -29,7 +29,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-__all__ = ["cache_dir", "cache_file", "build_object", "build_in_child", "load", "link"]
+__all__ = ["cache_dir", "cache_file", "build_object", "build_in_child", "failed_marker", "load", "link"]
 
 #: Layout of the cached file and the loader; part of the key.
 FORMAT = 1
@@ -120,15 +120,32 @@ def _write(path: Path, obj: bytes) -> None:
         raise
 
 
+def failed_marker(path: Path) -> Path:
+    """The file that records a failed compile of the cache file ``path`` (the child's error), so that later runs do
+    not start the child again; removing it (or the cache directory) retries. Another llvmlite gets another key."""
+    return path.with_name(path.name + ".failed")
+
+
 def build_in_child(ir: str, path: Path, timeout: float = 120.0) -> bool:
     """Compile ``ir`` in a child process (this file run by ``sys.executable``) into the cache file ``path``;
-    True when the file was written. The child's LLVM never enters this process."""
+    True when the file was written. The child's LLVM never enters this process. Not tried when the cache directory
+    cannot be written or an earlier compile of ``path`` failed (:func:`failed_marker`)."""
+    marker = failed_marker(path)
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if marker.exists() or not os.access(path.parent, os.W_OK) or not sys.executable:
+            return False
         p = subprocess.run([sys.executable, str(Path(__file__).resolve()), str(path)], input=ir.encode(),
                            capture_output=True, timeout=timeout, check=False)
-    except (OSError, subprocess.SubprocessError):
+    except Exception:  # noqa: BLE001 - no Python to start, a timeout, a file system error: no cached kernel
         return False
-    return p.returncode == 0 and path.is_file()
+    if p.returncode == 0 and path.is_file():
+        return True
+    try:
+        marker.write_bytes(p.stderr[-4000:] or b"failed")
+    except OSError:
+        pass
+    return False
 
 
 def load(path: Path, names: tuple[str, ...]) -> dict[str, int] | None:
