@@ -41,12 +41,15 @@ _STT_FUNC = 2
 _PAGE = mmap.PAGESIZE
 
 
-def cache_dir() -> Path:
-    """Where compiled objects are kept (see the module's docstring)."""
+def cache_dir() -> Path | None:
+    """Where compiled objects are kept (see the module's docstring); None when there is no home directory to
+    put the cache in (``~`` does not expand) and neither variable is set."""
     if os.environ.get("GRAPHAUDIT_CACHE"):
         return Path(os.environ["GRAPHAUDIT_CACHE"])
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "graphaudit"
+    if os.environ.get("XDG_CACHE_HOME"):
+        return Path(os.environ["XDG_CACHE_HOME"]) / "graphaudit"
+    home = os.path.expanduser("~")
+    return None if home.startswith("~") else Path(home) / ".cache" / "graphaudit"
 
 
 def _cpu() -> str | None:
@@ -75,11 +78,11 @@ def cache_file(ir: str) -> Path | None:
         llvmlite = version("llvmlite")
     except Exception:  # noqa: BLE001 - not installed, or broken metadata
         return None
-    cpu = _cpu()
-    if cpu is None:
+    cpu, where = _cpu(), cache_dir()
+    if cpu is None or where is None:
         return None
     key = hashlib.sha256("\0".join((str(FORMAT), ir, llvmlite, cpu)).encode()).hexdigest()[:32]
-    return cache_dir() / f"errorsums-{key}.o"
+    return where / f"errorsums-{key}.o"
 
 
 def build_object(ir: str) -> bytes:
