@@ -33,11 +33,11 @@ pytest.importorskip("llvmlite")
 @pytest.fixture
 def kernel():
     """The kernel in use for this test only (module state restored after it)."""
-    prev = (fastsum._kernel, fastsum._many, fastsum._tried)
-    fastsum._tried = False
+    prev = (fastsum._kernel, fastsum._many, fastsum._tried, fastsum._no_cache)
+    fastsum._tried = fastsum._no_cache = False
     assert fastsum.enable()
     yield fastsum._kernel
-    fastsum._kernel, fastsum._many, fastsum._tried = prev
+    fastsum._kernel, fastsum._many, fastsum._tried, fastsum._no_cache = prev
 
 
 def _pair(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

@@ -28,19 +28,24 @@ RUNTIMES = ("auto", "onnxruntime", HORIZON_RUNTIME)
 DEFAULT_THREADS = 0
 
 
-def session_options(threads: int = 0, arena: bool = True):
+def session_options(threads: int = 0, arena: bool = True, parallel: int = 0):
     """CPU session options with graph optimizations disabled, so fake quantization runs exactly as the file says.
 
     ``threads``: intra-op threads (0 = :data:`DEFAULT_THREADS`, onnxruntime's default unless a worker set it). Thread spinning is
     off: graphaudit keeps many sessions alive (one per measured region), and spinning pools of idle
     sessions would starve the busy one. ``arena=False``: no memory arena, so what a run allocated goes back when
     it is freed instead of staying with the session (for sessions run once per sample among many).
+    ``parallel`` > 1: onnxruntime's parallel executor with that many inter-op threads, which runs independent nodes
+    side by side (a batch of disconnected regions, :class:`graphaudit.numeric.batch.RegionBatch`); each node computes
+    what it computes in the sequential executor.
     """
     import onnxruntime as ort
 
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads or DEFAULT_THREADS
-    so.inter_op_num_threads = 1
+    so.inter_op_num_threads = parallel if parallel > 1 else 1
+    if parallel > 1:
+        so.execution_mode = ort.ExecutionMode.ORT_PARALLEL
     so.enable_cpu_mem_arena = arena
     so.add_session_config_entry("session.intra_op.allow_spinning", "0")
     so.add_session_config_entry("session.inter_op.allow_spinning", "0")
@@ -94,12 +99,12 @@ def runtime_label(runtime: str) -> str:
     return f"onnxruntime {ort.__version__}"
 
 
-def make_session(model: bytes, runtime: str, threads: int = 0, arena: bool = True):
+def make_session(model: bytes, runtime: str, threads: int = 0, arena: bool = True, parallel: int = 0):
     """An inference session for a serialized model in a concrete runtime.
 
     Both sessions expose onnxruntime's interface: ``get_inputs()``, ``get_outputs()`` and
     ``run(output_names, feeds) -> list[ndarray]``. Stock onnxruntime runs on the CPU with graph optimizations off
-    (:func:`session_options`), so fake quantization runs exactly as the file says;
+    (:func:`session_options`: ``threads``, ``arena``, ``parallel``), so fake quantization runs exactly as the file says;
     Horizon's session is built as the toolchain builds it for its own accuracy tools.
 
     Raises
@@ -113,7 +118,7 @@ def make_session(model: bytes, runtime: str, threads: int = 0, arena: bool = Tru
         return InferenceSession(model)
     import onnxruntime as ort
 
-    return ort.InferenceSession(model, session_options(threads, arena), providers=["CPUExecutionProvider"])
+    return ort.InferenceSession(model, session_options(threads, arena, parallel), providers=["CPUExecutionProvider"])
 
 
 #: Longest one sample may run in a stage holding Loop nodes (stock onnxruntime): a Loop's trip count and condition

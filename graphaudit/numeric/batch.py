@@ -6,6 +6,7 @@ import numpy as np
 import onnx
 
 from .backends import make_session
+from .schedule import cores
 
 __all__ = ["ModelIndex", "RegionBatch", "region_nodes"]
 
@@ -89,7 +90,8 @@ class RegionBatch:
     members : list of int
         Region indices in the batch.
     session
-        The onnxruntime session (one intra-op thread, like the per-region sessions).
+        The onnxruntime session (one intra-op thread per node, like the per-region sessions; the parallel executor
+        runs independent regions side by side on up to 4 cores).
     """
 
     def __init__(self, members: list[int], session, outputs: dict[int, list[str]], inputs: dict[int, list[str]]):
@@ -115,8 +117,12 @@ class RegionBatch:
             return None
         g = onnx.helper.make_graph(nodes, "regions", ins, outs, [index.inits[k] for k in sorted(inits)])
         try:
-            # no arena: a transition has several batches, and each arena would keep its run's outputs for good
-            sess = make_session(_model(g, index.model).SerializeToString(), runtime, threads=1, arena=False)
+            # no arena: a transition has several batches, and each arena would keep its run's outputs for good.
+            # The regions are independent subgraphs: the parallel executor runs them on every core (a batch runs
+            # alone, in the reduce step); on PP-OCR cls's 179 regions 0.19-0.32 s instead of 0.29-0.62 s for 16
+            # samples, CPU 0.09-0.14 s instead of 0.15-0.25 s (loaded 2-core machine)
+            sess = make_session(_model(g, index.model).SerializeToString(), runtime, threads=1, arena=False,
+                                parallel=min(4, cores()))
         except Exception:  # noqa: BLE001 - the regions then run alone, each refused or not on its own
             return None
         return cls(members, sess, {j: outputs[j] for j in members}, {j: list(feeds[j]) for j in members})

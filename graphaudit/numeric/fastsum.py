@@ -8,9 +8,12 @@ numba's import: 0.05-0.1 s of CPU to import llvmlite and compile, instead of 0.8
 its cached kernel; PP-OCRv4 det's peak RSS came out 28 MB lower) and called through ctypes, which releases the GIL
 while it runs, so reduction threads run side by side. It is used only after :func:`enable` succeeded, which
 :class:`graphaudit.numeric.reduction.Updates` calls when one sample's large tensors reach
-:data:`ENABLE_MIN_ELEMENTS`: loading LLVM adds about 70-80 MB of peak RSS (its shared library's pages and the
-compiler's), which only a model whose aligned tensors are far larger should pay. ``GRAPHAUDIT_NUMPY_SUMS=1`` in the
-environment keeps the numpy route.
+:data:`CACHED_MIN_ELEMENTS`: the kernel then comes from the machine's cache of compiled objects
+(:mod:`graphaudit.numeric.kernelcode`; compiled there once by a child process), which costs a few milliseconds and
+no LLVM in this process. Where no object can be cached or loaded (not x86-64 Linux), the IR is compiled in this
+process only from :data:`ENABLE_MIN_ELEMENTS` on: loading LLVM adds about 110 MB of peak RSS (its shared library's
+pages and the compiler's), which only a model whose aligned tensors are far larger should pay.
+``GRAPHAUDIT_NUMPY_SUMS=1`` in the environment keeps the numpy route.
 
 Precision: the same float64 sums of the same float32 values (exact float64 products and differences), added in
 another order: blocks of :data:`BLOCK` elements, each summed in a few partial sums the compiler keeps in vector
@@ -30,8 +33,8 @@ import os
 
 import numpy as np
 
-__all__ = ["BLOCK", "ENABLE_MIN_ELEMENTS", "MIN_ELEMENTS", "enable", "enabled", "error_sums", "error_sums_many",
-           "takes"]
+__all__ = ["BLOCK", "CACHED_MIN_ELEMENTS", "ENABLE_MIN_ELEMENTS", "MIN_ELEMENTS", "enable", "enabled", "error_sums", "error_sums_many",
+           "takes", "tried"]
 
 #: Elements summed into one set of partial sums before they are added to the totals (see the module's precision).
 BLOCK = 4096
@@ -41,11 +44,18 @@ BLOCK = 4096
 #: size, in one call (:func:`error_sums_many`).
 MIN_ELEMENTS = 1 << 13
 
-#: One sample's large tensor pairs (elements in total) from which :func:`enable` is worth its one-time cost (0.05-0.1 s
-#: of CPU and 70-80 MB of peak RSS). PP-OCR cls (2.6 M such elements per sample, an aligned set of 19 MB) stays on
-#: the numpy route: with the kernel its isolated comparison of 16 samples took 0.27 s less CPU (0.58 s instead of
-#: 0.85 s) at 77 MB more peak RSS (229 MB instead of 152 MB), bench/bench_compare.py on a loaded machine.
+#: One sample's large tensor pairs (elements in total) from which compiling the kernel in this process is worth its
+#: one-time cost (0.15 s of CPU and about 110 MB of peak RSS) where no compiled object can be cached
+#: (:data:`CACHED_MIN_ELEMENTS` otherwise). PP-OCR cls (2.6 M such elements per sample, an aligned set of 19 MB)
+#: stays on the numpy route there: with the kernel compiled in process its isolated comparison of 16 samples took
+#: 0.27 s less CPU (0.58 s instead of 0.85 s) at 77 MB more peak RSS (229 MB instead of 152 MB), bench/bench_compare.py
+#: on a loaded machine.
 ENABLE_MIN_ELEMENTS = 64 << 20
+
+#: One sample's large tensor pairs (elements in total) from which the kernel is used when it need not be compiled
+#: in this process (the machine's cached object, :mod:`graphaudit.numeric.kernelcode`: a few milliseconds and no
+#: LLVM; compiled by a child process once per machine, CPU and llvmlite version). PP-OCR cls has 2.6 M.
+CACHED_MIN_ELEMENTS = 1 << 20
 
 # ``void error_sums(float *a, float *b, i64 n, double *out)``: out = [sum a^2, sum b^2, sum (b-a)^2, sum |b-a|,
 # max |b-a|] in float64; ``error_sums_many(k, i64 *a_addrs, i64 *b_addrs, i64 *sizes, double *out)`` the same for k
@@ -154,11 +164,20 @@ done:
 _kernel = None
 _many = None
 _tried = False
+_no_cache = False  # no cached object here and none could be made: only an in-process compile is left
 _keep: list = []  # the execution engine owning the compiled code, alive as long as the process
+
+_PROTO = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p)
+_MANY = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+
+
+def _ir() -> str:
+    return _IR.replace("BLOCKN", str(BLOCK)).replace("FPTR", "ptr").replace("DPTR", "ptr")  # LLVM >= 15
 
 
 def _compile():
-    """The kernel as a ctypes function ``(a_ptr, b_ptr, n, out_ptr) -> None``, compiled for the host CPU."""
+    """The kernel as ctypes functions ``(error_sums, error_sums_many)``, compiled for the host CPU in this process
+    (LLVM's 110 MB of peak RSS paid here)."""
     import llvmlite.binding as llvm
 
     if hasattr(llvm, "initialize_native_target"):
@@ -168,11 +187,10 @@ def _compile():
             pass
         llvm.initialize_native_target()
         llvm.initialize_native_asmprinter()
-    ir = _IR.replace("BLOCKN", str(BLOCK)).replace("FPTR", "ptr").replace("DPTR", "ptr")  # LLVM >= 15
     target = llvm.Target.from_default_triple()
     tm = target.create_target_machine(cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(),
                                       opt=3)
-    mod = llvm.parse_assembly(ir)
+    mod = llvm.parse_assembly(_ir())
     mod.verify()
     # llvmlite >= 0.44's new pass manager (an AttributeError before: enable() then keeps the numpy route)
     pto = llvm.create_pipeline_tuning_options(speed_level=3)
@@ -183,30 +201,67 @@ def _compile():
     engine = llvm.create_mcjit_compiler(mod, tm)
     engine.finalize_object()
     _keep.append((engine, mod, tm))
-    proto = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p)
-    many = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
-    return proto(engine.get_function_address("error_sums")), many(engine.get_function_address("error_sums_many"))
+    return _PROTO(engine.get_function_address("error_sums")), _MANY(engine.get_function_address("error_sums_many"))
 
 
-def enable() -> bool:
-    """Import llvmlite and compile the kernel, once per process; True when the kernel is in use. False when llvmlite
-    is not installed, fails to import or compile, the kernel fails its check on a known pair, or
-    ``GRAPHAUDIT_NUMPY_SUMS`` is set to anything but empty, 0, false, no or off: the numpy route stays."""
+def _cached():
+    """The kernel from the machine's cache of compiled objects (:mod:`graphaudit.numeric.kernelcode`), compiled
+    into it by a child process when missing; None when no object can be cached or loaded here."""
+    global _no_cache
+    if _no_cache:
+        return None
+    from . import kernelcode
+
+    path = kernelcode.cache_file(_ir())
+    addr = kernelcode.load(path, ("error_sums", "error_sums_many")) if path is not None else None
+    if addr is None and path is not None and kernelcode.build_in_child(_ir(), path):
+        addr = kernelcode.load(path, ("error_sums", "error_sums_many"))
+    if addr is None:
+        _no_cache = True
+        return None
+    return _PROTO(addr["error_sums"]), _MANY(addr["error_sums_many"])
+
+
+def _checked(kernel) -> bool:
+    out = np.zeros(5)
+    a = np.array([1.0, -2.0, 3.0], np.float32)
+    b = np.array([1.5, -2.0, 1.0], np.float32)
+    kernel(a.ctypes.data, b.ctypes.data, 3, out.ctypes.data)
+    return out.tolist() == [14.0, 7.25, 4.25, 2.5, 2.0]
+
+
+def enable(compile_here: bool = True) -> bool:
+    """Put the kernel in use, once per process; True when it is in use. The machine's cached object comes first
+    (no LLVM in this process; compiled into the cache by a child process the first time, see
+    :mod:`graphaudit.numeric.kernelcode`); where no object can be cached or loaded, the IR is compiled in this
+    process when ``compile_here`` (else a later call may still do so). False when llvmlite is not installed, fails
+    to import or compile, the kernel fails its check on a known pair, or ``GRAPHAUDIT_NUMPY_SUMS`` is set to
+    anything but empty, 0, false, no or off: the numpy route stays."""
     global _kernel, _many, _tried
-    if not _tried:
+    if _tried:
+        return _kernel is not None
+    if os.environ.get("GRAPHAUDIT_NUMPY_SUMS", "").strip().lower() not in ("", "0", "false", "no", "off"):
         _tried = True
-        if os.environ.get("GRAPHAUDIT_NUMPY_SUMS", "").strip().lower() in ("", "0", "false", "no", "off"):
-            try:
-                kernel, many = _compile()
-                out = np.zeros(5)
-                a = np.array([1.0, -2.0, 3.0], np.float32)
-                b = np.array([1.5, -2.0, 1.0], np.float32)
-                kernel(a.ctypes.data, b.ctypes.data, 3, out.ctypes.data)
-                if out.tolist() == [14.0, 7.25, 4.25, 2.5, 2.0]:
-                    _kernel, _many = kernel, many
-            except Exception:  # noqa: BLE001 - llvmlite missing or broken: the numpy route is always there
-                _kernel = None
+        return False
+    try:
+        found = _cached()
+        if found is None and compile_here:
+            found = _compile()
+    except Exception:  # noqa: BLE001 - llvmlite missing or broken: the numpy route is always there
+        found = None
+    if found is not None or compile_here:
+        _tried = True
+    try:
+        if found is not None and _checked(found[0]):
+            _kernel, _many = found
+    except Exception:  # noqa: BLE001
+        _kernel = None
     return _kernel is not None
+
+
+def tried() -> bool:
+    """True once :func:`enable` has decided (kernel in use or not) for this process."""
+    return _tried
 
 
 def enabled() -> bool:
@@ -237,6 +292,15 @@ def takes(a: np.ndarray, b: np.ndarray) -> bool:
             and a.size > 0 and a.flags.c_contiguous and b.flags.c_contiguous)
 
 
+def _address(a: np.ndarray) -> int:
+    """The address of a non-empty C-contiguous array's first element (through the buffer protocol, 0.4 us; numpy's
+    ``a.ctypes.data`` builds an interface dict, 2.5 us, and is left for read-only arrays)."""
+    try:
+        return ctypes.addressof(ctypes.c_byte.from_buffer(a))
+    except (TypeError, ValueError, BufferError):
+        return a.ctypes.data
+
+
 def error_sums_many(pairs: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
     """The five figures of :func:`error_sums` for each pair, in one call of the kernel: float64 array [len(pairs), 5]
     (rows with a non-finite figure are the caller's to send to the numpy route). Every pair must pass
@@ -250,11 +314,8 @@ def error_sums_many(pairs: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
     if _kernel is None:
         raise RuntimeError("the compiled error sums are not enabled (fastsum.enable())")
     k = len(pairs)
-    addr = np.empty((3, k), np.int64)
-    for j, (a, b) in enumerate(pairs):
-        addr[0, j] = a.ctypes.data
-        addr[1, j] = b.ctypes.data
-        addr[2, j] = a.size
+    addr = np.array([[_address(a) for a, _b in pairs], [_address(b) for _a, b in pairs], [a.size for a, _b in pairs]],
+                    np.int64).reshape(3, k)
     out = np.empty((k, 5))
     if k:
         _many(k, addr[0].ctypes.data, addr[1].ctypes.data, addr[2].ctypes.data, out.ctypes.data)

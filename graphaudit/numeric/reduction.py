@@ -52,7 +52,10 @@ def _step(scale: tuple | None) -> float | None | bool:
     if scale is None:
         return None
     s = scale[0]
-    return float(s[0]) if len(s) == 1 and np.isfinite(s[0]) and s[0] > 0 else False
+    if len(s) != 1:
+        return False
+    v = float(s[0])
+    return v if math.isfinite(v) and v > 0 else False
 
 
 class Updates:
@@ -83,7 +86,8 @@ class Updates:
             return
         ref, got = pair
         self.add(te.stats, ref, got, te.scale)
-        self.tops.append((te, ref, got))
+        if te.is_output and te.class_scores:  # what _top1 measures
+            self.tops.append((te, ref, got))
 
     def apply(self) -> None:
         """Apply every queued update (see the class)."""
@@ -94,19 +98,21 @@ class Updates:
         self.tops = []
         if not items:
             return
-        if not fastsum.enabled() and sum(b.size for _s, _a, b, _c in items if b.size > SMALL_TENSOR) \
-                >= fastsum.ENABLE_MIN_ELEMENTS:
-            fastsum.enable()  # large tensors: the compiled pass repays its one-time cost within the sample
+        if not fastsum.tried():
+            big = sum(b.size for _s, _a, b, _c in items if b.size > SMALL_TENSOR)
+            if big >= fastsum.CACHED_MIN_ELEMENTS:  # the machine's compiled object: no LLVM in this process
+                # very large tensors: compiling here repays its one-time cost within the sample
+                fastsum.enable(compile_here=big >= fastsum.ENABLE_MIN_ELEMENTS)
         seen: dict[int, int] = {}
         for st, _a, _b, _c in items:
             seen[id(st)] = seen.get(id(st), 0) + 1
-        sums = self._kernel_sums(items) if fastsum.enabled() else {}
+        steps = [_step(scale) for _s, _a, _b, scale in items]
+        sums = self._kernel_sums(items, steps) if fastsum.enabled() else {}
         small, large = [], []
         for k, (st, a, b, scale) in enumerate(items):
-            step = _step(scale)
+            step = steps[k]
             row = sums.get(k)
-            if row is not None and all(math.isfinite(x) for x in row) and (
-                    step is None or (math.isfinite(row[3] / step) and math.isfinite(row[4] / step))):
+            if row is not None:
                 st.add_sums(a.size, row, step)
             elif seen[id(st)] > 1:  # in order with the accumulator's other updates of this sample
                 _update(st, a, b, scale)
@@ -118,30 +124,34 @@ class Updates:
         for_each(lambda it: _update(*it), large, [b.nbytes for _s, _a, b, _c in large])
 
     @staticmethod
-    def _kernel_sums(items: list) -> dict[int, list[float]]:
-        """The kernel's figures of the items it takes (one scale or none), by item index."""
-        idx = [k for k, (_s, a, b, scale) in enumerate(items)
-               if _step(scale) is not False and fastsum.takes(a, b)]
+    def _kernel_sums(items: list, steps: list) -> dict[int, list[float]]:
+        """The kernel's figures of the items it takes (one scale or none) by item index, for the rows whose figures
+        are finite (also divided by the item's quantization step); the others go the numpy way, which counts
+        non-finite values."""
+        idx = [k for k, (_s, a, b, _scale) in enumerate(items) if steps[k] is not False and fastsum.takes(a, b)]
         if not idx:
             return {}
         nbytes = [items[k][2].nbytes for k in idx]
         n = min(4, cores())
         if n < 2 or sum(nbytes) < PARALLEL_MIN_BYTES:
-            rows = fastsum.error_sums_many([(items[k][1], items[k][2]) for k in idx]).tolist()
-            return dict(zip(idx, rows))
-        shares: list[list[int]] = [[] for _ in range(n)]
-        loads = [0] * n
-        for size, k in sorted(zip(nbytes, idx), key=lambda x: -x[0]):  # largest first, to the least loaded share
-            j = loads.index(min(loads))
-            shares[j].append(k)
-            loads[j] += size
-        out: dict[int, list[float]] = {}
+            rows = fastsum.error_sums_many([(items[k][1], items[k][2]) for k in idx])
+        else:
+            shares: list[list[int]] = [[] for _ in range(n)]
+            loads = [0] * n
+            for size, j in sorted(zip(nbytes, range(len(idx))), key=lambda x: -x[0]):  # largest first, to the least
+                m = loads.index(min(loads))  # loaded share
+                shares[m].append(j)
+                loads[m] += size
+            rows = np.empty((len(idx), 5))
 
-        def one(share: list[int]) -> None:
-            out.update(zip(share, fastsum.error_sums_many([(items[k][1], items[k][2]) for k in share]).tolist()))
+            def one(share: list[int]) -> None:
+                rows[share] = fastsum.error_sums_many([(items[idx[j]][1], items[idx[j]][2]) for j in share])
 
-        for_each(one, [s for s in shares if s], [loads[j] for j, s in enumerate(shares) if s])
-        return out
+            for_each(one, [s for s in shares if s], [loads[m] for m, s in enumerate(shares) if s])
+        step = np.array([1.0 if steps[k] is None else steps[k] for k in idx])
+        with np.errstate(all="ignore"):
+            ok = np.isfinite(rows).all(axis=1) & np.isfinite(rows[:, 3] / step) & np.isfinite(rows[:, 4] / step)
+        return {k: row for k, row, good in zip(idx, rows.tolist(), ok.tolist()) if good}
 
 
 def _update(st: ErrorStats, a: np.ndarray, b: np.ndarray, scale: tuple | None) -> None:
