@@ -178,26 +178,9 @@ def _ir() -> str:
 def _compile():
     """The kernel as ctypes functions ``(error_sums, error_sums_many)``, compiled for the host CPU in this process
     (LLVM's 110 MB of peak RSS paid here)."""
-    import llvmlite.binding as llvm
+    from .kernelcode import optimized_module
 
-    if hasattr(llvm, "initialize_native_target"):
-        try:  # needed by llvmlite < 0.45, an error in later versions (initialization is automatic there)
-            llvm.initialize()
-        except Exception:  # noqa: BLE001
-            pass
-        llvm.initialize_native_target()
-        llvm.initialize_native_asmprinter()
-    target = llvm.Target.from_default_triple()
-    tm = target.create_target_machine(cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(),
-                                      opt=3)
-    mod = llvm.parse_assembly(_ir())
-    mod.verify()
-    # llvmlite >= 0.44's new pass manager (an AttributeError before: enable() then keeps the numpy route)
-    pto = llvm.create_pipeline_tuning_options(speed_level=3)
-    pto.loop_vectorization = True
-    pto.slp_vectorization = True
-    pb = llvm.create_pass_builder(tm, pto)
-    pb.getModulePassManager().run(mod, pb)
+    llvm, tm, mod = optimized_module(_ir())
     engine = llvm.create_mcjit_compiler(mod, tm)
     engine.finalize_object()
     _keep.append((engine, mod, tm))

@@ -85,9 +85,11 @@ def cache_file(ir: str) -> Path | None:
     return where / f"errorsums-{key}.o"
 
 
-def build_object(ir: str) -> bytes:
-    """``ir`` compiled for the host CPU (llvmlite, opt level 3, loop and SLP vectorization, position-independent)
-    as an ELF relocatable object. Raises whatever llvmlite raises."""
+def optimized_module(ir: str, **target_options):
+    """``ir`` parsed, verified and optimized for the host CPU (llvmlite's new pass manager, speed level 3, loop and
+    SLP vectorization): ``(llvm, target_machine, module)``. ``target_options`` go to ``create_target_machine``
+    (e.g. ``reloc="pic"``). Raises whatever llvmlite raises (ImportError when it is missing; an AttributeError on
+    llvmlite < 0.44, which has no new pass manager)."""
     import llvmlite.binding as llvm
 
     if hasattr(llvm, "initialize_native_target"):
@@ -99,7 +101,7 @@ def build_object(ir: str) -> bytes:
         llvm.initialize_native_asmprinter()
     target = llvm.Target.from_default_triple()
     tm = target.create_target_machine(cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(),
-                                      opt=3, reloc="pic", codemodel="small")
+                                      opt=3, **target_options)
     mod = llvm.parse_assembly(ir)
     mod.verify()
     pto = llvm.create_pipeline_tuning_options(speed_level=3)
@@ -107,6 +109,13 @@ def build_object(ir: str) -> bytes:
     pto.slp_vectorization = True
     pb = llvm.create_pass_builder(tm, pto)
     pb.getModulePassManager().run(mod, pb)
+    return llvm, tm, mod
+
+
+def build_object(ir: str) -> bytes:
+    """``ir`` compiled for the host CPU (:func:`optimized_module`, position-independent) as an ELF relocatable
+    object. Raises whatever llvmlite raises."""
+    _, tm, mod = optimized_module(ir, reloc="pic", codemodel="small")
     return tm.emit_object(mod)
 
 
