@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -22,6 +24,13 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 TARGET = 0.65
+
+
+def _cpu() -> float:
+    """CPU seconds (user + system) of this process and of its reaped children (local worker processes are joined
+    before :func:`graphaudit.audit` returns; Ray's workers are the raylet's children, not counted)."""
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def _child(config: str, samples: int, isolated: bool) -> dict:
@@ -42,12 +51,12 @@ def _child(config: str, samples: int, isolated: bool) -> dict:
     build = REPO / "samples" / "build"
     stages = build / "ort" / "ppocr_det"
     data = build / "data" / "ppocr_det" / "x"
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), _cpu()
     rep = audit(stages, data=data, numeric=NumericOptions(max_samples=samples, isolated=isolated, scale=scale))
-    seconds = time.perf_counter() - t0
+    seconds, cpu = time.perf_counter() - t0, _cpu() - c0
     last = rep.numeric[-1]
     outs = [t for t in last.tensors if t.is_output and t.stats.samples]
-    return {"seconds": seconds, "samples": rep.report.run.samples_used,
+    return {"seconds": seconds, "cpu": None if engine == "ray" else cpu, "samples": rep.report.run.samples_used,
             "output_sqnr_db": round(outs[0].stats.sqnr_db, 9) if outs else None}
 
 
@@ -72,25 +81,39 @@ def main() -> None:
         return
     configs = ["one-process", "workers:1", "workers:2"] + ([] if args.no_ray else ["ray:1", "ray:2"])
     times: dict[str, list[float]] = {c: [] for c in configs}
+    cpus: dict[str, list[float]] = {c: [] for c in configs}
     figures = {}
     for _ in range(args.repeat):
         for c in configs:  # interleaved: a slow patch of the machine hits every configuration alike
             r = run(c, args.samples, args.isolated)
             times[c].append(r["seconds"])
+            if r.get("cpu") is not None:
+                cpus[c].append(r["cpu"])
             figures[c] = r["output_sqnr_db"]
     med = {c: statistics.median(v) for c, v in times.items()}
     print(f"ppocr_det (3 stages, onnxruntime), {args.samples} samples, isolated={'on' if args.isolated else 'off'}, "
           f"{args.repeat} run(s) each, median wall time of audit()")
-    print(f"{'configuration':<14} {'seconds':>8} {'vs 1 worker':>12}  output SQNR (dB, same in every row)")
+    cpu = {c: statistics.median(v) for c, v in cpus.items() if v}
+    print(f"{'configuration':<14} {'seconds':>8} {'vs 1 worker':>12} {'CPU s':>7} {'cores busy':>10}  "
+          "output SQNR (dB, same in every row)")
     for c in configs:
         engine = c.split(":")[0]
         base = med.get(f"{engine}:1", med["one-process"])
-        print(f"{c:<14} {med[c]:8.2f} {med[c] / base:11.2f}x  {figures[c]}")
+        busy = f"{cpu[c] / med[c]:10.2f}" if c in cpu else f"{'n/a':>10}"
+        used = f"{cpu[c]:7.1f}" if c in cpu else f"{'n/a':>7}"
+        print(f"{c:<14} {med[c]:8.2f} {med[c] / base:11.2f}x {used} {busy}  {figures[c]}")
+    cores = os.cpu_count() or 1
     for engine in ("workers", "ray"):
         if f"{engine}:2" in med:
             ratio = med[f"{engine}:2"] / med[f"{engine}:1"]
             print(f"target 2 {engine} <= {TARGET}x of 1: measured {ratio:.2f}x -> "
                   f"{'met' if ratio <= TARGET else 'NOT met'}")
+    if "workers:1" in cpu:
+        # the same work (its CPU seconds) on at most ``cores`` cores cannot take less than CPU / cores of wall time
+        bound = cpu["workers:1"] / cores / med["workers:1"]
+        print(f"bound on this machine: 1 worker keeps {cpu['workers:1'] / med['workers:1']:.2f} of {cores} cores "
+              f"busy, so the same CPU seconds on {cores} cores take at least {bound:.2f}x its time "
+              f"(2 workers did {cpu.get('workers:2', float('nan')):.1f} CPU s against {cpu['workers:1']:.1f})")
 
 
 if __name__ == "__main__":
