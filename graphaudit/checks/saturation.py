@@ -22,8 +22,9 @@ With ``B`` the largest of the three, the error power after ``g`` is at most ``B*
 ``10 log10(P / B**2)``, ``P`` the mean square of ``g``'s output in the reference stage (measured by the numeric
 comparison, which pairs that tensor). It is a bound, not an estimate: the error actually left is at most that. Only
 changes all of whose readers are such consumers get one (one Conv among them and the clipped values reach it);
-ops: HardSigmoid, Sigmoid, Tanh, Clip with both bounds (Relu6), Relu (its ``g(+inf)`` is infinite: only when nothing
-clips above, which a bound cannot know, so never).
+ops: HardSigmoid, Sigmoid, Tanh, Clip with both bounds (Relu6). Not Relu, nor a Clip open on one side: their
+``g(+inf)`` is infinite, so the clipping above passes on in full (bounded only if nothing clips, which a bound
+cannot know).
 """
 
 from __future__ import annotations
@@ -102,8 +103,6 @@ def _consumer(stage: StageGraph, n: NodeInfo) -> _Consumer | None:
         return _Consumer(_sigmoid, 0.25, 0.0, 1.0)
     if n.op_type == "Tanh":
         return _Consumer(math.tanh, 1.0, -1.0, 1.0)
-    if n.op_type == "Relu":
-        return _Consumer(lambda x: max(x, 0.0), 1.0, 0.0, math.inf)
     if n.op_type == "Clip":
         lo, hi = n.attributes.get("min"), n.attributes.get("max")  # opset < 11: attributes; else inputs 1 and 2
         if len(n.inputs) > 1:
