@@ -20,9 +20,15 @@ def test_threaded_reduction_equals_one_thread(monkeypatch):
     assert nbytes >= schedule.PARALLEL_MIN_BYTES  # the threaded path is the one under test
     monkeypatch.setattr(schedule, "_workers", lambda: 3)
     seen: set[str] = set()
+    # the two largest pairs go to two different threads' shares (largest first, to the least loaded thread): each
+    # waits until the other is running, so the test fails (BrokenBarrierError) when the shares run one after the
+    # other, and does not depend on how fast the pool's threads wake up on a loaded machine
+    both = threading.Barrier(2, timeout=30)
 
     def one(k: int, stats: list[ErrorStats]) -> None:
         seen.add(threading.current_thread().name)
+        if k in (0, 2):
+            both.wait()
         stats[k].update(*pairs[k], scale=0.01)
 
     threaded = [ErrorStats() for _ in pairs]
