@@ -45,15 +45,33 @@ if [ -f samples/build/hbenv.path ]; then
   hb="$(cat samples/build/hbenv.path)"
   echo "setup: Horizon OE 1.x stage sets (hb_mapper; cached; a cold build takes about 7 min)"
   "$hb/bin/python" samples/build_horizon_sets.py
-  # graphaudit itself inside the toolchain's environment, held to the toolchain's own pins (numpy 1.23.0, onnx
-  # 1.15.0, onnxruntime 1.16.2, protobuf 3.20.3, ...: every name==version line of the venv's freeze is a
-  # constraint, so pip fails rather than move one), with pytest for the tests that need Horizon's runtime.
-  # Editable: $hb/bin/graphaudit runs this checkout's code as it is now (the venv is a cache shared by checkouts:
-  # the one that ran set-up last is the one it runs).
-  echo "setup: graphaudit into the toolchain environment ($hb)"
+  # graphaudit's dependencies inside the toolchain's environment, held to the toolchain's own pins (numpy 1.23.0,
+  # onnx 1.15.0, onnxruntime 1.16.2, protobuf 3.20.3, ...: every name==version line of the venv's freeze is a
+  # constraint, so pip fails rather than move one), with pytest for the tests that need Horizon's runtime. That venv
+  # is a cache shared by every checkout on the machine, so graphaudit itself is not left in it (an editable install
+  # there points at the checkout that ran set-up last, and breaks when that checkout is deleted): it goes into
+  # samples/build/hbvenv, this checkout's own small venv on the same interpreter, which sees the toolchain's
+  # packages through a .pth file (site.addsitedir) and holds an editable install of this checkout.
+  echo "setup: graphaudit into the toolchain environment ($hb, through samples/build/hbvenv)"
   grep -E '^[A-Za-z0-9_.-]+==' "$hb/hbenv-freeze.txt" >"$hb/hbenv-pins.txt"
-  "$hb/bin/python" -m pip install -q --disable-pip-version-check --no-input -c "$hb/hbenv-pins.txt" -e '.[hbtest]' \
-    >"$hb/graphaudit-install.log" 2>&1 || { tail -20 "$hb/graphaudit-install.log" >&2; exit 1; }
+  log="$hb/graphaudit-install.log"
+  {
+    "$hb/bin/python" -m pip install -q --disable-pip-version-check --no-input -c "$hb/hbenv-pins.txt" -e '.[hbtest]' &&
+      "$hb/bin/python" -m pip uninstall -q -y --disable-pip-version-check graphaudit
+  } >"$log" 2>&1 || { tail -20 "$log" >&2; exit 1; }
+  ov=samples/build/hbvenv
+  if [ "$(cat "$ov/toolchain.path" 2>/dev/null)" != "$hb" ] || [ ! -x "$ov/bin/python" ]; then
+    rm -rf "$ov"
+    "$hb/bin/python" -m venv --without-pip "$ov"
+    echo "$hb" >"$ov/toolchain.path"
+  fi
+  hbsite="$("$hb/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+  ovsite="$("$ov/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+  printf 'import site; site.addsitedir(%s)\n' "'$hbsite'" >"$ovsite/_horizon_toolchain.pth"
+  "$hb/bin/python" -m pip --python "$ov/bin/python" install -q --disable-pip-version-check --no-input --no-deps -e . \
+    >>"$log" 2>&1 || { tail -20 "$log" >&2; exit 1; }
+else
+  rm -rf samples/build/hbvenv  # no toolchain: no environment that would run a stale one
 fi
 # Labelled samples for the eval hook examples (examples/eval_top1.py, eval_det.py): labels true by construction
 # (samples/build_eval_data.py); after the Horizon sets, whose PP-OCR cls calibration files it labels too.

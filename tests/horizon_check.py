@@ -49,10 +49,12 @@ def built_sets(root: Path | None = None) -> list[Path]:
 
 
 def toolchain_python() -> Path | None:
-    """The toolchain environment's interpreter that set-up recorded (``samples/build/hbenv.path``), or None."""
-    rec = ROOT / "samples" / "build" / "hbenv.path"
+    """The toolchain environment's interpreter with this checkout's graphaudit: ``$GRAPHAUDIT_HBENV/bin/python`` when
+    that is set, else set-up's ``samples/build/hbvenv`` (this checkout's venv over the shared toolchain venv), else
+    None (no toolchain, or set-up has not built it)."""
     env = os.environ.get("GRAPHAUDIT_HBENV")
-    base = Path(env) if env else (Path(rec.read_text().strip()) if rec.is_file() else None)
+    rec = ROOT / "samples" / "build" / "hbenv.path"
+    base = Path(env) if env else (ROOT / "samples" / "build" / "hbvenv" if rec.is_file() else None)
     if base is None:
         return None
     py = base / "bin" / "python"

@@ -1,8 +1,9 @@
 """graphaudit inside the Horizon toolchain's own environment: installed there, and the suite that needs Horizon's
 runtime (tests/horizon_runtime/) run there.
 
-set-up (``setup.sh``) installs graphaudit into the toolchain's Python 3.10 venv with every one of the toolchain's
-``name==version`` pins as a pip constraint (numpy 1.23.0, onnx 1.15.0, onnxruntime 1.16.2, protobuf 3.20.3, ...).
+set-up (``setup.sh``) installs graphaudit's dependencies into the toolchain's Python 3.10 venv with every one of the
+toolchain's ``name==version`` pins as a pip constraint, and graphaudit itself into ``samples/build/hbvenv`` (this
+checkout's venv over the shared one) (numpy 1.23.0, onnx 1.15.0, onnxruntime 1.16.2, protobuf 3.20.3, ...).
 These tests check the pins held and run ``tests/horizon_runtime`` in that interpreter with this checkout on
 ``PYTHONPATH`` (so the code under test is the checkout's, whatever copy is installed). They skip with one line
 where set-up built no toolchain environment (no Python 3.10, or ``GRAPHAUDIT_NO_HBENV=1``).
@@ -50,12 +51,20 @@ def test_installed_beside_the_toolchain_pins():
 
 @needs_env
 def test_toolchain_graphaudit_is_this_checkout():
-    """The README's ``$(cat samples/build/hbenv.path)/bin/graphaudit`` runs this checkout's code, not a copy frozen
-    when set-up last ran (a copy installed into the cached venv kept running fixed bugs after a ``git pull``)."""
+    """The README's ``samples/build/hbvenv/bin/graphaudit`` runs this checkout's code, not a copy frozen when set-up
+    last ran (a copy installed into the cached venv kept running fixed bugs after a ``git pull``), nor another
+    checkout's (an editable install in the shared toolchain venv pointed at the clone that ran set-up last, and
+    broke when that clone was deleted)."""
     code = "import graphaudit.numeric.hybrid as h; print(h.__file__)"
     out = subprocess.run([str(PY), "-c", code], capture_output=True, text=True, check=True, cwd="/",
                          env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
     assert Path(out.stdout.strip()).resolve() == (ROOT / "graphaudit" / "numeric" / "hybrid.py").resolve()
+    shared = Path((ROOT / "samples" / "build" / "hbenv.path").read_text().strip()) / "bin" / "python"
+    if os.environ.get("GRAPHAUDIT_HBENV") is None and shared.is_file():  # the cache shared by checkouts holds none
+        probe = subprocess.run([str(shared), "-c", "import importlib.util as u; print(u.find_spec('graphaudit'))"],
+                               capture_output=True, text=True, check=True, cwd="/",
+                               env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+        assert probe.stdout.strip() == "None", probe.stdout
 
 
 @needs_env
