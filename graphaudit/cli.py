@@ -113,6 +113,9 @@ def _check_inputs(args: argparse.Namespace, console: Console) -> int:
 
     paths = args.paths
     cfg = load_config(args.config)
+    found_line = None  # a config found beside the stages, as explain and compare find it (said after the checks)
+    if cfg is None and not args.no_config:
+        cfg, found_line = _found_config(paths, runs_data=True)
     protect = user_inputs(paths, args.source, args.data, args.config)
     if cfg is not None:
         from .config import config_inputs
@@ -120,6 +123,8 @@ def _check_inputs(args: argparse.Namespace, console: Console) -> int:
         protect += config_inputs(cfg)
     if args.json is not None:
         check_output_path(args.json, protect)
+    if found_line is not None:
+        console.print(found_line)
     if len(paths) == 1 and not Path(paths[0]).is_dir() and not args.source:
         stages = [load_stage(paths[0], role=role_of(Path(paths[0]))[0])]
     else:

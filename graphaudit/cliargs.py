@@ -163,6 +163,7 @@ def _add_check_inputs(sub) -> None:
     ci.add_argument("--json", metavar="FILE", help="write the findings and statistics as JSON")
     ci.add_argument("--fail-on", choices=[*SEVERITIES, "never"], default="error")
     _config_arg(ci)
+    _no_config_arg(ci)
 
 
 def _add_lower(sub) -> None:

@@ -383,3 +383,32 @@ def test_render_warns_when_the_data_violate_the_contract(samples, x128, tmp_path
                  "-o", str(tmp_path / "g.dot")]) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert "warning: the data violate the stage's input contract: P203" in out
+
+
+def test_check_inputs_uses_the_config_beside_the_stages(tmp_path):
+    """check-inputs finds the conversion config whose working_dir holds the stages, as explain and compare do, so a
+    real hb_mapper project's raw .bgr calibration files are read with its shape and dtype; --no-config leaves it out
+    (and raw files then need --config: exit 2). Expected figures from the raw bytes here (uint8 pixels, NCHW,
+    ``- 128`` for the stage's ``*_128`` input)."""
+    import json
+    import subprocess
+    import sys
+
+    from . import horizon_check as hc
+
+    sets = [s for s in hc.built_sets() if s.name == "ppocr_cls_bayes-e"]
+    if not sets:
+        pytest.skip("no real ppocr_cls_bayes-e stage set (set-up builds it with the toolchain environment)")
+    s = sets[0]
+    files = sorted((s / "calibration_data_bgr").iterdir())
+    pixels = np.stack([np.fromfile(f, np.uint8) for f in files]).reshape(len(files), 3, -1).astype(np.float64)
+    cmd = [sys.executable, "-m", "graphaudit", "check-inputs", str(s / "model_output"), "--data",
+           str(s / "calibration_data_bgr"), "--json", str(tmp_path / "r.json"), "--fail-on", "never"]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert f"config: {s / 'config.yaml'}" in p.stdout
+    x = json.loads((tmp_path / "r.json").read_text())["inputs"]["x"]
+    assert x["samples"] == len(files) and x["shape"] == [1, 3, 48, 192]
+    assert np.allclose(x["channel_mean"], (pixels - 128).mean(axis=(0, 2)), atol=1e-9)
+    q = subprocess.run(cmd[:-4] + ["--no-config"], capture_output=True, text=True)
+    assert q.returncode == 2 and "--config" in q.stderr and "Traceback" not in q.stderr
