@@ -12,13 +12,13 @@ so they become the same findings and one-line errors.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import socket
 from dataclasses import dataclass, replace
 from typing import Callable
 
 from .classify import classify
+from .digests import sha256
 from .errors import GraphAuditError, StageRunError
 from .lineage import align_chain
 from .load import load_stage
@@ -61,7 +61,7 @@ _CACHE: dict = {}
 
 def file_sha256(path: str) -> str:
     """SHA-256 (hex) of a file's bytes, read in 1 MiB blocks; a file that cannot be read is a GraphAuditError."""
-    h = hashlib.sha256()
+    h = sha256()
     try:
         with open(path, "rb") as f:
             for block in iter(lambda: f.read(1 << 20), b""):

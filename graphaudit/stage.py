@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 from collections import Counter
 from dataclasses import dataclass, field
 from operator import attrgetter
@@ -10,6 +9,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import numpy as np
 import onnx
+
+from .digests import blake2b
 
 if TYPE_CHECKING:  # networkx is imported where a graph is built (about 0.2 s of start-up)
     import networkx as nx
@@ -115,7 +116,7 @@ class TensorInfo:
                 raw = self._reader()
             except (OSError, ValueError):
                 return None
-            h = hashlib.blake2b(digest_size=16)
+            h = blake2b(digest_size=16)
             h.update(f"{self.dtype}{self.shape}".encode())
             h.update(raw)
             self._digest = h.hexdigest()

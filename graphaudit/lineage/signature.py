@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import hashlib
 from collections import defaultdict
 
+from ..digests import blake2b
 from ..stage import NodeInfo
 from ..toolchains.ops import op_class
 from .matching import Matching
@@ -51,7 +51,7 @@ def _signatures(view: StageView, skip: set[str], rounds: int = 2) -> dict[str, s
             for x in n.outputs:
                 for cid, _i, _t in view.consumers.get(x, []):
                     succs.append(sig.get(cid, st.nodes[cid].op_type))
-            h = hashlib.blake2b(digest_size=12)
+            h = blake2b(digest_size=12)
             h.update(sig[n.id].encode())
             h.update(repr(preds).encode())
             h.update(repr(sorted(succs)).encode())

@@ -425,7 +425,9 @@ class _Comparison:
         self.stages = stages
         self.concurrent = opts.runtime != HORIZON_RUNTIME and len(stages) > 1 and cores() >= len(stages)
         threads = cores() // len(stages) if self.concurrent else 0
-        self.runners = [StageRunner(s, plan.capture[i], runtime=opts.runtime, threads=threads)
+        # a stage's model is kept only where isolated regions are extracted from it (the b stage of a transition)
+        self.runners = [StageRunner(s, plan.capture[i], runtime=opts.runtime, threads=threads,
+                                    keep_model=i > 0 and bool(plan.regions[i - 1]))
                         for i, s in enumerate(stages)]
         source = _source_namer(stages, alignments)
         self.results = [TransitionNumeric(al.a.name, al.b.name, opts.threshold, ps,

@@ -19,7 +19,6 @@ Cache directory: ``$GRAPHAUDIT_CACHE``, else ``$XDG_CACHE_HOME/graphaudit``, els
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import mmap
 import os
 import platform
@@ -28,6 +27,14 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+try:  # not hashlib, which loads OpenSSL (3.6 MB of RSS; graphaudit/digests.py, not imported: this file runs alone)
+    from _sha2 import sha256
+except ImportError:
+    try:
+        from _sha256 import sha256
+    except ImportError:  # pragma: no cover - a CPython built without its SHA-256 module
+        from hashlib import sha256
 
 __all__ = ["cache_dir", "cache_file", "build_object", "build_in_child", "failed_marker", "load", "link"]
 
@@ -81,7 +88,7 @@ def cache_file(ir: str) -> Path | None:
     cpu, where = _cpu(), cache_dir()
     if cpu is None or where is None:
         return None
-    key = hashlib.sha256("\0".join((str(FORMAT), ir, llvmlite, cpu)).encode()).hexdigest()[:32]
+    key = sha256("\0".join((str(FORMAT), ir, llvmlite, cpu)).encode()).hexdigest()[:32]
     return where / f"errorsums-{key}.o"
 
 
@@ -125,7 +132,7 @@ def _write(path: Path, obj: bytes) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".errorsums-")
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(hashlib.sha256(obj).digest() + obj)
+            f.write(sha256(obj).digest() + obj)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -168,7 +175,7 @@ def load(path: Path, names: tuple[str, ...]) -> dict[str, int] | None:
         data = path.read_bytes()
     except OSError:
         return None
-    if len(data) < 32 or hashlib.sha256(data[32:]).digest() != data[:32]:
+    if len(data) < 32 or sha256(data[32:]).digest() != data[:32]:
         return None
     try:
         return link(data[32:], names)

@@ -34,6 +34,10 @@ class StageRunner:
         stages; ``stage`` still names it and gives its input contract). Not modified.
     threads : int
         onnxruntime intra-op threads (0: its default, one per core); ignored by Horizon's runtime.
+    keep_model : bool
+        Keep the model run (lowered, with the extra outputs) as :attr:`model` once the session holds its own copy
+        (what isolated regions are extracted from); False drops it (``model`` is None): the session does not need
+        it, and it is one more copy of the stage's weights in memory.
 
     Raises
     ------
@@ -44,7 +48,7 @@ class StageRunner:
     """
 
     def __init__(self, stage: StageGraph, capture: Iterable[str], runtime: str = "onnxruntime",
-                 model: onnx.ModelProto | None = None, threads: int = 0):
+                 model: onnx.ModelProto | None = None, threads: int = 0, keep_model: bool = True):
         self.stage = stage
         self.runtime = runtime
         try:
@@ -58,6 +62,7 @@ class StageRunner:
             except LoweringError as e:
                 raise StageRunError(str(e), stage.path) from e
             model, self.lowered = res.model, res.lowered
+            del res
         produced = {o for n in model.graph.node for o in n.output if o}
         produced |= {i.name for i in model.graph.input}
         have = {o.name for o in model.graph.output}
@@ -70,10 +75,13 @@ class StageRunner:
                 continue
             model.graph.output.append(onnx.ValueInfoProto(name=name))
             have.add(name)
-        self.model = model
+        self.model = model if keep_model else None
         self.loops = [n.id for n in stage.nodes.values() if n.op_type == "Loop" and n.domain in ("", "ai.onnx")]
         try:
-            self.session = make_session(model.SerializeToString(), runtime, threads=threads)
+            serialized = model.SerializeToString()
+            del model  # with keep_model=False the session's copy is the only one left
+            self.session = make_session(serialized, runtime, threads=threads)
+            del serialized
             # names that are not UTF-8 load, then fail here (UnicodeDecodeError): the runtime cannot use the stage
             self.input_names = [i.name for i in self.session.get_inputs()]
             self.output_names = [o.name for o in self.session.get_outputs()]
