@@ -19,8 +19,8 @@ from .evaluate import as_eval_hook, evaluate_stages
 from .measure import data_stage_of, unrunnable_stages
 from .numeric.backends import resolve_runtime
 from .numeric.compare import StageFeeder
-from .numeric.evalhook import (EvalHook, EvalRunner, load_eval_hook, per_sample_sums, run_hook, sample_files,
-                               stage_metric)
+from .numeric.evalhook import (EvalHook, EvalRunner, load_eval_hook, not_run_metric, per_sample_sums, run_hook,
+                               sample_files, stage_metric)
 from .numeric.merge import MeanAccumulator
 from .numeric.summary import MetricSection, StageMetric
 from .scaleout import ScaleOut, WorkerPool, here, shard_ranges
@@ -130,7 +130,7 @@ def evaluate_scaled(stages, hook, samples: str | os.PathLike | None = None, *, r
     metrics = []
     for i, st in enumerate(stages):
         if i in not_runnable:
-            metrics.append(StageMetric(stage=st.name, not_run=not_runnable[i]))
+            metrics.append(not_run_metric(st.name, not_runnable[i]))
         elif ev.per_sample:
             metrics.append(_merged(st.name, per_stage[i], seconds))
         else:

@@ -279,3 +279,19 @@ def test_max_samples_caps_a_per_sample_hook_and_a_whole_set_hook_says_it_is_not_
     assert len(p.stderr.strip().splitlines()) == 1 and not (tmp_path / "n.json").exists()
     metric = json.loads((tmp_path / "w.json").read_text())["metric"]
     assert [m["samples"] for m in metric["stages"]] == [16, 16, 16], metric
+
+
+def test_a_stage_the_runtime_cannot_run_is_named_once(samples):
+    """A real hb_mapper quantized stage in stock onnxruntime: the metric line says which stage was not measured and
+    why, naming the stage once (it read "not measured: quantized: quantized: fixed-point ops ...")."""
+    from . import horizon_check as hc
+
+    sets = [s for s in hc.built_sets() if s.name == "ppocr_cls_bayes-e"]
+    if not sets or not (samples / "data" / "eval" / "ppocr_cls_hb").is_dir():
+        pytest.skip("no real ppocr_cls_bayes-e set or its labelled samples (set-up builds them with the toolchain)")
+    p = run("compare", str(sets[0] / "model_output"), "--eval", TOP1, "--eval-samples",
+            str(samples / "data" / "eval" / "ppocr_cls_hb"), "--runtime", "onnxruntime")
+    assert p.returncode in (0, 1), p.stderr
+    line = next(x for x in p.stdout.splitlines() if "not measured:" in x)
+    assert line.strip().startswith("not measured: quantized: fixed-point ops"), line
+    assert line.count("quantized:") == 1, line

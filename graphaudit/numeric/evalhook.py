@@ -39,7 +39,7 @@ from .runner import StageRunner
 from .merge import MeanAccumulator
 from .summary import StageMetric
 
-__all__ = ["EvalHook", "InputInfo", "EvalRunner", "load_eval_hook", "run_hook", "evaluate_on_runners", "sample_files",
+__all__ = ["EvalHook", "InputInfo", "EvalRunner", "load_eval_hook", "run_hook", "evaluate_on_runners", "not_run_metric", "sample_files",
            "per_sample_sums", "stage_metric"]
 
 #: onnxruntime's input type names -> numpy dtype names (the types a stage input can have).
@@ -319,6 +319,13 @@ def stage_metric(stage: str, runtime: str, acc: MeanAccumulator, samples: int, e
                        error=error)
 
 
+def not_run_metric(stage: str, why: str) -> StageMetric:
+    """The metric entry of a stage that was not measured, ``why`` without a leading ``"<stage>: "`` (the reasons of
+    :func:`graphaudit.measure.unrunnable_stages` name their stage; the entry names it beside the reason)."""
+    named = f"{stage}: "
+    return StageMetric(stage=stage, not_run=why[len(named):] if why.startswith(named) else why)
+
+
 def evaluate_on_runners(hook: EvalHook, stages: list[StageGraph], samples: str | None,
                         not_runnable: dict[int, str], make_runner: Callable[[int], EvalRunner],
                         progress: Callable[[str], None] | None = None,
@@ -329,7 +336,7 @@ def evaluate_on_runners(hook: EvalHook, stages: list[StageGraph], samples: str |
     out: list[StageMetric] = []
     for i, st in enumerate(stages):
         if i in not_runnable:
-            out.append(StageMetric(stage=st.name, not_run=not_runnable[i]))
+            out.append(not_run_metric(st.name, not_runnable[i]))
             continue
         if progress is not None:
             progress(st.name)
