@@ -114,8 +114,9 @@ def _layout_fix(have: str, want: str) -> str | None:
     if len(have) != 4 or sorted(have) != sorted(want):
         return None
     perm = tuple(have.index(c) for c in want)
-    return (f"Transpose the data from {have} to {want}: np.transpose(x, {perm}), or set input_layout_train / "
-            "input_layout_rt to match how the data are produced.")
+    return (f"Transpose the data from {have} to {want}: np.transpose(x, {perm}). input_layout_train declares the "
+            "model's own layout and must not be changed to fit the data; the deployed model (quantized stage, .bin) "
+            "takes input_layout_rt, which may be set to the layout the board-side data have.")
 
 
 def check_dtype(ctx: AuditContext) -> Iterator[Finding]:
