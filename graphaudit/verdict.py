@@ -26,7 +26,7 @@ from .numeric.summary import RegionSummary, TensorSummary, TransitionSummary
 from .report import VERDICT_CAUSES, AuditReport, VerdictLine
 # one definition each: N404 and N401 judge as the verdict does
 from .checks.numeric import NAMED_WITHIN_DB, OUTLIER_DB, SMALL_LOSS_DB, nonfinite_parting
-from .toolchains.ops import HORIZON_DOMAIN
+from .toolchains.ops import HORIZON_DOMAIN, is_fixed_point_op
 
 __all__ = ["build_verdict", "OUTLIER_DB", "NAMED_WITHIN_DB", "EQUAL_OUTPUT_SQNR_DB", "SMALL_LOSS_DB"]
 
@@ -380,6 +380,23 @@ def _small_loss(t: TransitionSummary, d: float | None) -> bool:
     return d is not None and d >= SMALL_LOSS_DB and all(x[0] == x[1] for x in top)
 
 
+def _bisect_hint(report: AuditReport, t: TransitionSummary) -> str:
+    """Where ``graphaudit bisect`` measures which nodes recover the drop of ``t`` together: that transition, or, when
+    its test stage is the fixed-point one (which bisect cannot revert: integers in NHWC), the transition before it,
+    where the calibrated stage simulates the same quantization in float; "" when there is none."""
+    names = [s.name for s in report.stages]
+    if t.a not in names or t.b not in names:
+        return ""
+    i = names.index(t.a)
+    b = report.stages[names.index(t.b)]
+    if not any(is_fixed_point_op(op.rpartition("::")[2]) for op in b.custom_ops):
+        return f"; `graphaudit bisect --pair {i}` measures which nodes recover the drop together"
+    if i > 0 and report.stages[i].role == "calibrated":
+        return (f"; `graphaudit bisect --pair {i - 1}` measures which nodes recover the drop together on "
+                f"{names[i - 1]} -> {t.a}, where the same quantization is simulated in float")
+    return ""
+
+
 def _precision_action(report: AuditReport, t: TransitionSummary, names: list[str]) -> str:
     """The toolchain setting that keeps ``names`` (reference-stage nodes) in higher precision."""
     settable = [n for n in names if not _UNNAMED_ID.match(n)]
@@ -389,8 +406,7 @@ def _precision_action(report: AuditReport, t: TransitionSummary, names: list[str
         # the mapping form: hb_mapper 1.x's string form takes one node only (mapper_conf_parser.py; lint C304)
         action = (f"Keep {'them' if len(settable) > 1 else 'it'} in int16 and re-run {tool}: in the config's "
                   "model_parameters, node_info: {" + ", ".join(f"'{n}': {{'OutputType': 'int16'}}" for n in settable)
-                  + "} (names of the optimized_float model; `graphaudit bisect` measures which nodes recover the "
-                  "drop together).")
+                  + "} (names of the optimized_float model" + _bisect_hint(report, t) + ").")
     else:
         action = (f"Leave {'them' if len(settable) > 1 else 'it'} in float and re-quantize: quantize_static(..., nodes_to_exclude=["
                   + ", ".join(repr(n) for n in settable) + "]).")

@@ -186,3 +186,26 @@ def test_structure_only_verdict_quotes_the_toolchain_logs_figures():
     line = next(v for v in au.report.verdict if v.cause == "not-seen" and "No data were run" in v.text)
     assert f"output sigmoid_0.tmp_0 at cosine {float(out.group(1)):.6f}" in line.text
     assert f"lowest node {low_node[0]} at {float(low_node[1]):.6f}" in line.text
+
+
+def test_int16_advice_points_at_a_bisect_that_runs():
+    """The int16 advice names the `bisect` transition that can measure it: the same transition while its test stage
+    is float (--pair i for stages i -> i+1), and for calibrated -> quantized, whose fixed-point stage bisect refuses
+    ("no change that can be reverted"), the transition before it (optimized -> calibrated: --pair 1 of a hb_mapper
+    set), where the calibrated stage simulates the same quantization in float."""
+    from graphaudit.numeric.summary import TransitionSummary
+    from graphaudit.report import AuditReport, StageSummary
+    from graphaudit.verdict import _bisect_hint
+
+    def stage(name, role, custom):
+        return StageSummary(name, role, f"{name}.onnx", 8, {"": 11}, "hb_mapper", 10, {}, custom, [], [])
+
+    stages = [stage("original_float", "original", {"horizon::HzPreprocess": 1}),
+              stage("optimized_float", "optimized", {"horizon::HzPreprocess": 1}),
+              stage("calibrated", "calibrated", {"horizon::HzCalibration": 9}),
+              stage("quantized", "quantized", {"horizon::HzSQuantizedConv": 5, "horizon::HzLut": 2})]
+    report = AuditReport(stages=stages, transitions=[], findings=[])
+    hint = _bisect_hint(report, TransitionSummary("calibrated", "quantized", 0.99))
+    assert "bisect --pair 1`" in hint and "optimized_float -> calibrated" in hint, hint
+    assert "bisect --pair 1`" in _bisect_hint(report, TransitionSummary("optimized_float", "calibrated", 0.99))
+    assert _bisect_hint(report, TransitionSummary("original_float", "quantized", 0.99)) == ""  # nothing to bisect
