@@ -255,3 +255,29 @@ def test_3x_norm_type_does_not_stop_mean_and_scale():
     fs = lint_config(cfg)
     assert [(f.code, f.location["line"]) for f in fs] == [("C302", 5)]
     assert "does not stop it" in fs[0].message
+
+
+def test_colour_order_against_the_real_stages(tmp_path):
+    """C324 on input_type_train: every real hb_mapper set's own config agrees with its stages' HzPreprocess
+    input_type (no finding), and the same config with the other colour order (rgb <-> bgr) gets one error at the
+    input_type_train line, whose number is read from the edited text here."""
+    from . import horizon_check as hc
+
+    sets = [s for s in hc.built_sets() if "'rgb'" in (s / "config.yaml").read_text()
+            or "'bgr'" in (s / "config.yaml").read_text()]
+    if not sets:
+        pytest.skip("no real Horizon stage set with an rgb/bgr input (set-up builds them with the toolchain)")
+    for s in sets:
+        stages = load_pipeline([s / "model_output"])
+        assert not [f for f in lint_config(s / "config.yaml", stages=stages) if f.code == "C324"], s.name
+    s = sets[0]
+    text = (s / "config.yaml").read_text()
+    other = text.replace("input_type_train: 'rgb'", "input_type_train: 'BGR_X'").replace(
+        "input_type_train: 'bgr'", "input_type_train: 'rgb'").replace("input_type_train: 'BGR_X'",
+                                                                      "input_type_train: 'bgr'")
+    assert other != text
+    p = tmp_path / "config.yaml"
+    p.write_text(other)
+    line = next(i for i, ln in enumerate(other.splitlines(), 1) if "input_type_train" in ln)
+    fs = [f for f in lint_config(p, stages=load_pipeline([s / "model_output"])) if f.code == "C324"]
+    assert [(f.location.get("line"), f.location.get("key")) for f in fs] == [(line, "input_parameters.input_type_train")]
