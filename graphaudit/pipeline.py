@@ -363,7 +363,7 @@ def _metric(stages, hook, eval_samples, opts: NumericOptions, cfg):
 def _skipped_note(plan: "_DataPlan", error: DataError | None, findings: list[Finding], n_stages: int) -> str | None:
     """The report's ``run.numeric_skipped``: why the numeric comparison did not run, or None."""
     skipped = plan.note or _skipped(error, findings, plan.data, plan.from_config)
-    if n_stages == 1 and (plan.data is not None or plan.opts.random is not None) and not skipped:
+    if n_stages == 1 and not skipped:  # said with or without data: one stage is never compared
         skipped = "one stage: there is no second stage to compare it with" + (
             " (the input checks ran on the data)" if plan.data is not None else "")
     return skipped

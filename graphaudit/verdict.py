@@ -480,6 +480,11 @@ def _toolchain_figures(report: AuditReport) -> str:
     return f" The toolchain's own log ({tc.tool}) measured {' and '.join(parts)}."
 
 
+#: What to do with a pipeline of one stage (a single model file, or a folder holding one stage).
+_ONE_STAGE_ACTION = ("Give the other stages of the conversion too (the stage folder, or every stage file in pipeline "
+                     "order), to see what changed and where the numbers part.")
+
+
 def _not_seen_lines(report: AuditReport) -> list[VerdictLine]:
     run = report.run
     out = []
@@ -488,11 +493,13 @@ def _not_seen_lines(report: AuditReport) -> list[VerdictLine]:
             cause="not-seen", scope="", text=f"These numbers come from {run.random} random samples: they show where "
             "the stages part, not how accurate the model is on real inputs.",
             action="Give --data DIR (samples the first stage takes), or --config with its cal_data_dir."))
+    one_stage = len(report.stages) == 1
     if run is not None and run.numeric_skipped:
         has_inputs = any(f.code.startswith("P") for f in report.findings)
         out.append(VerdictLine(cause="not-seen", scope="", text=_sentence(f"The stages were not compared: "
                                                                           f"{run.numeric_skipped}"),
                                action="Fix the input findings, then run again." if has_inputs else
+                               _ONE_STAGE_ACTION if one_stage else
                                "Fix the data this line names (or give --data DIR), then run again."))
     elif not report.numeric and not (run is not None and run.numeric_not_run):
         out.append(VerdictLine(

@@ -182,6 +182,10 @@ def test_one_stage_directory_is_a_pipeline_of_one(quantized_models, tmp_path):
     assert main(["explain", str(d), "--json", str(out), "--no-report"]) in (0, 1)
     rep = json.loads(out.read_text())
     assert [s["role"] for s in rep["stages"]] == ["quantized"] and any(f["code"] == "S105" for f in rep["findings"])
+    # without data too, the run says why nothing was compared, and the verdict asks for the other stages, not data
+    assert "one stage" in rep["run"]["numeric_skipped"]
+    assert all("--data" not in v["action"] for v in rep["verdict"]), rep["verdict"]
+    assert any("other stages" in v["action"] for v in rep["verdict"]), rep["verdict"]
     for cmd in (["compare", "--random", "1"], ["diff"]):  # they still need two stages
         assert main([cmd[0], str(d / "cls_qdq.onnx"), *cmd[1:]]) == 2
 

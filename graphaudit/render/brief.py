@@ -78,8 +78,9 @@ def run_line(report: AuditReport, console: Console, blank_before: bool = True) -
                      f"{n or 'no'} finding{'s' if n != 1 else ''}")
     if run.numeric_skipped:
         given = (f"data {run.data}" if run.data else f"{run.random} random samples" if run.random
-                 else "the config's cal_data_dir" if run.data_from_config else "data")
-        parts.append(f"{given} (numeric comparison skipped, see below)")
+                 else "the config's cal_data_dir" if run.data_from_config else None)
+        parts.append(f"{given} (numeric comparison skipped, see below)" if given else
+                     f"numeric comparison not run: {run.numeric_skipped}")
     elif run.data:
         n = run.samples_used
         used = f", {n} sample{'s' if n != 1 else ''}" if n else ""
