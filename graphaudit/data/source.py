@@ -158,18 +158,18 @@ def _calibration(d: Path, inputs: list[InputSpec], raw_dtype: str | None, raw_sh
     chunks, kept, unreadable = [], [], []
     for i in range(next(iter(counts.values()))):
         refs = {}
-        try:  # a sample whose file (for any input) cannot be read is left out, for every input
-            for spec in inputs:
-                p = per_input[spec.name][i]
-                refs[spec.name] = npy_ref(p) if p.suffix.lower() == ".npy" else raw_ref(p, raw_dtype, raw_shape)
-        except DataFileError as e:
-            unreadable.append((p, str(e)))
-            continue
         if len(inputs) > 1:
             label = " + ".join(str(per_input[s.name][i]) for s in inputs)
         else:
             label = str(per_input[inputs[0].name][i])
-        chunks.append(array_chunk(refs, inputs, label))
+        try:  # a sample whose file (for any input) cannot be read is left out, for every input
+            for spec in inputs:
+                p = per_input[spec.name][i]
+                refs[spec.name] = npy_ref(p) if p.suffix.lower() == ".npy" else raw_ref(p, raw_dtype, raw_shape)
+            chunks.append(array_chunk(refs, inputs, label))
+        except DataFileError as e:
+            unreadable.append((e.path if isinstance(e.path, Path) else p, str(e)))
+            continue
         kept.append(i)
     if not chunks:
         raise none_readable(d, unreadable)

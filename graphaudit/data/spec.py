@@ -18,6 +18,11 @@ __all__ = ["InputSpec", "input_specs", "natural_key"]
 
 PICKLE = "pickled/object array, refusing to unpickle"
 
+#: Most elements of one input's sample graphaudit reads: 2**25 = 33,554,432 (a 4K image, 1x3x2160x3840, has
+#: 24,883,200). The statistics' float64 sums hold several copies of the sample (about 10 x 8 bytes per element, 2.7 GB
+#: here), so a file of larger samples is refused from its header, before any of its data is read or decompressed.
+MAX_STATS_ELEMENTS = 2 ** 25
+
 
 @dataclass
 class InputSpec:
@@ -67,6 +72,17 @@ def file_error(label: Any, problem: str, path: Any = None) -> DataFileError:
     ``label``): a directory of data leaves that file out and goes on."""
     text = f"{label}: {problem}".replace("\r", "\\r").replace("\n", "\\n")
     return DataFileError(text, Path(path if path is not None else label))
+
+
+def check_sample_size(label: Any, shape: tuple, name: str, path: Any = None) -> None:
+    """:class:`DataFileError` (naming ``label``; ``path`` as in :func:`file_error`) when samples of ``shape`` for
+    input ``name`` hold more than :data:`MAX_STATS_ELEMENTS` elements."""
+    n = 1
+    for d in shape:
+        n *= int(d)
+    if n > MAX_STATS_ELEMENTS:
+        raise file_error(label, f"samples of shape {fmt_shape(shape)} for input {name!r} have {n:,} elements, more "
+                                f"than the {MAX_STATS_ELEMENTS:,} graphaudit reads per sample; not read", path)
 
 
 def one_line(e: BaseException) -> str:
