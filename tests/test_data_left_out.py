@@ -117,3 +117,19 @@ def test_explain_goes_on_without_the_oversized_file(samples, tmp_path):
     assert f"{d / '2.npy'}: samples of shape [1,3,48,233017]" in p212["message"]
     assert p212["location"] == {"file": str(d / "2.npy")}
     assert rep["run"]["samples_used"] == 2
+
+
+def test_an_image_of_more_rgb_values_than_the_cap_is_left_out_from_its_header(tmp_path):
+    """4096x2731 pixels (under the 4096x4096 pixel cap) decode to 33,558,528 RGB values, above 2**25; 4096x2730
+    (33,546,240) is read. Before: both passed the header check and the larger ended the run from the statistics."""
+    from PIL import Image
+
+    d = tmp_path / "imgs"
+    d.mkdir()
+    Image.fromarray(np.zeros((2730, 4096, 3), np.uint8)).save(d / "a.png")
+    Image.fromarray(np.zeros((2731, 4096, 3), np.uint8)).save(d / "b.png")
+    assert 4096 * 2730 * 3 <= MAX_STATS_ELEMENTS < 4096 * 2731 * 3
+    src = open_data(d, STATIC)
+    assert len(src) == 1 and src.files == [d / "a.png"]
+    assert src.unreadable == [(d / "b.png", f"{d / 'b.png'}: image of 4096x2731 pixels is 33,558,528 RGB values, "
+                                            "more than the 33,554,432 graphaudit reads per sample; not decoded")]
