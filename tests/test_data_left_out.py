@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import shutil
 import struct
 import zipfile
@@ -133,3 +134,62 @@ def test_an_image_of_more_rgb_values_than_the_cap_is_left_out_from_its_header(tm
     assert len(src) == 1 and src.files == [d / "a.png"]
     assert src.unreadable == [(d / "b.png", f"{d / 'b.png'}: image of 4096x2731 pixels is 33,558,528 RGB values, "
                                             "more than the 33,554,432 graphaudit reads per sample; not decoded")]
+
+
+def _unopenable(d):
+    """In ``d``: 3.npy a directory, 4.npy -> /dev/zero, 5.npy a FIFO, 6.npy -> a missing path, 7.npy -> itself.
+    Their reasons, as ``stat`` tells them (none is opened: opening the FIFO would block)."""
+    (d / "3.npy").mkdir()
+    (d / "4.npy").symlink_to("/dev/zero")
+    os.mkfifo(d / "5.npy")
+    (d / "6.npy").symlink_to(d / "nonexistent")
+    (d / "7.npy").symlink_to(d / "7.npy")
+    return [(d / "3.npy", f"{d / '3.npy'}: a directory, not a regular file; not opened"),
+            (d / "4.npy", f"{d / '4.npy'}: a character device (symbolic link to '/dev/zero'), not a regular file; "
+                          "not opened"),
+            (d / "5.npy", f"{d / '5.npy'}: a FIFO (named pipe), not a regular file; not opened"),
+            (d / "6.npy", f"{d / '6.npy'}: dangling symbolic link (its target {str(d / 'nonexistent')!r} does not "
+                          "exist)"),
+            (d / "7.npy", f"{d / '7.npy'}: symbolic link loop")]
+
+
+def test_entries_that_cannot_be_opened_are_said_not_skipped(samples, tmp_path):
+    """Repro 15: before, these five were left out silently (no P212); the run line said 3 samples of 8 names."""
+    d = tmp_path / "d"
+    d.mkdir()
+    for i in range(3):
+        shutil.copy(samples / "data" / "ppocr_cls" / "x" / f"{i}.npy", d / f"{i}.npy")
+    want = _unopenable(d)
+    (d / "notes").mkdir()  # not named as data: ignored, as before
+    src = open_data(d, DYN)
+    assert len(src) == 3 and src.files == [d / f"{i}.npy" for i in range(3)]
+    assert src.unreadable == want
+    code = main(["explain", str(samples / "ort" / "ppocr_cls"), "--data", str(d), "--no-isolated",
+                 "--out", str(tmp_path / "o")])
+    assert code in (0, 1)
+    rep = json.loads((tmp_path / "o" / "report.json").read_text())
+    (p212,) = [f for f in rep["findings"] if f["code"] == "P212"]
+    assert p212["message"].startswith("5 of 8 data file(s) could not be read or fed and were left out (the input "
+                                      "checks and the numeric comparison use the other 3 file(s)): ")
+    assert [u["file"] for u in p212["evidence"]["unreadable"]] == [str(p) for p, _ in want]
+    assert rep["run"]["samples_used"] == 3
+
+
+def test_a_directory_of_only_unopenable_entries_is_the_unreadable_error(tmp_path):
+    d = tmp_path / "d"
+    d.mkdir()
+    want = _unopenable(d)
+    with pytest.raises(DataUnreadableError) as e:
+        open_data(d, DYN)
+    assert e.value.unreadable == want
+    assert str(e.value) == f"{d}: none of its 5 data file(s) could be read: {want[0][1]} (and 4 more)"
+
+
+def test_calibration_layout_leaves_out_an_entry_that_cannot_be_opened(tmp_path):
+    x = tmp_path / "cal" / "x"
+    x.mkdir(parents=True)
+    np.save(x / "0.npy", np.ones((1, 3, 224, 224), np.float32))
+    os.mkfifo(x / "1.npy")
+    src = open_data(tmp_path / "cal", STATIC)
+    assert len(src) == 1 and src.unreadable == [(x / "1.npy", f"{x / '1.npy'}: a FIFO (named pipe), not a regular "
+                                                               "file; not opened")]

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import errno
+import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -125,6 +128,47 @@ def list_files(d: Path) -> list[Path]:
         raise data_error(d, f"cannot list directory: {e.strerror or one_line(e)}") from None
     files = [p for p in entries if not p.name.startswith(".") and p.is_file()]
     return sorted(files, key=lambda p: natural_key(p.name))
+
+
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def entry_problem(p: Path) -> str | None:
+    """Why directory entry ``p`` cannot be read as a data file, one line naming it, or None for a regular file
+    (symbolic links followed). Only ``stat``: the entry is never opened (a FIFO would block, a device never end)."""
+    try:
+        mode = os.stat(p).st_mode
+    except FileNotFoundError:
+        why = "no such file"
+        if p.is_symlink():
+            try:
+                why = f"dangling symbolic link (its target {os.readlink(p)!r} does not exist)"
+            except OSError:
+                why = "dangling symbolic link"
+        return str(file_error(p, why))
+    except OSError as e:
+        why = "symbolic link loop" if e.errno == errno.ELOOP else f"cannot read: {e.strerror or one_line(e)}"
+        return str(file_error(p, why))
+    if stat.S_ISREG(mode):
+        return None
+    kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+    if p.is_symlink():
+        try:
+            kind += f" (symbolic link to {os.readlink(p)!r})"
+        except OSError:
+            pass
+    return str(file_error(p, f"{kind}, not a regular file; not opened"))
+
+
+def list_entries(d: Path) -> list[tuple[Path, str | None]]:
+    """Every non-hidden entry of a directory, naturally sorted, with :func:`entry_problem` (None for a regular
+    file): data-named entries that cannot be read are said, not skipped (DataError when ``d`` cannot be listed)."""
+    try:
+        entries = [p for p in d.iterdir() if not p.name.startswith(".")]
+    except OSError as e:
+        raise data_error(d, f"cannot list directory: {e.strerror or one_line(e)}") from None
+    return [(p, entry_problem(p)) for p in sorted(entries, key=lambda p: natural_key(p.name))]
 
 
 def dtype_kind(dt: np.dtype) -> str:
