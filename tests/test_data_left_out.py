@@ -193,3 +193,21 @@ def test_calibration_layout_leaves_out_an_entry_that_cannot_be_opened(tmp_path):
     src = open_data(tmp_path / "cal", STATIC)
     assert len(src) == 1 and src.unreadable == [(x / "1.npy", f"{x / '1.npy'}: a FIFO (named pipe), not a regular "
                                                                "file; not opened")]
+
+
+def test_raw_pixel_folder_leaves_out_entries_that_cannot_be_opened(tmp_path):
+    """hb_mapper's cal_data_dir of raw pixel files: a FIFO and a dangling link named .rgb are said (before: skipped
+    silently); a subdirectory not named as pixels is ignored, as before."""
+    from graphaudit.data.hbcal import open_raw_pixels
+
+    d = tmp_path / "cal"
+    d.mkdir()
+    (d / "0.rgb").write_bytes(bytes(range(48)))  # 1x3x4x4 uint8
+    os.mkfifo(d / "1.rgb")
+    (d / "2.rgb").symlink_to(d / "gone.rgb")
+    (d / "sub").mkdir()
+    src = open_raw_pixels(d, InputSpec("x", "float32", (1, 3, 4, 4)), (1, 3, 4, 4), "uint8", "NCHW", "rgb")
+    assert len(src) == 1 and src.files == [d / "0.rgb"]
+    assert src.unreadable == [(d / "1.rgb", f"{d / '1.rgb'}: a FIFO (named pipe), not a regular file; not opened"),
+                              (d / "2.rgb", f"{d / '2.rgb'}: dangling symbolic link (its target "
+                                            f"{str(d / 'gone.rgb')!r} does not exist)")]
