@@ -21,7 +21,7 @@ import numpy as np
 
 from ..errors import DataError, DataUnreadableError
 from .source import IMAGE_EXTS, NPY_EXTS, RAW_EXTS, DataSource, none_readable, open_data
-from .spec import InputSpec, list_files, os_error
+from .spec import InputSpec, list_entries, list_files, os_error
 
 __all__ = ["RAW_PIXEL_SUFFIXES", "is_raw_pixel_dir", "is_raw_file", "open_raw_pixels", "open_stage_data",
            "config_data_dir"]
@@ -77,7 +77,8 @@ def open_raw_pixels(path: str | os.PathLike, spec: InputSpec, shape: tuple | Non
     Parameters
     ----------
     path : path-like
-        The ``cal_data_dir`` (every regular, non-hidden file, naturally sorted) or one raw file.
+        The ``cal_data_dir`` (every regular, non-hidden file, naturally sorted; entries with a raw pixel suffix that
+        cannot be opened, such as a FIFO or a dangling symbolic link, are left out as unreadable) or one raw file.
     spec : InputSpec
         The model input the pixels feed.
     shape : tuple of int
@@ -113,12 +114,18 @@ def open_raw_pixels(path: str | os.PathLike, spec: InputSpec, shape: tuple | Non
         dt = np.dtype(dtype or "uint8")
     except TypeError:
         raise DataError(f"{p}: cal_data_type {dtype!r} is not a numpy dtype") from None
-    files = list_files(p) if p.is_dir() else [p]
+    if p.is_dir():  # and entries named as raw pixel files that cannot be opened (FIFO, dangling link...): said
+        files = [(f, why) for f, why in list_entries(p) if why is None or f.suffix.lower() in RAW_PIXEL_SUFFIXES]
+    else:
+        files = [(p, None)]
     if not files:
         raise DataError(f"{p}: no calibration files in directory")
     need = math.prod(shape) * dt.itemsize
     kept, unreadable = [], []
-    for f in files:
+    for f, why in files:
+        if why is not None:  # never opened
+            unreadable.append((f, why))
+            continue
         try:
             size = f.stat().st_size
         except OSError as e:

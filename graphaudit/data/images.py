@@ -8,7 +8,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from .spec import data_error, file_error, one_line
+from .spec import MAX_STATS_ELEMENTS, data_error, file_error, one_line
 
 __all__ = ["MAX_IMAGE_PIXELS", "check_image", "ImageChunk"]
 
@@ -41,8 +41,9 @@ def check_image(path: Path) -> None:
     Raises
     ------
     DataFileError
-        Pillow cannot identify or decode the file, the image has more than :data:`MAX_IMAGE_PIXELS` pixels, or
-        its mode (16-bit, float) does not convert to uint8 RGB without loss.
+        Pillow cannot identify or decode the file, the image has more than :data:`MAX_IMAGE_PIXELS` pixels or its
+        RGB pixels more than :data:`graphaudit.data.spec.MAX_STATS_ELEMENTS` values (the most graphaudit reads per
+        sample), or its mode (16-bit, float) does not convert to uint8 RGB without loss.
     DataError
         Pillow is missing.
     """
@@ -60,6 +61,9 @@ def check_image(path: Path) -> None:
     if width * height > MAX_IMAGE_PIXELS:
         raise file_error(path, f"image of {width}x{height} pixels is larger than {MAX_IMAGE_PIXELS} pixels; "
                                "refusing to decode")
+    if width * height * 3 > MAX_STATS_ELEMENTS:  # decoded to [1,H,W,3] and fed unresized
+        raise file_error(path, f"image of {width}x{height} pixels is {width * height * 3:,} RGB values, more than the "
+                               f"{MAX_STATS_ELEMENTS:,} graphaudit reads per sample; not decoded")
     if mode in ("I", "F") or mode.startswith("I;"):
         raise file_error(path, f"image mode {mode} (16-bit or float) cannot be decoded to uint8 RGB without loss")
     if fmt in _ENDS and not _ends_with(path, _ENDS[fmt]):

@@ -13,7 +13,8 @@ from typing import IO, Iterator
 import numpy as np
 
 from .arrays import ArrayRef, check_npy, npy_ref
-from .spec import InputSpec, check_dtype, data_error, one_line, os_error, split_samples
+from ..errors import DataError
+from .spec import InputSpec, check_dtype, check_sample_size, data_error, one_line, os_error, split_samples
 
 __all__ = ["FileChunk", "array_chunk"]
 
@@ -156,9 +157,11 @@ def array_chunk(refs: dict[str, ArrayRef], inputs: list[InputSpec], label: str) 
 
     Raises
     ------
+    DataFileError
+        A dtype kind that cannot feed its input, or samples of more than
+        :data:`graphaudit.data.spec.MAX_STATS_ELEMENTS` elements (from the header: no data read), naming the file.
     DataError
-        A dtype kind that cannot feed its input, a shape that does not fit it, or inputs with different sample
-        counts (naming ``label``).
+        A shape that does not fit its input, or inputs with different sample counts (naming ``label``).
     """
     entries: dict[str, tuple[ArrayRef, tuple[int, ...]]] = {}
     count = None
@@ -166,7 +169,12 @@ def array_chunk(refs: dict[str, ArrayRef], inputs: list[InputSpec], label: str) 
     for spec in inputs:
         ref = refs[spec.name]
         check_dtype(spec, ref.dtype, ref.label)
-        n, sample_shape = split_samples(spec, ref.shape, ref.label)
+        try:
+            n, sample_shape = split_samples(spec, ref.shape, ref.label)
+        except DataError:  # read as it is when the shapes do not fit (the input checks say why): one sample
+            check_sample_size(ref.label, ref.shape, spec.name, ref.path)
+            raise
+        check_sample_size(ref.label, sample_shape, spec.name, ref.path)
         if count is None:
             count, first = n, spec.name
         elif n != count:

@@ -13,7 +13,7 @@ from ..errors import DataFileError, DataUnreadableError
 from .arrays import npy_ref, npz_refs, raw_ref
 from .images import ImageChunk, check_image
 from .readers import array_chunk
-from .spec import InputSpec, check_specs, data_error, list_files
+from .spec import InputSpec, check_specs, data_error, list_entries
 
 __all__ = ["DataSource", "open_data", "NPY_EXTS", "RAW_EXTS", "IMAGE_EXTS"]
 
@@ -57,8 +57,9 @@ class DataSource:
     files : list of pathlib.Path
         The data files read, in iteration order (empty for random data).
     unreadable : list of (pathlib.Path, str)
-        Files of a directory left out because their content cannot be read (truncated, corrupt, pickled,
-        undecodable, the wrong byte size: :class:`graphaudit.errors.DataFileError`), with the one-line reason
+        Files of a directory left out because they cannot be opened (a directory, FIFO, device, dangling symbolic
+        link or link loop named as a data file: never opened) or their content cannot be read (truncated, corrupt,
+        pickled, undecodable, the wrong byte size: :class:`graphaudit.errors.DataFileError`), with the one-line reason
         naming the file; their samples are not among the samples. Empty for a file given alone (it is the
         :class:`graphaudit.errors.DataUnreadableError` instead).
     """
@@ -145,9 +146,13 @@ def _is_component(name: str) -> bool:
 def _calibration(d: Path, inputs: list[InputSpec], raw_dtype: str | None, raw_shape: tuple | None) -> DataSource:
     """``d/<input name>/*.npy`` (or raw files), paired across inputs by naturally sorted position."""
     per_input: dict[str, list[Path]] = {}
+    problems: dict[Path, str] = {}  # entries that cannot be opened (a directory, FIFO, dangling link...): left out
     for spec in inputs:
         sub = d / spec.name
-        files = [p for p in list_files(sub) if p.suffix.lower() == ".npy" or p.suffix.lower() in RAW_EXTS]
+        entries = [(p, why) for p, why in list_entries(sub)
+                   if p.suffix.lower() == ".npy" or p.suffix.lower() in RAW_EXTS]
+        problems.update((p, why) for p, why in entries if why is not None)
+        files = [p for p, _why in entries]
         if not files:
             raise data_error(sub, f"calibration directory of input {spec.name!r} has no .npy or raw files")
         per_input[spec.name] = files
@@ -158,18 +163,20 @@ def _calibration(d: Path, inputs: list[InputSpec], raw_dtype: str | None, raw_sh
     chunks, kept, unreadable = [], [], []
     for i in range(next(iter(counts.values()))):
         refs = {}
-        try:  # a sample whose file (for any input) cannot be read is left out, for every input
-            for spec in inputs:
-                p = per_input[spec.name][i]
-                refs[spec.name] = npy_ref(p) if p.suffix.lower() == ".npy" else raw_ref(p, raw_dtype, raw_shape)
-        except DataFileError as e:
-            unreadable.append((p, str(e)))
-            continue
         if len(inputs) > 1:
             label = " + ".join(str(per_input[s.name][i]) for s in inputs)
         else:
             label = str(per_input[inputs[0].name][i])
-        chunks.append(array_chunk(refs, inputs, label))
+        try:  # a sample whose file (for any input) cannot be read is left out, for every input
+            for spec in inputs:
+                p = per_input[spec.name][i]
+                if p in problems:
+                    raise DataFileError(problems[p], p)
+                refs[spec.name] = npy_ref(p) if p.suffix.lower() == ".npy" else raw_ref(p, raw_dtype, raw_shape)
+            chunks.append(array_chunk(refs, inputs, label))
+        except DataFileError as e:
+            unreadable.append((e.path if isinstance(e.path, Path) else p, str(e)))
+            continue
         kept.append(i)
     if not chunks:
         raise none_readable(d, unreadable)
@@ -297,8 +304,11 @@ def _open_dir(p: Path, inputs: list[InputSpec], raw_dtype: str | None, raw_shape
             raise data_error(p, f"calibration directory has subdirectories for {', '.join(map(repr, present))} "
                                 f"but none for input(s) {', '.join(map(repr, missing))}")
         return _calibration(p, inputs, raw_dtype, raw_shape)
-    files = [(f, _family(f)) for f in list_files(p)]
-    files = [(f, fam) for f, fam in files if fam is not None]
+    entries = [(f, _family(f), why) for f, why in list_entries(p)]
+    entries = [e for e in entries if e[1] is not None]
+    files = [(f, fam) for f, fam, why in entries if why is None]
+    if not files and entries:  # only entries named as data that cannot be opened: said, each one (P212)
+        raise none_readable(p, [(f, why) for f, _fam, why in entries])
     if not files:
         hint = " (for a Horizon working directory, pass its calibration_data/)" \
             if (p / "calibration_data").is_dir() else ""
@@ -310,7 +320,10 @@ def _open_dir(p: Path, inputs: list[InputSpec], raw_dtype: str | None, raw_shape
                             "keep one kind per directory")
     fam = families[0]
     chunks, kept, unreadable = [], [], []
-    for f, _ in files:
+    for f, _fam, why in entries:
+        if why is not None:  # a directory, FIFO, device, dangling link or link loop named as data: never opened
+            unreadable.append((f, why))
+            continue
         try:
             chunks.append(_file_chunk(f, fam, inputs, raw_dtype, raw_shape))
         except DataFileError as e:  # this file's content: left out, the others are read

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import errno
+import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,6 +20,11 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["InputSpec", "input_specs", "natural_key"]
 
 PICKLE = "pickled/object array, refusing to unpickle"
+
+#: Most elements of one input's sample graphaudit reads: 2**25 = 33,554,432 (a 4K image, 1x3x2160x3840, has
+#: 24,883,200). The statistics' float64 sums hold several copies of the sample (about 10 x 8 bytes per element, 2.7 GB
+#: here), so a file of larger samples is refused from its header, before any of its data is read or decompressed.
+MAX_STATS_ELEMENTS = 2 ** 25
 
 
 @dataclass
@@ -69,6 +77,17 @@ def file_error(label: Any, problem: str, path: Any = None) -> DataFileError:
     return DataFileError(text, Path(path if path is not None else label))
 
 
+def check_sample_size(label: Any, shape: tuple, name: str, path: Any = None) -> None:
+    """:class:`DataFileError` (naming ``label``; ``path`` as in :func:`file_error`) when samples of ``shape`` for
+    input ``name`` hold more than :data:`MAX_STATS_ELEMENTS` elements."""
+    n = 1
+    for d in shape:
+        n *= int(d)
+    if n > MAX_STATS_ELEMENTS:
+        raise file_error(label, f"samples of shape {fmt_shape(shape)} for input {name!r} have {n:,} elements, more "
+                                f"than the {MAX_STATS_ELEMENTS:,} graphaudit reads per sample; not read", path)
+
+
 def one_line(e: BaseException) -> str:
     """An exception's message collapsed to one line."""
     return " ".join(str(e).split()) or type(e).__name__
@@ -109,6 +128,47 @@ def list_files(d: Path) -> list[Path]:
         raise data_error(d, f"cannot list directory: {e.strerror or one_line(e)}") from None
     files = [p for p in entries if not p.name.startswith(".") and p.is_file()]
     return sorted(files, key=lambda p: natural_key(p.name))
+
+
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def entry_problem(p: Path) -> str | None:
+    """Why directory entry ``p`` cannot be read as a data file, one line naming it, or None for a regular file
+    (symbolic links followed). Only ``stat``: the entry is never opened (a FIFO would block, a device never end)."""
+    try:
+        mode = os.stat(p).st_mode
+    except FileNotFoundError:
+        why = "no such file"
+        if p.is_symlink():
+            try:
+                why = f"dangling symbolic link (its target {os.readlink(p)!r} does not exist)"
+            except OSError:
+                why = "dangling symbolic link"
+        return str(file_error(p, why))
+    except OSError as e:
+        why = "symbolic link loop" if e.errno == errno.ELOOP else f"cannot read: {e.strerror or one_line(e)}"
+        return str(file_error(p, why))
+    if stat.S_ISREG(mode):
+        return None
+    kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+    if p.is_symlink():
+        try:
+            kind += f" (symbolic link to {os.readlink(p)!r})"
+        except OSError:
+            pass
+    return str(file_error(p, f"{kind}, not a regular file; not opened"))
+
+
+def list_entries(d: Path) -> list[tuple[Path, str | None]]:
+    """Every non-hidden entry of a directory, naturally sorted, with :func:`entry_problem` (None for a regular
+    file): data-named entries that cannot be read are said, not skipped (DataError when ``d`` cannot be listed)."""
+    try:
+        entries = [p for p in d.iterdir() if not p.name.startswith(".")]
+    except OSError as e:
+        raise data_error(d, f"cannot list directory: {e.strerror or one_line(e)}") from None
+    return [(p, entry_problem(p)) for p in sorted(entries, key=lambda p: natural_key(p.name))]
 
 
 def dtype_kind(dt: np.dtype) -> str:

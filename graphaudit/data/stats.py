@@ -8,14 +8,9 @@ from typing import Iterable
 import numpy as np
 
 from .samplestats import SampleSet
-from .spec import data_error
+from .spec import MAX_STATS_ELEMENTS, data_error
 
 __all__ = ["InputStats", "data_stats", "guess_layout", "stats_dict", "MAX_SAMPLE_RANGES", "MAX_STATS_ELEMENTS"]
-
-#: Most elements of one input's sample the statistics read: 2**25 = 33,554,432 (a 4K image, 1x3x2160x3840, has
-#: 24,883,200). The float64 sums hold several copies of the sample (about 10 x 8 bytes per element, 2.7 GB here), so a
-#: larger sample is refused in one line naming the data rather than read.
-MAX_STATS_ELEMENTS = 2 ** 25
 
 #: Samples whose per-channel value range is kept (for the per-sample value-domain judgement).
 MAX_SAMPLE_RANGES = 10_000
