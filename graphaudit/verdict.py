@@ -26,7 +26,8 @@ from .numeric.summary import RegionSummary, TensorSummary, TransitionSummary
 from .report import VERDICT_CAUSES, AuditReport, VerdictLine
 # one definition each: N404 and N401 judge as the verdict does
 from .checks.numeric import NAMED_WITHIN_DB, OUTLIER_DB, SMALL_LOSS_DB, nonfinite_parting
-from .toolchains.ops import HORIZON_DOMAIN, is_fixed_point_op
+from .toolchains.ops import is_fixed_point_op
+from .verdict_notseen import is_horizon, not_seen_lines, sentence
 
 __all__ = ["build_verdict", "OUTLIER_DB", "NAMED_WITHIN_DB", "EQUAL_OUTPUT_SQNR_DB", "SMALL_LOSS_DB"]
 
@@ -60,7 +61,7 @@ def build_verdict(report: AuditReport) -> list[VerdictLine]:
     for t in report.numeric or []:  # the render pair of a result (a refused stage leaves a gap in the results)
         lines.append(_transition_line(pairs.get((t.a, t.b), 0), t, report, random))
     lines += _toolchain_lines(report.findings, lines)
-    lines += _not_seen_lines(report)
+    lines += not_seen_lines(report)
     rank = {c: float(i) for i, c in enumerate(VERDICT_CAUSES)}
 
     def tier(v: VerdictLine) -> float:  # a suspicion about the data (a warning) ranks after measured losses
@@ -94,14 +95,9 @@ def _cos(x) -> str:
     return "n/a" if v is None else f"{v:.6f}"
 
 
-def _first_sentence(text: str) -> str:
+def _firstsentence(text: str) -> str:
     head = text.split("; ")[0].split(". ")[0].strip()
     return head.rstrip(".?!") + ("?" if head.endswith("?") else "")
-
-
-def _sentence(text: str) -> str:
-    """``text`` ending in one full stop (or its own question mark)."""
-    return text if text.endswith(("?", ".", "!")) else text + "."
 
 
 # --- harness and config -------------------------------------------------------------------------------------------
@@ -145,8 +141,8 @@ def _harness_lines(findings: list[Finding]) -> list[VerdictLine]:
         what = "break" if error else "may not match"
         out.append(VerdictLine(
             cause="harness", scope=f.stage,
-            text=_sentence(f"Your data {what} the input contract of the {f.stage} stage: "
-                           f"{_first_sentence(f.message)}"),
+            text=sentence(f"Your data {what} the input contract of the {f.stage} stage: "
+                           f"{_firstsentence(f.message)}"),
             evidence=effect or _unmeasured(f, tensor), action=f.fix, stage=f.stage, nodes=nodes,
             codes=list(dict.fromkeys(g.code for g in group)),
             sqnr_db=db if db is not None else (-math.inf if error else None)))
@@ -158,7 +154,7 @@ def _config_lines(findings: list[Finding]) -> list[VerdictLine]:
     out = []
     for f in errs[:_MAX_NAMED]:
         where = f.location.get("node") or f.location.get("tensor") or ""
-        text = _sentence(f"The conversion config{_config_place(f)}: {_first_sentence(f.message)}")
+        text = sentence(f"The conversion config{_config_place(f)}: {_firstsentence(f.message)}")
         out.append(VerdictLine(cause="config", scope=f.stage, text=text,
                                evidence=f.title, action=f.fix, stage=f.stage, nodes=[where] if where else [],
                                codes=[f.code]))
@@ -183,7 +179,7 @@ def _toolchain_lines(findings: list[Finding], lines: list[VerdictLine]) -> list[
             continue
         seen.add(f.code)
         where = f.location.get("node") or ""
-        out.append(VerdictLine(cause="toolchain", scope=f.stage, text=_sentence(_first_sentence(f.message)),
+        out.append(VerdictLine(cause="toolchain", scope=f.stage, text=sentence(_firstsentence(f.message)),
                                evidence=f.title, action=f.fix, stage=f.stage, nodes=[where] if where else [],
                                codes=[f.code]))
     return out
@@ -224,7 +220,7 @@ def _transition_line(i: int, t: TransitionSummary, report: AuditReport, random: 
         action = ""
         if documented_equal:
             text += ", so if your evaluation shows an accuracy drop between them, it comes from how it feeds them."
-            horizon = any(_is_horizon(report, st.name) for st in report.stages)
+            horizon = any(is_horizon(report, st.name) for st in report.stages)
             action = ("Feed each stage its own input contract: `graphaudit check-inputs STAGES --data DIR` shows what "
                       "each stage takes (layout, colour order, normalization"
                       + (", the -128 offset of *_128 inputs)." if horizon else ")."))
@@ -369,11 +365,6 @@ def _harness_error(report: AuditReport) -> bool:
     return any(f.severity == "error" and f.code in HARNESS_CODES for f in report.findings)
 
 
-def _is_horizon(report: AuditReport, stage: str) -> bool:
-    return any(s.name == stage and any(op.startswith(f"{HORIZON_DOMAIN}::") for op in s.custom_ops)
-               for s in report.stages)
-
-
 def _small_loss(t: TransitionSummary, d: float | None) -> bool:
     """Outputs within :data:`SMALL_LOSS_DB` and every classifier row's top-1 kept: quantization costs little."""
     top = [o.top1_agreement for o in t.outputs if o.top1_agreement]
@@ -401,7 +392,7 @@ def _precision_action(report: AuditReport, t: TransitionSummary, names: list[str
     """The toolchain setting that keeps ``names`` (reference-stage nodes) in higher precision."""
     settable = [n for n in names if not _UNNAMED_ID.match(n)]
     unnamed = [n for n in names if _UNNAMED_ID.match(n)]
-    if _is_horizon(report, t.b):
+    if is_horizon(report, t.b):
         tool = "hb_compile" if report.run is not None and report.run.config_family == "3.x" else "hb_mapper"
         # the mapping form: hb_mapper 1.x's string form takes one node only (mapper_conf_parser.py; lint C304)
         action = (f"Keep {'them' if len(settable) > 1 else 'it'} in int16 and re-run {tool}: in the config's "
@@ -455,69 +446,3 @@ def _quantization_line(t: TransitionSummary, report: AuditReport, scope: str, fi
     return VerdictLine(cause="quantization", scope=scope, text=text, evidence=figures,
                        action=action, stage=t.a, nodes=[n if in_a else n.split(" ", 1)[-1] for n, in_a, *_ in named],
                        codes=["N402"], sqnr_db=d)
-
-
-# --- what was not measured ----------------------------------------------------------------------------------------
-
-def _toolchain_figures(report: AuditReport) -> str:
-    """The toolchain log's own figures, for a report that measured nothing: its lowest output cosine and its lowest
-    node cosine (hb_mapper's similarity of the calibrated model against the float one on its first calibration
-    sample, README "Toolchain logs"), or "" without a log holding them."""
-    tc = report.toolchain
-    if tc is None:
-        return ""
-    outs = [(o.cosine, o.output) for o in tc.outputs if isinstance(o.cosine, (int, float))]
-    nodes = [(n.cosine, n.node) for n in tc.nodes if isinstance(n.cosine, (int, float))]
-    if not outs and not nodes:
-        return ""
-    parts = []
-    if outs:
-        c, name = min(outs)
-        parts.append(f"output {name} at cosine {c:.6f}")
-    if nodes:
-        c, name = min(nodes)
-        parts.append(f"its lowest node {name} at {c:.6f}")
-    return f" The toolchain's own log ({tc.tool}) measured {' and '.join(parts)}."
-
-
-#: What to do with a pipeline of one stage (a single model file, or a folder holding one stage).
-_ONE_STAGE_ACTION = ("Give the other stages of the conversion too (the stage folder, or every stage file in pipeline "
-                     "order), to see what changed and where the numbers part.")
-
-
-def _not_seen_lines(report: AuditReport) -> list[VerdictLine]:
-    run = report.run
-    out = []
-    if run is not None and run.random and report.numeric:
-        out.append(VerdictLine(
-            cause="not-seen", scope="", text=f"These numbers come from {run.random} random samples: they show where "
-            "the stages part, not how accurate the model is on real inputs.",
-            action="Give --data DIR (samples the first stage takes), or --config with its cal_data_dir."))
-    one_stage = len(report.stages) == 1
-    if run is not None and run.numeric_skipped:
-        has_inputs = any(f.code.startswith("P") for f in report.findings)
-        out.append(VerdictLine(cause="not-seen", scope="", text=_sentence(f"The stages were not compared: "
-                                                                          f"{run.numeric_skipped}"),
-                               action="Fix the input findings, then run again." if has_inputs else
-                               _ONE_STAGE_ACTION if one_stage else
-                               "Fix the data this line names (or give --data DIR), then run again."))
-    elif not report.numeric and not (run is not None and run.numeric_not_run):
-        out.append(VerdictLine(
-            cause="not-seen", scope="", text="No data were run: this report is about structure only."
-            + _toolchain_figures(report),
-            action="Give --data DIR (samples the first stage takes), or --config with its cal_data_dir, to see where "
-                   "the numbers part."))
-    for reason in (run.numeric_not_run if run is not None else []):
-        stage = reason.split(":")[0].strip()
-        out.append(VerdictLine(
-            cause="not-seen", scope=stage, text=f"graphaudit did not run {reason}.", stage=stage,
-            action=("Run graphaudit inside the toolchain's Python environment with --runtime horizon (README, \"Real "
-                    "Horizon toolchain output\"): Horizon's runtime runs the fixed-point stage."
-                    if "fixed" in reason.lower() or "horizon" in reason.lower() else "See finding N403.")))
-    last = report.stages[-1] if report.stages else None
-    if last is not None and _is_horizon(report, last.name):
-        out.append(VerdictLine(
-            cause="not-seen", scope="", text="The compiled model (.bin/.hbm) and the device are not measured here.",
-            action=f"Run the same samples on the board and compare its outputs with the {last.name} stage's "
-                   "(hb_verifier / hb_model_verifier checks onnx against the compiled model)."))
-    return out

@@ -1,0 +1,86 @@
+"""The verdict's ``not-seen`` lines: what graphaudit could not measure (a stage not run, no data, one stage only, the
+compiled model and the device), built from the report alone like the rest of :mod:`graphaudit.verdict`."""
+
+from __future__ import annotations
+
+from .report import AuditReport, VerdictLine
+from .toolchains.ops import HORIZON_DOMAIN
+
+__all__ = ["not_seen_lines", "sentence", "is_horizon"]
+
+
+def sentence(text: str) -> str:
+    """``text`` ending in one full stop (or its own question mark)."""
+    return text if text.endswith(("?", ".", "!")) else text + "."
+
+
+def is_horizon(report: AuditReport, stage: str) -> bool:
+    """Whether stage ``stage`` of ``report`` holds any op of Horizon's domain."""
+    return any(s.name == stage and any(op.startswith(f"{HORIZON_DOMAIN}::") for op in s.custom_ops)
+               for s in report.stages)
+
+
+def _toolchain_figures(report: AuditReport) -> str:
+    """The toolchain log's own figures, for a report that measured nothing: its lowest output cosine and its lowest
+    node cosine (hb_mapper's similarity of the calibrated model against the float one on its first calibration
+    sample, README "Toolchain logs"), or "" without a log holding them."""
+    tc = report.toolchain
+    if tc is None:
+        return ""
+    outs = [(o.cosine, o.output) for o in tc.outputs if isinstance(o.cosine, (int, float))]
+    nodes = [(n.cosine, n.node) for n in tc.nodes if isinstance(n.cosine, (int, float))]
+    if not outs and not nodes:
+        return ""
+    parts = []
+    if outs:
+        c, name = min(outs)
+        parts.append(f"output {name} at cosine {c:.6f}")
+    if nodes:
+        c, name = min(nodes)
+        parts.append(f"its lowest node {name} at {c:.6f}")
+    return f" The toolchain's own log ({tc.tool}) measured {' and '.join(parts)}."
+
+
+#: What to do with a pipeline of one stage (a single model file, or a folder holding one stage).
+_ONE_STAGE_ACTION = ("Give the other stages of the conversion too (the stage folder, or every stage file in pipeline "
+                     "order), to see what changed and where the numbers part.")
+
+
+def not_seen_lines(report: AuditReport) -> list[VerdictLine]:
+    """The ``not-seen`` verdict lines of ``report``, in order: random samples, a skipped or impossible comparison,
+    stages the runtime did not run, the compiled model and the device."""
+    run = report.run
+    out = []
+    if run is not None and run.random and report.numeric:
+        out.append(VerdictLine(
+            cause="not-seen", scope="", text=f"These numbers come from {run.random} random samples: they show where "
+            "the stages part, not how accurate the model is on real inputs.",
+            action="Give --data DIR (samples the first stage takes), or --config with its cal_data_dir."))
+    one_stage = len(report.stages) == 1
+    if run is not None and run.numeric_skipped:
+        has_inputs = any(f.code.startswith("P") for f in report.findings)
+        out.append(VerdictLine(cause="not-seen", scope="", text=sentence(f"The stages were not compared: "
+                                                                          f"{run.numeric_skipped}"),
+                               action="Fix the input findings, then run again." if has_inputs else
+                               _ONE_STAGE_ACTION if one_stage else
+                               "Fix the data this line names (or give --data DIR), then run again."))
+    elif not report.numeric and not (run is not None and run.numeric_not_run):
+        out.append(VerdictLine(
+            cause="not-seen", scope="", text="No data were run: this report is about structure only."
+            + _toolchain_figures(report),
+            action="Give --data DIR (samples the first stage takes), or --config with its cal_data_dir, to see where "
+                   "the numbers part."))
+    for reason in (run.numeric_not_run if run is not None else []):
+        stage = reason.split(":")[0].strip()
+        out.append(VerdictLine(
+            cause="not-seen", scope=stage, text=f"graphaudit did not run {reason}.", stage=stage,
+            action=("Run graphaudit inside the toolchain's Python environment with --runtime horizon (README, \"Real "
+                    "Horizon toolchain output\"): Horizon's runtime runs the fixed-point stage."
+                    if "fixed" in reason.lower() or "horizon" in reason.lower() else "See finding N403.")))
+    last = report.stages[-1] if report.stages else None
+    if last is not None and is_horizon(report, last.name):
+        out.append(VerdictLine(
+            cause="not-seen", scope="", text="The compiled model (.bin/.hbm) and the device are not measured here.",
+            action=f"Run the same samples on the board and compare its outputs with the {last.name} stage's "
+                   "(hb_verifier / hb_model_verifier checks onnx against the compiled model)."))
+    return out
