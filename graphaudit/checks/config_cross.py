@@ -162,8 +162,21 @@ def node_names(ctx: AuditContext) -> Iterator[Finding]:
         yield finding(cfg, "C323", path, msg, {"name": name, "field": label, "found_in": where, "became": mapped})
 
 
+#: Colour orders an HzPreprocess ``input_type`` (``RGB_128``, ``BGR_128``, ``GRAY_128``, ``YUV444_128``: what the
+#: float stages take, the training type) and a config's ``input_type_train`` (rgb, bgr, gray, yuv444) name alike.
+_COLOURS = ("RGB", "BGR", "GRAY", "YUV444")
+
+
+def _colour(text: str | None) -> str | None:
+    """The colour order ``text`` names (one of :data:`_COLOURS`), or None (featuremap, nv12, absent)."""
+    t = (text or "").upper()
+    t = t[:-4] if t.endswith("_128") else t
+    return t if t in _COLOURS else None
+
+
 def preprocess_mismatch(ctx: AuditContext) -> Iterator[Finding]:
-    """C324: HzPreprocess mean/scale decoded from the stage models differ from what the YAML asks for.
+    """C324: HzPreprocess mean/scale decoded from the stage models differ from what the YAML asks for, or its
+    ``input_type`` (the colour order the stages take) from the YAML's ``input_type_train``.
 
     Decoding: docs/HORIZON.md section 3 (``scale = w``, ``mean = 128 - b / w``). The YAML side is the normalization the
     family applies (:func:`graphaudit.checks.config_common.effective_normalization`); an absent mean is 0, an absent scale 1.
@@ -184,6 +197,15 @@ def preprocess_mismatch(ctx: AuditContext) -> Iterator[Finding]:
         inp = by_name.get(pp.input) or (cfg.inputs[0] if len(cfg.inputs) == 1 else None)
         if inp is None or not is_image(inp):
             continue
+        built, asked = _colour(pp.input_type), _colour(inp.type_train)
+        if built and asked and built != asked:
+            yield finding(cfg, "C324", ("input_parameters", "input_type_train"),
+                          f"{stage.name} {pp.node} takes input {pp.input!r} as {pp.input_type} ({built}), but the "
+                          f"config's input_type_train is {inp.type_train!r} ({asked}): the stage models were built "
+                          "from another config, or the YAML was edited since; a harness written from the YAML feeds "
+                          "the channels in the wrong order",
+                          {"node": pp.node, "stage_input_type": pp.input_type, "config_input_type_train":
+                           inp.type_train})
         mean, scale = effective_normalization(cfg, inp)
         c = len(pp.scale)
         want_mean = [0.0] * c if mean is None else (mean * c if len(mean) == 1 else mean)
