@@ -200,3 +200,45 @@ def test_npz_member_larger_than_a_sample_is_one_line(tmp_path, capsys):
     rc = main(["compare", str(a), str(b), "--data", str(data)])
     err = _one_line_exit_2(capsys, rc, str(data))
     assert f"{int(np.prod(shape)):,} elements" in err
+
+
+def _with_calibration(**attrs) -> onnx.ModelProto:
+    """The base float stage with one HzCalibration (int8, scale 0.05) on the Relu output, plus ``attrs``."""
+    m = M.float_model()
+    relu = next(n for n in m.graph.node if n.op_type == "Relu")
+    relu.output[0] = "r0"
+    cal = onnx.helper.make_node("HzCalibration", ["r0"], ["r"], name="cal_r", domain="horizon", qtype="int8",
+                                scales=[0.05], constant=1, **attrs)
+    m.graph.node.insert(list(m.graph.node).index(relu) + 1, cal)
+    m.opset_import.append(onnx.helper.make_opsetid("horizon", 1))
+    return m
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+@pytest.mark.parametrize("attrs, said", [(dict(zero_point="abc"), "attribute 'zero_point' is 'abc'"),
+                                         (dict(constant="yes"), "attribute 'constant' is 'yes'")])
+def test_malformed_horizon_attribute_is_n403_in_compare_and_one_line_in_lower(attrs, said, workers, tmp_path,
+                                                                               capsys):
+    """A Horizon attribute the lowering cannot read (a string where integers are read) makes that stage N403
+    naming node and attribute while the stages around it are compared (before: ValueError traceback, exit 1, in
+    compare with or without --workers); `lower` refuses the file in one line, exit 2."""
+    paths = [tmp_path / f"{k}.onnx" for k in "abc"]
+    paths[0].write_bytes(M.float_model().SerializeToString())
+    calib = _with_calibration()
+    cal = calib.graph.node[2]
+    kept = [a for a in cal.attribute if a.name not in attrs]
+    del cal.attribute[:]
+    cal.attribute.extend(kept + [onnx.helper.make_attribute(k, v) for k, v in attrs.items()])
+    paths[1].write_bytes(calib.SerializeToString())
+    paths[2].write_bytes(_with_calibration().SerializeToString())
+    out = tmp_path / "r.json"
+    rc = main(["compare", *map(str, paths), "--random", "1", "--workers", workers, "--json", str(out)])
+    assert rc in (0, 1), capsys.readouterr().err
+    rep = json.loads(out.read_text())
+    (n403,) = [f for f in rep["findings"] if f["code"] == "N403"]
+    assert n403["stage"] == "b" and "HzCalibration x1 ('cal_r')" in n403["message"] and said in n403["message"]
+    assert [(r["a"], r["b"]) for r in rep["numeric"]] == [("a", "c")]
+    capsys.readouterr()
+    rc = main(["lower", str(paths[1]), "-o", str(tmp_path / "low.onnx")])
+    err = _one_line_exit_2(capsys, rc, str(paths[1]))
+    assert said in err
