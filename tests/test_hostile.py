@@ -242,3 +242,52 @@ def test_malformed_horizon_attribute_is_n403_in_compare_and_one_line_in_lower(at
     rc = main(["lower", str(paths[1]), "-o", str(tmp_path / "low.onnx")])
     err = _one_line_exit_2(capsys, rc, str(paths[1]))
     assert said in err
+
+
+def _external_weights(path, problem: str) -> None:
+    """Save the base float stage at ``path`` with its weights in w.bin next to it, then damage them: ``missing``
+    (w.bin removed), ``symlink`` (w.bin a symbolic link to a good copy), ``truncated`` (cut to 100 bytes),
+    ``outside`` (location ../w.bin, a good copy one directory up)."""
+    d = path.parent
+    onnx.save(M.float_model(), path, save_as_external_data=True, all_tensors_to_one_file=True, location="w.bin",
+              size_threshold=0)
+    w = d / "w.bin"
+    if problem == "missing":
+        w.unlink()
+    elif problem == "symlink":
+        w.rename(d.parent / "w_target.bin")
+        w.symlink_to(d.parent / "w_target.bin")
+    elif problem == "truncated":
+        with open(w, "r+b") as fh:
+            fh.truncate(100)
+    elif problem == "outside":
+        w.rename(d.parent / "w.bin")
+        m = onnx.load(path, load_external_data=False)
+        for t in m.graph.initializer:
+            for e in t.external_data:
+                if e.key == "location":
+                    e.value = "../w.bin"
+        path.write_bytes(m.SerializeToString())
+
+
+@pytest.mark.parametrize("problem, workers", [("missing", "1"), ("symlink", "1"), ("truncated", "1"),
+                                              ("outside", "1"), ("missing", "2")])
+def test_unreadable_external_weights_of_one_stage_are_n403(problem, workers, tmp_path, capsys):
+    """One stage whose external weights cannot be read (file missing, a symbolic link, cut short, outside the
+    model's directory; onnx.load refuses each) is N403 naming the file and onnx's reason, and the stages around it
+    are compared (before: GraphAuditError, exit 2, no report), as for a stage onnxruntime refuses."""
+    d = tmp_path / "stages"
+    d.mkdir()
+    paths = [d / f"{k}.onnx" for k in "abc"]
+    paths[0].write_bytes(M.float_model().SerializeToString())
+    _external_weights(paths[1], problem)
+    paths[2].write_bytes(M.float_model().SerializeToString())
+    with pytest.raises(Exception):  # noqa: B017 - onnx's own reaction, whatever its type
+        onnx.load(paths[1])
+    out = tmp_path / "r.json"
+    rc = main(["compare", *map(str, paths), "--random", "1", "--workers", workers, "--json", str(out)])
+    assert rc in (0, 1), capsys.readouterr().err
+    rep = json.loads(out.read_text())
+    (n403,) = [f for f in rep["findings"] if f["code"] == "N403"]
+    assert n403["stage"] == "b" and f"{paths[1]}: cannot load weights for execution" in n403["message"]
+    assert [(r["a"], r["b"]) for r in rep["numeric"]] == [("a", "c")]
