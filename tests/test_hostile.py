@@ -291,3 +291,27 @@ def test_unreadable_external_weights_of_one_stage_are_n403(problem, workers, tmp
     (n403,) = [f for f in rep["findings"] if f["code"] == "N403"]
     assert n403["stage"] == "b" and f"{paths[1]}: cannot load weights for execution" in n403["message"]
     assert [(r["a"], r["b"]) for r in rep["numeric"]] == [("a", "c")]
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_stage_with_an_input_the_data_stage_lacks_is_n403(workers, tmp_path, capsys):
+    """A later stage with one more graph input than the data stage ('extra', added to x; a valid model): the
+    samples have no values for it, so that stage is N403 naming the input and the stages around it are compared
+    (before: GraphAuditError, exit 2, no report)."""
+    helper = onnx.helper
+    paths = [tmp_path / f"{k}.onnx" for k in "abc"]
+    paths[0].write_bytes(M.float_model().SerializeToString())
+    m = M.float_model()
+    m.graph.input.append(helper.make_tensor_value_info("extra", onnx.TensorProto.FLOAT, [1]))
+    m.graph.node[0].input[0] = "x_plus"
+    m.graph.node.insert(0, helper.make_node("Add", ["x", "extra"], ["x_plus"], name="add_extra"))
+    onnx.checker.check_model(m)
+    paths[1].write_bytes(m.SerializeToString())
+    paths[2].write_bytes(M.float_model().SerializeToString())
+    out = tmp_path / "r.json"
+    rc = main(["compare", *map(str, paths), "--random", "1", "--workers", workers, "--json", str(out)])
+    assert rc in (0, 1), capsys.readouterr().err
+    rep = json.loads(out.read_text())
+    (n403,) = [f for f in rep["findings"] if f["code"] == "N403"]
+    assert n403["stage"] == "b" and f"{paths[1]}: the data have no values for input 'extra'" in n403["message"]
+    assert [(r["a"], r["b"]) for r in rep["numeric"]] == [("a", "c")]
