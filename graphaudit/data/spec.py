@@ -210,10 +210,14 @@ def input_specs(stage: "StageGraph") -> list[InputSpec]:
     Raises
     ------
     DataError
-        An input without an element type, or of a type numpy cannot represent.
+        A stage without graph inputs (nothing to feed samples to), an input without an element type, or of a type
+        numpy cannot represent.
     """
     import onnx
 
+    if not stage.inputs:
+        raise data_error(stage.path, "the stage file has no graph inputs (its outputs depend on its weights only), "
+                                     "so there is nothing to feed samples to")
     out = []
     for name in stage.inputs:
         t = stage.tensors[name]
