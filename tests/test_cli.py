@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import onnx
 import pytest
 
@@ -411,6 +412,22 @@ def test_random_with_symbolic_spatial_dims_needs_a_shape(samples):
     assert p.returncode == 2 and "--input-shape" in p.stderr
     p = run("compare", *files, "--random", "1", "--input-shape", "x=1x3x48x192", "--no-isolated")
     assert p.returncode == 0, p.stderr
+
+
+
+def test_stage_without_graph_inputs_is_named_when_samples_are_asked_for(tmp_path):
+    """A legal stage with no graph inputs (its output computed from a weight): --random and --data refuse in one
+    line naming the stage file and saying it has no graph inputs (before: the data or --random were blamed with
+    "no model inputs given (inputs must be a non-empty list of InputSpec)")."""
+    body = "\ng () => (float[2] y) <float[2] w = {1.0, 2.0}> { y = Relu (w) }"
+    a = save_text(tmp_path, "c_original.onnx", H + body)
+    b = save_text(tmp_path, "c_optimized.onnx", H + body)
+    np.save(tmp_path / "d.npy", np.ones(2, np.float32))
+    said = f"{a}: the stage file has no graph inputs"
+    assert_user_error(run("compare", str(a), str(b), "--random", "1"), said)
+    assert_user_error(run("explain", str(a), str(b), "--data", str(tmp_path / "d.npy"), "--json",
+                          str(tmp_path / "r.json"), "--no-report"), said)
+    assert_user_error(run("check-inputs", str(a), "--data", str(tmp_path / "d.npy")), said)
 
 
 def test_outputs_never_replace_special_files_inputs_or_each_other(tmp_path, two_stages):

@@ -200,3 +200,118 @@ def test_npz_member_larger_than_a_sample_is_one_line(tmp_path, capsys):
     rc = main(["compare", str(a), str(b), "--data", str(data)])
     err = _one_line_exit_2(capsys, rc, str(data))
     assert f"{int(np.prod(shape)):,} elements" in err
+
+
+def _with_calibration(**attrs) -> onnx.ModelProto:
+    """The base float stage with one HzCalibration (int8, scale 0.05) on the Relu output, plus ``attrs``."""
+    m = M.float_model()
+    relu = next(n for n in m.graph.node if n.op_type == "Relu")
+    relu.output[0] = "r0"
+    cal = onnx.helper.make_node("HzCalibration", ["r0"], ["r"], name="cal_r", domain="horizon", qtype="int8",
+                                scales=[0.05], constant=1, **attrs)
+    m.graph.node.insert(list(m.graph.node).index(relu) + 1, cal)
+    m.opset_import.append(onnx.helper.make_opsetid("horizon", 1))
+    return m
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+@pytest.mark.parametrize("attrs, said", [(dict(zero_point="abc"), "attribute 'zero_point' is 'abc'"),
+                                         (dict(constant="yes"), "attribute 'constant' is 'yes'")])
+def test_malformed_horizon_attribute_is_n403_in_compare_and_one_line_in_lower(attrs, said, workers, tmp_path,
+                                                                               capsys):
+    """A Horizon attribute the lowering cannot read (a string where integers are read) makes that stage N403
+    naming node and attribute while the stages around it are compared (before: ValueError traceback, exit 1, in
+    compare with or without --workers); `lower` refuses the file in one line, exit 2."""
+    paths = [tmp_path / f"{k}.onnx" for k in "abc"]
+    paths[0].write_bytes(M.float_model().SerializeToString())
+    calib = _with_calibration()
+    cal = calib.graph.node[2]
+    kept = [a for a in cal.attribute if a.name not in attrs]
+    del cal.attribute[:]
+    cal.attribute.extend(kept + [onnx.helper.make_attribute(k, v) for k, v in attrs.items()])
+    paths[1].write_bytes(calib.SerializeToString())
+    paths[2].write_bytes(_with_calibration().SerializeToString())
+    out = tmp_path / "r.json"
+    rc = main(["compare", *map(str, paths), "--random", "1", "--workers", workers, "--json", str(out)])
+    assert rc in (0, 1), capsys.readouterr().err
+    rep = json.loads(out.read_text())
+    (n403,) = [f for f in rep["findings"] if f["code"] == "N403"]
+    assert n403["stage"] == "b" and "HzCalibration x1 ('cal_r')" in n403["message"] and said in n403["message"]
+    assert [(r["a"], r["b"]) for r in rep["numeric"]] == [("a", "c")]
+    capsys.readouterr()
+    rc = main(["lower", str(paths[1]), "-o", str(tmp_path / "low.onnx")])
+    err = _one_line_exit_2(capsys, rc, str(paths[1]))
+    assert said in err
+
+
+def _external_weights(path, problem: str) -> None:
+    """Save the base float stage at ``path`` with its weights in w.bin next to it, then damage them: ``missing``
+    (w.bin removed), ``symlink`` (w.bin a symbolic link to a good copy), ``truncated`` (cut to 100 bytes),
+    ``outside`` (location ../w.bin, a good copy one directory up)."""
+    d = path.parent
+    onnx.save(M.float_model(), path, save_as_external_data=True, all_tensors_to_one_file=True, location="w.bin",
+              size_threshold=0)
+    w = d / "w.bin"
+    if problem == "missing":
+        w.unlink()
+    elif problem == "symlink":
+        w.rename(d.parent / "w_target.bin")
+        w.symlink_to(d.parent / "w_target.bin")
+    elif problem == "truncated":
+        with open(w, "r+b") as fh:
+            fh.truncate(100)
+    elif problem == "outside":
+        w.rename(d.parent / "w.bin")
+        m = onnx.load(path, load_external_data=False)
+        for t in m.graph.initializer:
+            for e in t.external_data:
+                if e.key == "location":
+                    e.value = "../w.bin"
+        path.write_bytes(m.SerializeToString())
+
+
+@pytest.mark.parametrize("problem, workers", [("missing", "1"), ("symlink", "1"), ("truncated", "1"),
+                                              ("outside", "1"), ("missing", "2")])
+def test_unreadable_external_weights_of_one_stage_are_n403(problem, workers, tmp_path, capsys):
+    """One stage whose external weights cannot be read (file missing, a symbolic link, cut short, outside the
+    model's directory; onnx.load refuses each) is N403 naming the file and onnx's reason, and the stages around it
+    are compared (before: GraphAuditError, exit 2, no report), as for a stage onnxruntime refuses."""
+    d = tmp_path / "stages"
+    d.mkdir()
+    paths = [d / f"{k}.onnx" for k in "abc"]
+    paths[0].write_bytes(M.float_model().SerializeToString())
+    _external_weights(paths[1], problem)
+    paths[2].write_bytes(M.float_model().SerializeToString())
+    with pytest.raises(Exception):  # noqa: B017 - onnx's own reaction, whatever its type
+        onnx.load(paths[1])
+    out = tmp_path / "r.json"
+    rc = main(["compare", *map(str, paths), "--random", "1", "--workers", workers, "--json", str(out)])
+    assert rc in (0, 1), capsys.readouterr().err
+    rep = json.loads(out.read_text())
+    (n403,) = [f for f in rep["findings"] if f["code"] == "N403"]
+    assert n403["stage"] == "b" and f"{paths[1]}: cannot load weights for execution" in n403["message"]
+    assert [(r["a"], r["b"]) for r in rep["numeric"]] == [("a", "c")]
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_stage_with_an_input_the_data_stage_lacks_is_n403(workers, tmp_path, capsys):
+    """A later stage with one more graph input than the data stage ('extra', added to x; a valid model): the
+    samples have no values for it, so that stage is N403 naming the input and the stages around it are compared
+    (before: GraphAuditError, exit 2, no report)."""
+    helper = onnx.helper
+    paths = [tmp_path / f"{k}.onnx" for k in "abc"]
+    paths[0].write_bytes(M.float_model().SerializeToString())
+    m = M.float_model()
+    m.graph.input.append(helper.make_tensor_value_info("extra", onnx.TensorProto.FLOAT, [1]))
+    m.graph.node[0].input[0] = "x_plus"
+    m.graph.node.insert(0, helper.make_node("Add", ["x", "extra"], ["x_plus"], name="add_extra"))
+    onnx.checker.check_model(m)
+    paths[1].write_bytes(m.SerializeToString())
+    paths[2].write_bytes(M.float_model().SerializeToString())
+    out = tmp_path / "r.json"
+    rc = main(["compare", *map(str, paths), "--random", "1", "--workers", workers, "--json", str(out)])
+    assert rc in (0, 1), capsys.readouterr().err
+    rep = json.loads(out.read_text())
+    (n403,) = [f for f in rep["findings"] if f["code"] == "N403"]
+    assert n403["stage"] == "b" and f"{paths[1]}: the data have no values for input 'extra'" in n403["message"]
+    assert [(r["a"], r["b"]) for r in rep["numeric"]] == [("a", "c")]

@@ -547,6 +547,45 @@ def test_bad_scales_are_refused():
         lower_model(m, "m.onnx")
 
 
+
+_NAN, _HUGE = float("nan"), 1e30
+
+
+@pytest.mark.parametrize("op, attrs, attr, said", [
+    ("HzCalibration", dict(scales=[0.1], zero_point=[_NAN]), "zero_point", "[nan], expected integers"),
+    ("HzCalibration", dict(scales=[0.1], zero_point=[_HUGE]), "zero_point",
+     "[1.0000000150474662e+30], expected integers within int64"),
+    ("HzCalibration", dict(scales=[0.1], zero_point=[1.5]), "zero_point", "[1.5], expected integers"),
+    ("HzCalibration", dict(scales=[0.1], zero_point="abc"), "zero_point", "'abc', expected integers"),
+    ("HzCalibration", dict(scales=[0.1], constant="yes"), "constant", "'yes', expected integers"),
+    ("HzCalibration", dict(scales=[0.1], constant=1, dequantize_scale="x"), "dequantize_scale",
+     "'x', expected numbers"),
+    ("HzCalibration", dict(scales=numpy_helper.from_array(np.ones(1, np.float32))), "scales",
+     "a TensorProto, expected numbers"),
+    ("HzCalibration", dict(bits="8", scales=[0.1]), "bits", "'8', expected integers"),
+    ("HzLayerNorm", dict(epsilon="x"), "epsilon", "'x', expected numbers"),
+    ("HzLayerNorm", dict(axis=1.5), "axis", "1.5, expected integers"),
+    ("HzRsqrt", dict(epsilon=[1.0, 2.0]), "epsilon", "[1.0, 2.0], expected one number"),
+    ("HzRsqrt", dict(epsilon=_NAN), "epsilon", "nan, expected one number"),
+    ("HzRsqrt", dict(is_sqrt_add_reciprocal="1"), "is_sqrt_add_reciprocal", "'1', expected integers"),
+    ("HzSoftmax", dict(axis="last"), "axis", "'last', expected integers"),
+    ("HzReluX", dict(clip_value="6"), "clip_value", "'6', expected numbers"),
+    ("HzPad", dict(pads=[0, 0.5, 0, 0]), "pads", "[0.0, 0.5, 0.0, 0.0], expected integers"),
+    ("HzSpaceToDepth", dict(block_height=2, block_width="2"), "block_width", "'2', expected integers"),
+])
+def test_malformed_attribute_is_a_lowering_error_naming_node_and_attribute(rng, op, attrs, attr, said):
+    """An attribute of the wrong type or value (a string, a tensor, NaN, 1e30 or 1.5 where an integer is read, a
+    list where one value is read) is refused as LoweringError naming the node and the attribute, never a
+    ValueError/TypeError/OverflowError (before: int('abc'), float(TensorProto), np.int64(1e30) raised those)."""
+    m = _model([_hz(op, ["x"], ["y"], name="odd", **attrs)], [_vi("x", shape=[1, 4, 2, 2])],
+               [_vi("y", shape=None)])
+    with pytest.raises(LoweringError) as ei:
+        lower_model(m, "m.onnx")
+    msg = str(ei.value)
+    assert f"{op} x1 ('odd'): attribute {attr!r} is {said}" in msg and "\n" not in msg, msg
+    assert ei.value.failures[0]["nodes"] == ["odd"]
+
+
 # ---- lower_file --------------------------------------------------------------------------------------
 
 def test_lower_file_writes_atomically_and_refuses_the_input(tmp_path, rng):

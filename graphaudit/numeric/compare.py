@@ -9,7 +9,7 @@ from typing import Callable, Iterable
 import numpy as np
 
 from ..classify import Change
-from ..errors import DataError, GraphAuditError
+from ..errors import DataError, GraphAuditError, StageRunError
 from ..lineage import Alignment, Lineage
 from ..stage import StageGraph
 from ..toolchains.ops import DEQUANTIZE_OPS
@@ -394,6 +394,7 @@ class _Feeder:
         self.stages = stages
         self.contracts = [stage_contracts(s, config) for s in stages]
         self.norm = pipeline_normalization(self.contracts)
+        self.data_stage = data_stage
         self.home = self.contracts[data_stage]
         self.domain = data_domain
         self.names = sample_names
@@ -404,7 +405,11 @@ class _Feeder:
             src_name = name if name in sample else (next(iter(sample)) if len(sample) == 1 and len(contracts) == 1
                                                      else None)
             if src_name is None:
-                raise GraphAuditError(f"{s.path}: the data have no values for input {name!r}")
+                msg = f"{s.path}: the data have no values for input {name!r}"
+                if i != self.data_stage:  # a stage with an input the data stage lacks: that stage cannot be run (N403)
+                    raise StageRunError(f"{msg} (the samples hold {', '.join(repr(n) for n in sample)}: the "
+                                        "inputs of the data stage)", str(s.path))
+                raise GraphAuditError(msg)
             src = "pixels" if self.domain == "pixels" else self.home.get(name) or self.home.get(src_name) or ic
             try:
                 out[name] = convert_sample(sample[src_name], src, ic, self.norm.get(name))

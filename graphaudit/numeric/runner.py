@@ -41,10 +41,10 @@ class StageRunner:
 
     Raises
     ------
-    GraphAuditError
-        The model cannot be read with its weights.
     StageRunError
-        Its custom ops cannot be lowered, or the runtime refuses the model.
+        The model cannot be read with its weights (external data missing, not a regular file, a symbolic link,
+        outside the model's directory, cut short), its custom ops cannot be lowered, or the runtime refuses the
+        model: the comparison reports the stage as not run (N403) and goes on with the others.
     """
 
     def __init__(self, stage: StageGraph, capture: Iterable[str], runtime: str = "onnxruntime",
@@ -54,7 +54,8 @@ class StageRunner:
         try:
             model = onnx.load(stage.path) if model is None else _copy(model)
         except Exception as e:  # noqa: BLE001 - external data or protobuf problems become one line
-            raise GraphAuditError(f"{stage.path}: cannot load weights for execution ({e})") from e
+            raise StageRunError(f"{stage.path}: cannot load weights for execution ({_first_line(e)})",
+                                stage.path) from e
         self.lowered: dict[str, int] = {}
         if runtime != HORIZON_RUNTIME and needs_lowering(model):
             try:

@@ -73,21 +73,75 @@ def _text(v: Any) -> Any:
     return v
 
 
-def _attrs(node: onnx.NodeProto) -> dict[str, Any]:
-    """Attribute name -> Python value (strings decoded)."""
-    return {a.name: _text(helper.get_attribute_value(a)) for a in node.attribute}
+class _Attrs(dict):
+    """Attribute name -> Python value of one node (strings decoded), with typed readers.
+
+    Every numeric attribute the lowering reads goes through :meth:`ints`, :meth:`floats`, :meth:`int` or
+    :meth:`float`: a value of another type (a string, a tensor, a graph), a non-integral or non-finite value
+    where integers are expected, an integer outside int64, or a list where one value is expected raises
+    :class:`_Failure` naming the attribute (the driver adds the node), so a malformed attribute becomes a
+    LoweringError and never a ValueError/TypeError/OverflowError.
+    """
+
+    def _bad(self, name: str, expected: str) -> _Failure:
+        v = self[name]
+        if isinstance(v, (str, int, float, list, tuple)):
+            shown = repr(v)
+            shown = f"{shown[:57]}..." if len(shown) > 60 else shown
+        else:  # a tensor, graph, type proto: its repr is many lines
+            shown = f"a {type(v).__name__}"
+        return _Failure(f"attribute {name!r} is {shown}, expected {expected}")
+
+    def _values(self, name: str) -> list:
+        v = self.get(name)
+        if v is None:
+            return []
+        return list(v) if isinstance(v, (list, tuple)) else [v]
+
+    def floats(self, name: str) -> list[float]:
+        """The attribute as a list of floats ([] when absent); ints are taken as floats."""
+        out = []
+        for x in self._values(name):
+            if isinstance(x, bool) or not isinstance(x, (int, float, np.integer, np.floating)):
+                raise self._bad(name, "numbers")
+            out.append(float(x))
+        return out
+
+    def ints(self, name: str) -> list[int]:
+        """The attribute as a list of int64 values ([] when absent); integral floats are taken as ints."""
+        out = []
+        for x in self._values(name):
+            if isinstance(x, (float, np.floating)) and np.isfinite(x) and float(x).is_integer():
+                x = int(x)
+            if isinstance(x, bool) or not isinstance(x, (int, np.integer)):
+                raise self._bad(name, "integers")
+            if not -2 ** 63 <= int(x) < 2 ** 63:
+                raise self._bad(name, "integers within int64")
+            out.append(int(x))
+        return out
+
+    def float(self, name: str, default: float) -> float:
+        """One float (a scalar or a one-element list; not NaN), ``default`` when absent."""
+        if name not in self:
+            return default
+        v = self.floats(name)
+        if len(v) != 1 or np.isnan(v[0]):
+            raise self._bad(name, "one number")
+        return v[0]
+
+    def int(self, name: str, default: int) -> int:
+        """One integer (a scalar or a one-element list), ``default`` when absent."""
+        if name not in self:
+            return default
+        v = self.ints(name)
+        if len(v) != 1:
+            raise self._bad(name, "one integer")
+        return v[0]
 
 
-def _floats(v: Any) -> list[float]:
-    if v is None:
-        return []
-    return [float(x) for x in v] if isinstance(v, (list, tuple)) else [float(v)]
-
-
-def _ints(v: Any) -> list[int]:
-    if v is None:
-        return []
-    return [int(x) for x in v] if isinstance(v, (list, tuple)) else [int(v)]
+def _attrs(node: onnx.NodeProto) -> _Attrs:
+    """Attribute name -> Python value (strings decoded), with the typed readers of :class:`_Attrs`."""
+    return _Attrs((a.name, _text(helper.get_attribute_value(a))) for a in node.attribute)
 
 
 def _inp(node: onnx.NodeProto, i: int) -> str:

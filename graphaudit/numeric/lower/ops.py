@@ -7,7 +7,7 @@ import math
 import numpy as np
 import onnx
 
-from .common import _Defer, _Emitter, _Failure, _inp, _ints
+from .common import _Attrs, _Defer, _Emitter, _Failure, _inp
 
 __all__: list[str] = []
 
@@ -15,7 +15,7 @@ __all__: list[str] = []
 class OpLowerings:
     """Mixin of :class:`~graphaudit.numeric.lower.core.Lowerer`: preprocessing and float ops (docs/HORIZON.md section 3)."""
 
-    def _preprocess(self, e: _Emitter, n: onnx.NodeProto, a: dict) -> str:
+    def _preprocess(self, e: _Emitter, n: onnx.NodeProto, a: _Attrs) -> str:
         """HzPreprocess(x, w, b?) = 1x1 convolution with group C on an NCHW input: ``y[c] = w[c] * x[c] + b[c]``.
 
         Source: docs/HORIZON.md section 3 and the hbdk4 frontend (conv2d with group = channel_group). The channel axis
@@ -37,7 +37,7 @@ class OpLowerings:
         fmt = str(a.get("data_format", "NCHW")).upper()
         if fmt not in ("NCHW", "NHWC"):
             raise _Failure(f"data_format {fmt!r} is neither NCHW nor NHWC")
-        c_attr = int(a["channel_group"]) if "channel_group" in a else None
+        c_attr = a.int("channel_group", None)
         wsize, bsize = self.shapes.size(w), (self.shapes.size(b) if b else None)
         c_vals = wsize if wsize and wsize > 1 else (bsize if bsize and bsize > 1 else None)
         c_known = c_attr or c_vals
@@ -78,21 +78,21 @@ class OpLowerings:
                 if fmt == "NHWC" else f"NCHW -> Reshape + 1x1 Conv (group {c})")
 
     # ---- float ops ---------------------------------------------------------------------------------
-    def _swish(self, e: _Emitter, n: onnx.NodeProto, a: dict) -> str:
+    def _swish(self, e: _Emitter, n: onnx.NodeProto, a: _Attrs) -> str:
         """HzSwish = x * Sigmoid(x) (docs/HORIZON.md section 3)."""
         self._ignore(n, a, set())
         x = n.input[0]
         e.op("Mul", [x, e.op("Sigmoid", [x])], out=n.output[0])
         return "-> Sigmoid + Mul"
 
-    def _hardswish(self, e: _Emitter, n: onnx.NodeProto, a: dict) -> str:
+    def _hardswish(self, e: _Emitter, n: onnx.NodeProto, a: _Attrs) -> str:
         """HzHardSwish = x * HardSigmoid(x; alpha=1/6, beta=0.5), the ONNX HardSwish definition."""
         self._ignore(n, a, set())
         x = n.input[0]
         e.op("Mul", [x, e.op("HardSigmoid", [x], alpha=1.0 / 6.0, beta=0.5)], out=n.output[0])
         return "-> HardSigmoid + Mul"
 
-    def _gelu(self, e: _Emitter, n: onnx.NodeProto, a: dict) -> str:
+    def _gelu(self, e: _Emitter, n: onnx.NodeProto, a: _Attrs) -> str:
         """HzGelu(approximate) = ONNX Gelu-20; before opset 20 its function body (erf or tanh form)."""
         self._ignore(n, a, {"approximate"})
         x, y = n.input[0], n.output[0]
@@ -116,11 +116,11 @@ class OpLowerings:
         e.op("Mul", [t, e.const("half", np.asarray(0.5, ft))], out=y)
         return f"approximate={approx} -> {'erf' if approx == 'none' else 'tanh'} formula"
 
-    def _softmax(self, e: _Emitter, n: onnx.NodeProto, a: dict) -> str:
+    def _softmax(self, e: _Emitter, n: onnx.NodeProto, a: _Attrs) -> str:
         """HzSoftmax(axis=-1) = Softmax-13 (default axis from the hbdk4 frontend)."""
         self._ignore(n, a, {"axis"})
         x, y = n.input[0], n.output[0]
-        axis = int(a.get("axis", -1))
+        axis = a.int("axis", -1)
         if self.opset >= 13:
             e.op("Softmax", [x], out=y, axis=axis)
             return "-> Softmax"
@@ -134,7 +134,7 @@ class OpLowerings:
         raise _Failure(f"axis {axis} is not the last axis and Softmax before opset 13 (model: {self.opset}) "
                        "flattens the input from that axis on")
 
-    def _layernorm(self, e: _Emitter, n: onnx.NodeProto, a: dict) -> str:
+    def _layernorm(self, e: _Emitter, n: onnx.NodeProto, a: _Attrs) -> str:
         """HzLayerNorm(x, scale?, bias?; axis=-1, epsilon=1e-5) = LayerNormalization-17 over axes [axis, rank).
 
         Before opset 17 (or without scale) the formula ``(x - mean) / sqrt(var + eps) * scale + bias`` with
@@ -142,8 +142,8 @@ class OpLowerings:
         """
         self._ignore(n, a, {"axis", "epsilon"})
         x, sc, bi, y = n.input[0], _inp(n, 1), _inp(n, 2), n.output[0]
-        axis = int(a.get("axis", -1))
-        eps = float(a.get("epsilon", 1e-5))
+        axis = a.int("axis", -1)
+        eps = a.float("epsilon", 1e-5)
         if self.opset >= 17 and sc:
             e.op("LayerNormalization", [x, sc] + ([bi] if bi else []), out=y, axis=axis, epsilon=eps)
             return "-> LayerNormalization"
@@ -172,27 +172,27 @@ class OpLowerings:
             e.op("Add", [t, bi], out=y)
         return f"-> ReduceMean formula (ReduceMean axes as {'input' if self.opset >= 18 else 'attribute'})"
 
-    def _rsqrt(self, e: _Emitter, n: onnx.NodeProto, a: dict) -> str:
+    def _rsqrt(self, e: _Emitter, n: onnx.NodeProto, a: _Attrs) -> str:
         """HzRsqrt(epsilon=0, is_sqrt_add_reciprocal=0): 1/sqrt(x + eps), or 1/(sqrt(x) + eps) when the flag is 1.
 
         Source: docs/HORIZON.md section 3 and the hbdk4 frontend (``HzRsqrt`` convertor: add/sqrt/reciprocal order).
         """
         self._ignore(n, a, {"epsilon", "is_sqrt_add_reciprocal"})
         x, y = n.input[0], n.output[0]
-        eps = e.const("epsilon", np.asarray(float(a.get("epsilon", 0.0)), self._float_type(x)))
-        if int(a.get("is_sqrt_add_reciprocal", 0)) == 0:
+        eps = e.const("epsilon", np.asarray(a.float("epsilon", 0.0), self._float_type(x)))
+        if a.int("is_sqrt_add_reciprocal", 0) == 0:
             e.op("Reciprocal", [e.op("Sqrt", [e.op("Add", [x, eps])])], out=y)
             return "-> Add + Sqrt + Reciprocal"
         e.op("Reciprocal", [e.op("Add", [e.op("Sqrt", [x]), eps])], out=y)
         return "is_sqrt_add_reciprocal=1 -> Sqrt + Add + Reciprocal"
 
-    def _relux(self, e: _Emitter, n: onnx.NodeProto, a: dict) -> str:
+    def _relux(self, e: _Emitter, n: onnx.NodeProto, a: _Attrs) -> str:
         """HzReluX(clip_value) = Clip(x, 0, clip_value) (docs/HORIZON.md section 3; data_format is irrelevant)."""
         self._ignore(n, a, {"clip_value", "data_format"})
         x, y = n.input[0], n.output[0]
         if "clip_value" not in a:
             raise _Failure("no clip_value attribute")
-        hi = float(a["clip_value"])
+        hi = a.float("clip_value", 0.0)
         if self.opset >= 11:
             ft = self._float_type(x)
             e.op("Clip", [x, e.const("min", np.asarray(0.0, ft)), e.const("max", np.asarray(hi, ft))], out=y)
@@ -200,7 +200,7 @@ class OpLowerings:
             e.op("Clip", [x], out=y, min=0.0, max=hi)
         return "-> Clip"
 
-    def _pad(self, e: _Emitter, n: onnx.NodeProto, a: dict) -> str:
+    def _pad(self, e: _Emitter, n: onnx.NodeProto, a: _Attrs) -> str:
         """HzPad(x, value?; pads, mode="constant", data_format="NCHW") = Pad.
 
         ``pads`` as in ONNX Pad (all begins, then all ends). With data_format NHWC the pads are in NHWC axis
@@ -211,7 +211,7 @@ class OpLowerings:
         x, v, y = n.input[0], _inp(n, 1), n.output[0]
         if "pads" not in a:
             raise _Failure("no pads attribute")
-        pads = _ints(a["pads"])
+        pads = a.ints("pads")
         fmt = str(a.get("data_format", "NCHW")).upper()
         if fmt == "NHWC":
             if len(pads) != 8:
@@ -223,7 +223,7 @@ class OpLowerings:
         if mode not in ("constant", "edge", "reflect"):
             raise _Failure(f"mode {mode!r} is not constant, edge or reflect")
         ft = self._float_type(x)
-        value: float | str = float(a.get("value", 0.0))
+        value: float | str = a.float("value", 0.0)
         if v:
             known = self._const_value(v)
             if known is not None:
@@ -246,7 +246,7 @@ class OpLowerings:
         e.op("Pad", ins, out=y, mode=mode)
         return f"mode={mode} -> Pad"
 
-    def _space_to_depth(self, e: _Emitter, n: onnx.NodeProto, a: dict) -> str:
+    def _space_to_depth(self, e: _Emitter, n: onnx.NodeProto, a: _Attrs) -> str:
         """HzSpaceToDepth(block_height, block_width) = SpaceToDepth(blocksize) when square.
 
         The hbdk4 frontend's reshape [N,C,H/bh,bh,W/bw,bw] + transpose [0,3,5,1,2,4] is ONNX SpaceToDepth's.
@@ -254,7 +254,7 @@ class OpLowerings:
         self._ignore(n, a, {"block_height", "block_width"})
         if "block_height" not in a or "block_width" not in a:
             raise _Failure("block_height or block_width missing")
-        bh, bw = int(a["block_height"]), int(a["block_width"])
+        bh, bw = a.int("block_height", 0), a.int("block_width", 0)
         if bh != bw:
             raise _Failure(f"block {bh}x{bw} is not square; SpaceToDepth takes one blocksize")
         r = self.shapes.rank(n.input[0])

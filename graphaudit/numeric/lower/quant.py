@@ -8,7 +8,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
-from .common import _FLOAT_TYPES, _INT_TYPES, _Emitter, _Failure, _floats, _inp, _ints
+from .common import _FLOAT_TYPES, _INT_TYPES, _Attrs, _Emitter, _Failure, _inp
 
 __all__: list[str] = []
 
@@ -16,7 +16,7 @@ __all__: list[str] = []
 class QuantLowerings:
     """Mixin of :class:`~graphaudit.numeric.lower.core.Lowerer`: quantization ops (docs/HORIZON.md section 3)."""
 
-    def _calibration(self, e: _Emitter, n: onnx.NodeProto, a: dict) -> str:
+    def _calibration(self, e: _Emitter, n: onnx.NodeProto, a: _Attrs) -> str:
         """HzCalibration: fake quantization ``y = (clip(round(x/s) + zp, qmin, qmax) - zp) * s``.
 
         Source: docs/HORIZON.md section 3 (the hbdk4 frontend's reading of HMCT's HzCalibration); rounding is half to
@@ -52,7 +52,7 @@ class QuantLowerings:
         if not off:
             self._remark_pass_through(a)
         if dq is not None:
-            return kind + self._rescale(e, x, y, s, _dequantize_scale(dq), zp, qmin, qmax, axis, ft, off)
+            return kind + self._rescale(e, x, y, s, _dequantize_scale(a), zp, qmin, qmax, axis, ft, off)
         return kind + self._fake_quant(e, x, y, s, zp, qmin, qmax, (signed, bits), axis, ft)
 
     @staticmethod
@@ -70,11 +70,11 @@ class QuantLowerings:
             return "float16 -> Cast to float16 and back"
         return None
 
-    def _calibration_axis(self, x: str, a: dict, c: int) -> int | None:
+    def _calibration_axis(self, x: str, a: _Attrs, c: int) -> int | None:
         """The channel axis of ``c`` scales on input ``x`` (None for one scale), checked against its shape."""
         if c <= 1:
             return None
-        axis = int(a.get("axis", 1))
+        axis = a.int("axis", 1)
         xs = self.shapes.shape(x)
         if xs is not None:
             if not -len(xs) <= axis < len(xs):
@@ -84,7 +84,7 @@ class QuantLowerings:
                 raise _Failure(f"{c} scales but dim {axis} of {x!r} is {d}")
         return axis
 
-    def _remark_pass_through(self, a: dict) -> None:
+    def _remark_pass_through(self, a: _Attrs) -> None:
         """Note the nodes that Horizon's runtime would not fake-quantize although the lowering does.
 
         Horizon's kernel (horizon_nn 1.1.0, single-node models in ``tests/horizon_runtime``) fake-quantizes only when
@@ -93,10 +93,10 @@ class QuantLowerings:
         hb_mapper's calibrated models set both on every node; graphaudit keeps the fake-quantizing reading of
         docs/HORIZON.md section 3 for the other cases and says so here.
         """
-        if int(a.get("constant", 0) or 0) not in (1, 2):
+        if a.int("constant", 0) not in (1, 2):
             self.remarks[("HzCalibration", "constant 0 or absent: Horizon's runtime passes such a node through "
                                            "unquantized; lowered as fake quantization (docs/HORIZON.md section 3)")] += 1
-        elif not _floats(a.get("scales")):
+        elif not a.floats("scales"):
             self.remarks[("HzCalibration", "no scales (thresholds only): Horizon's runtime passes such a node "
                                            "through unquantized; lowered as fake quantization with thresholds / "
                                            "qmax")] += 1
@@ -181,7 +181,7 @@ class QuantLowerings:
                     self._broadcast_param(e, x, z, axis, c, ft) if z else None)
         return s, (e.op("Cast", [z], to=helper.np_dtype_to_tensor_dtype(np.dtype(ft))) if z else None)
 
-    def _quantize(self, e: _Emitter, n: onnx.NodeProto, a: dict) -> str:
+    def _quantize(self, e: _Emitter, n: onnx.NodeProto, a: _Attrs) -> str:
         """HzQuantize(data, scale, zero_point?; bits=8, axis) = QuantizeLinear (docs/HORIZON.md section 3).
 
         Without zero_point the output type is int<bits> (signed), as in Horizon's int8 fixed-point stage.
@@ -196,12 +196,12 @@ class QuantLowerings:
                 raise _Failure(f"element type of zero_point {z!r} unknown or not an integer type")
             signed, bits = _INT_TYPES[zt]
         else:
-            signed, bits = True, int(a.get("bits", 8))
+            signed, bits = True, a.int("bits", 8)
             if bits not in (8, 16):
                 raise _Failure(f"bits={bits} without a zero_point input: no output type")
             zt = TensorProto.INT8 if bits == 8 else TensorProto.INT16
         per_axis, c = self._scale_layout(s)
-        axis = int(a.get("axis", 1))
+        axis = a.int("axis", 1)
         ft = self._float_type(x)
         need = 21 if bits == 16 else (13 if per_axis else 10)
         if bits in (8, 16) and self.opset >= need and ft is np.float32:
@@ -222,14 +222,14 @@ class QuantLowerings:
         e.op("Cast", [t], out=y, to=zt)
         return f"{'int' if signed else 'uint'}{bits} -> Div/Round/Add/Clip/Cast formula"
 
-    def _dequantize(self, e: _Emitter, n: onnx.NodeProto, a: dict) -> str:
+    def _dequantize(self, e: _Emitter, n: onnx.NodeProto, a: _Attrs) -> str:
         """HzDequantize(data, scale, zero_point?; axis) = DequantizeLinear (docs/HORIZON.md section 3)."""
         self._ignore(n, a, {"axis", "bits"})
         x, s, z, y = n.input[0], _inp(n, 1), _inp(n, 2), n.output[0]
         if not s:
             raise _Failure("no scale input")
         per_axis, c = self._scale_layout(s)
-        axis = int(a.get("axis", 1))
+        axis = a.int("axis", 1)
         sb = _INT_TYPES.get(self.shapes.dtype(x))
         st = self.shapes.dtype(s)
         ft = _FLOAT_TYPES.get(st, np.float32)
@@ -250,12 +250,11 @@ class QuantLowerings:
         return f"{'per-axis' if per_axis else 'per-tensor'} -> Cast/Sub/Mul formula"
 
 
-def _calibration_qtype(a: dict) -> str:
+def _calibration_qtype(a: _Attrs) -> str:
     """An HzCalibration's ``qtype``, lower case; from the legacy ``bits`` when absent (default int8)."""
     qtype = a.get("qtype")
     if qtype is None:
-        bits = a.get("bits")
-        qtype = f"int{int(bits)}" if bits is not None else "int8"
+        qtype = f"int{a.int('bits', 8)}"
     return str(qtype).lower()
 
 
@@ -269,13 +268,13 @@ def _integer_range(qtype: str) -> tuple[bool, int, int, int]:
     return signed, bits, qmin, qmax
 
 
-def _calibration_grid(a: dict, qtype: str, signed: bool, qmin: int, qmax: int) -> tuple[np.ndarray, np.ndarray]:
+def _calibration_grid(a: _Attrs, qtype: str, signed: bool, qmin: int, qmax: int) -> tuple[np.ndarray, np.ndarray]:
     """(scales as float32, zero points as int64, one per scale) of an HzCalibration; scales from ``thresholds /
     qmax`` when only thresholds are given (symmetric signed quantization only)."""
-    zps = _ints(a.get("zero_point"))
-    scales = _floats(a.get("scales"))
+    zps = a.ints("zero_point")
+    scales = a.floats("scales")
     if not scales:
-        thresholds = _floats(a.get("thresholds"))
+        thresholds = a.floats("thresholds")
         if not thresholds:
             raise _Failure("neither scales nor thresholds")
         if not signed or any(zps):
@@ -295,9 +294,10 @@ def _calibration_grid(a: dict, qtype: str, signed: bool, qmin: int, qmax: int) -
     return s, zp
 
 
-def _dequantize_scale(dq) -> np.float32:
+def _dequantize_scale(a: _Attrs) -> np.float32:
     """The ``dequantize_scale`` attribute as one positive finite float32."""
-    dqs = float(_floats(dq)[0]) if _floats(dq) else float("nan")
-    if len(_floats(dq)) != 1 or not np.isfinite(dqs) or dqs <= 0:
-        raise _Failure(f"dequantize_scale {dq!r} is not one positive finite float")
+    dq = a.floats("dequantize_scale")
+    dqs = dq[0] if len(dq) == 1 else float("nan")
+    if not np.isfinite(dqs) or dqs <= 0:
+        raise _Failure(f"dequantize_scale {a['dequantize_scale']!r} is not one positive finite float")
     return np.float32(dqs)
