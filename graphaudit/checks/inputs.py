@@ -257,16 +257,32 @@ NOISE_CORRELATION = 0.2
 DUPLICATE_SHARE = 0.25
 
 
+def _left_out_words(left: list[str], used: int | None) -> str:
+    """What the numeric comparison did with the samples holding NaN or infinite values (``left``: their labels;
+    ``used``: the samples it compared, None when it did not run)."""
+    if not left:
+        return "a numeric comparison leaves out the samples holding them"
+    shown = ", ".join(left[:3]) + (f" and {len(left) - 3} more" if len(left) > 3 else "")
+    if not used:
+        return (f"the numeric comparison left out the {len(left)} sample(s) holding them ({shown}) and had no "
+                "sample left, so it did not run")
+    return (f"the numeric comparison left out the {len(left)} sample(s) holding them ({shown}) and compared the "
+            f"stages on the other {used}")
+
+
 def check_sample_quality(ctx: AuditContext) -> Iterator[Finding]:
     """Rule P209 (graphaudit/rules/inputs.yaml): yields its findings over ``ctx``."""
     for stage, ic, st in _pairs(ctx):
         ps = st.per_sample
         where = dict(stage=stage.name, location={"tensor": ic.name})
         if st.nonfinite:
-            # an error: no stage can be compared on them (the numeric run refuses the data and is skipped)
+            # an error: the samples holding them measure nothing (the numeric run leaves them out)
+            left = [label for label, name in ctx.numeric_left_out if name == ic.name]
             yield make_finding("P209", f"{st.nonfinite} value(s) of the data for input {ic.name!r} are NaN or "
-                               "infinite: the statistics and input checks use the finite values only; the numeric "
-                               "comparison refuses such data", evidence={"nonfinite": st.nonfinite},
+                               "infinite: the statistics and input checks use the finite values only; "
+                               + _left_out_words(left, ctx.numeric_samples),
+                               evidence={"nonfinite": st.nonfinite, "left_out_samples": left[:100],
+                                         "left_out_count": len(left)},
                                severity="error", variant="nonfinite", **where)
         if ps.constant:
             shown = ", ".join(f"#{i} = {v:.4g}" for i, v in zip(ps.constant[:5], ps.constant_values[:5]))
