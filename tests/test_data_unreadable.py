@@ -193,3 +193,63 @@ def test_a_dtype_the_input_cannot_take_is_left_out(tmp_path):
         np.save(tmp_path / f"{i}.npy", np.zeros((1, 3, 48, 192), bool))
     with pytest.raises(DataUnreadableError, match="none of its 3 data file"):
         open_data(tmp_path, X)
+
+
+def _flip(p, n: int = 40) -> None:
+    """Invert ``n`` bytes in the middle of ``p`` (the file keeps its size, header and end)."""
+    b = bytearray(p.read_bytes())
+    mid = len(b) // 2
+    b[mid:mid + n] = bytes(x ^ 0xFF for x in b[mid:mid + n])
+    p.write_bytes(bytes(b))
+
+
+@pytest.mark.parametrize("kind", ["BMP cut short", "PNG changed mid-file"])
+def test_images_broken_inside_are_found_when_opened(samples, tmp_path, kind):
+    """A BMP cut short (no end marker to look at) or a PNG whose middle bytes changed (its end intact) passed the
+    open checks and ended the run when its pixels were decoded; they are left out when the directory is opened."""
+    from PIL import Image
+
+    pngs = sorted((samples / "data" / "ppocr_cls" / "images").glob("*.png"))[:3]
+    ext = ".bmp" if kind.startswith("BMP") else ".png"
+    for i, p in enumerate(pngs):
+        Image.open(p).convert("RGB").save(tmp_path / f"{i}{ext}")
+    bad = tmp_path / f"1{ext}"
+    if ext == ".bmp":
+        bad.write_bytes(bad.read_bytes()[: bad.stat().st_size * 2 // 3])
+    else:
+        _flip(bad)
+    with pytest.raises(Exception):  # Pillow itself fails on the pixels of the broken file
+        Image.open(bad).load()
+    src = open_data(tmp_path, X)
+    assert src.files == [tmp_path / f"0{ext}", tmp_path / f"2{ext}"] and len(src) == 2
+    assert [p for p, _ in src.unreadable] == [bad] and "Pillow cannot decode this image" in src.unreadable[0][1]
+    want = [np.asarray(Image.open(tmp_path / f"{i}{ext}").convert("RGB")) for i in (0, 2)]
+    assert all(np.array_equal(s["x"][0], w) for s, w in zip(src, want))
+
+
+@pytest.mark.parametrize("compressed", [True, False])
+def test_an_npz_member_corrupted_mid_file_is_left_out_and_the_run_goes_on(cls_data, tmp_path, compressed):
+    """A .npz whose member's middle bytes changed (zip's CRC-32 no longer matches; zlib may fail first) ended the
+    run with exit 2 when its samples were read; it is P212 now, and the comparison is the one of the other files."""
+    d, stages = cls_data
+    save = np.savez_compressed if compressed else np.savez
+    for name in ("bad", "ok"):
+        (tmp_path / name).mkdir()
+    for k in range(4):
+        x = np.load(d / f"{k}.npy")
+        save(tmp_path / "bad" / f"{k}.npz", x=x)
+        if k != 2:
+            save(tmp_path / "ok" / f"{k}.npz", x=x)
+    _flip(tmp_path / "bad" / "2.npz", 16)
+    with pytest.raises(Exception):  # numpy itself fails reading the member
+        np.load(tmp_path / "bad" / "2.npz")["x"]
+    assert main(["explain", str(stages), "--data", str(tmp_path / "bad"), "--no-isolated",
+                 "--out", str(tmp_path / "o1")]) in (0, 1)
+    got = _report(tmp_path / "o1")
+    (p212,) = [f for f in got["findings"] if f["code"] == "P212"]
+    assert p212["severity"] == "warning" and f"{tmp_path / 'bad' / '2.npz'}: corrupt or truncated .npz" in p212["message"]
+    assert got["run"]["samples_used"] == 3
+    assert main(["explain", str(stages), "--data", str(tmp_path / "ok"), "--no-isolated",
+                 "--out", str(tmp_path / "o2")]) in (0, 1)
+    want = _report(tmp_path / "o2")
+    assert got["numeric"] == want["numeric"] and [f for f in got["findings"] if f["code"] != "P212"] == want["findings"]

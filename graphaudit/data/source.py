@@ -189,8 +189,9 @@ def open_data(path: str | os.PathLike, inputs: list[InputSpec], raw_dtype: str |
     """Open model input data for streaming.
 
     Every file's header is checked up front (dtype kind, shape against the inputs' static dims,
-    byte size, image identification); array data and pixels are read only while iterating, one
-    sample at a time (headers with :mod:`numpy.lib.format`, .npy files with ``numpy.load``,
+    byte size, image identification; .npz members read through once for their CRC-32, PNG chunk CRCs
+    checked, BMP files decoded once, so that a file corrupted mid-way is left out here); array data and
+    pixels are kept only while iterating, one sample at a time (headers with :mod:`numpy.lib.format`, .npy files with ``numpy.load``,
     memory-mapped when they hold several samples).
 
     Sources (file suffixes are case-insensitive; hidden files are ignored):
