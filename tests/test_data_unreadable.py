@@ -253,3 +253,34 @@ def test_an_npz_member_corrupted_mid_file_is_left_out_and_the_run_goes_on(cls_da
                  "--out", str(tmp_path / "o2")]) in (0, 1)
     want = _report(tmp_path / "o2")
     assert got["numeric"] == want["numeric"] and [f for f in got["findings"] if f["code"] != "P212"] == want["findings"]
+
+
+def test_p212_counts_samples_for_a_calibration_directory_of_two_inputs(tmp_path):
+    """calibration_data/x/N.npy + y/N.npy, 4 samples, x/1.npy cut in half: the sample is left out for both inputs
+    (y/1.npy is not read either). Before, P212 said "1 of 7 data file(s) ... use the other 6 file(s)": 8 files
+    exist and 2 were left out. Expected (counted by hand): 1 of 4 samples left out, 3 samples used per input."""
+    import onnx.parser
+
+    from graphaudit.inputcheck import check_inputs
+    from graphaudit.load import load_stage
+
+    m = onnx.parser.parse_model('<ir_version: 8, opset_import: ["" : 13]>\ng (float[1,3,8,8] x, float[1,4] y) => '
+                                '(float[1,3,8,8] a, float[1,4] b) { a = Relu (x)\n b = Relu (y) }')
+    onnx.save(m, tmp_path / "two.onnx")
+    cal = tmp_path / "cal"
+    rng = np.random.default_rng(0)
+    for name, shape in (("x", (1, 3, 8, 8)), ("y", (1, 4))):
+        (cal / name).mkdir(parents=True)
+        for i in range(4):
+            np.save(cal / name / f"{i}.npy", rng.standard_normal(shape).astype(np.float32))
+    size = (cal / "x" / "1.npy").stat().st_size  # 128 header bytes + 3*8*8 float32 (768)
+    _cut(cal / "x" / "1.npy")
+    words = f"{cal / 'x' / '1.npy'}: truncated .npy: {size // 2} bytes, [1,3,8,8] float32 needs {size}"
+    assert size == 128 + 768
+    stats, found = check_inputs([load_stage(tmp_path / "two.onnx", role="original", name="two")], cal)
+    assert stats["x"].samples == stats["y"].samples == 3
+    (p212,) = [f for f in found if f.code == "P212"]
+    assert p212.message == ("1 of 4 sample(s) were left out for every input ('x', 'y': a sample is one file per "
+                            "input) because a file of theirs could not be read or fed (the input checks and the "
+                            f"numeric comparison use the other 3 sample(s)): {words}"), p212.message
+    assert p212.evidence["counts"] == "samples" and p212.evidence["paired_inputs"] == ["x", "y"]

@@ -56,6 +56,9 @@ class DataSource:
         The inputs the samples feed.
     files : list of pathlib.Path
         The data files read, in iteration order (empty for random data).
+    paired_inputs : list of str
+        The inputs of a Horizon calibration directory of several inputs (``<input>/N.npy``), whose files pair up
+        into one sample: a file left out leaves out that sample for every one of them. Empty otherwise.
     unreadable : list of (pathlib.Path, str)
         Files of a directory left out because their content cannot be read (truncated, corrupt, pickled,
         undecodable, the wrong byte size: :class:`graphaudit.errors.DataFileError`), with the one-line reason
@@ -69,6 +72,7 @@ class DataSource:
         self.kind, self.path, self.domain, self.inputs = kind, path, domain, inputs
         self.files = files or []
         self.unreadable = unreadable or []
+        self.paired_inputs: list[str] = []
         self._chunks = chunks
         self._len = sum(c.count for c in chunks)
 
@@ -171,10 +175,15 @@ def _calibration(d: Path, inputs: list[InputSpec], raw_dtype: str | None, raw_sh
             label = str(per_input[inputs[0].name][i])
         chunks.append(array_chunk(refs, inputs, label))
         kept.append(i)
+    paired = [s.name for s in inputs] if len(inputs) > 1 else []
     if not chunks:
-        raise none_readable(d, unreadable)
+        e = none_readable(d, unreadable)
+        e.paired_inputs = paired
+        raise e
     files = [p for i in kept for p in (per_input[s.name][i] for s in inputs)]
-    return DataSource("calibration_data", d, "tensor", inputs, chunks, files, unreadable)
+    src = DataSource("calibration_data", d, "tensor", inputs, chunks, files, unreadable)
+    src.paired_inputs = paired
+    return src
 
 
 def none_readable(d: Path, unreadable: list[tuple[Path, str]]) -> DataUnreadableError:
