@@ -94,6 +94,20 @@ def test_inputs_untouched_and_nothing_written_next_to_them(tmp_path, two_stages)
     assert {q: q.read_bytes() for q in tmp_path.iterdir()} == before
 
 
+@pytest.mark.parametrize("cmd", [("explain", "."), ("compare", ".", "--json", "m_original.onnx"),
+                                 ("render", ".", "-o", "x.svg")])
+def test_a_refused_output_comes_before_the_notes_of_argument_reading(tmp_path, two_stages, cmd):
+    """--workers 64 on a machine of fewer CPUs makes a note on stderr while the arguments are read; before, it was
+    printed ahead of the refusal of the report folder or an output that is an input. The refusal is the one line
+    now (exit 2, nothing on stdout, no report written)."""
+    (tmp_path / "x.svg").write_text("<svg/>")  # a file of the input directory: render may not overwrite it
+    before = sorted(q.name for q in tmp_path.iterdir())
+    p = run(*cmd, "--random", "2", "--workers", "64", cwd=tmp_path)
+    assert_user_error(p, {"explain": "default report directory", "compare": "m_original.onnx",
+                          "render": "x.svg: is or lies inside the input directory"}[cmd[0]])
+    assert "note" not in p.stderr and p.stdout == "" and sorted(q.name for q in tmp_path.iterdir()) == before
+
+
 def test_default_report_directory_refusals_come_first_and_say_what_to_do(tmp_path, samples):
     """Refused before any other output (the found config's line was printed first), with what to do in the one
     line: run from a subdirectory of the stage files' directory (the report landed inside the user's input
