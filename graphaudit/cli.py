@@ -26,7 +26,7 @@ from .fileio import check_output_path, write_atomic
 from .findings import report_order, severity_rank
 from .load import load_stage
 from .cliargs import build_parser
-from .cliopts import audit_args, load_config, raw_shape, small_job_note
+from .cliopts import audit_args, load_config, raw_shape, say_notes, small_job_note
 from .outputs import plan_reports, write_reports
 from .report import AuditReport
 from .toolchains.discovery import discover_stages, role_of
@@ -66,13 +66,15 @@ def _render(args: argparse.Namespace, console: Console) -> int:
     from .render.diffgraph import build_diff_graph, picture_format
 
     picture_format(args.output)
-    kw = audit_args(args)
+    notes: list[str] = []
+    kw = audit_args(args, notes)
     protect = user_inputs(args.paths, args.source, args.data, args.config)
     if kw["config"] is not None:  # the model and calibration data the config names are inputs too
         from .config import config_inputs
 
         protect += config_inputs(kw["config"])
     out = check_output_path(args.output, protect)
+    say_notes(notes)  # after the output check: a refusal is the first line the user sees
     au = audit(args.paths, **kw)
     bad = sorted({f"{f.code} {f.message}" for f in contract_errors(au.report.findings)})
     if bad:  # the shading would blame the toolchain for the data
@@ -236,7 +238,8 @@ def _explain(args: argparse.Namespace, console: Console) -> int:
 def _explain_run(args: argparse.Namespace, console: Console, freeze: bool) -> int:
     """:func:`_explain`; ``freeze``: freeze each audit once built."""
     pipelines, default_run = _pipelines(args)
-    kw = audit_args(args, notes=True)
+    notes: list[str] = []
+    kw = audit_args(args, notes)
     finds = args.command in ("explain", "compare")  # compare reads raw calibration files with it too
     found_line = None  # said once the outputs are checked: a refusal comes before any other output
     if finds and not default_run and kw["config"] is None and not args.no_config:
@@ -266,6 +269,7 @@ def _explain_run(args: argparse.Namespace, console: Console, freeze: bool) -> in
                             inputs=stage_files, option="--out DIR")
     elif args.json is not None:
         check_output_path(args.json, protect)
+    say_notes(notes)  # the notes of argument reading: after the output checks, a refusal comes first
     if found_line is not None:
         console.print(found_line, no_wrap=True, overflow=line_overflow(console), crop=console.is_terminal)
     audits = []
@@ -314,7 +318,8 @@ def _bisect(args: argparse.Namespace, console: Console) -> int:
     from .bisection import bisect
     from .render.bisect_console import render_bisect, render_bisect_start, render_bisect_step
 
-    kw = audit_args(args, notes=True)
+    notes: list[str] = []
+    kw = audit_args(args, notes)
     found_line = None
     if kw["config"] is None and not args.no_config and not (args.data or args.random):
         kw["config"], found_line = _found_config(args.paths, runs_data=True)
@@ -325,6 +330,7 @@ def _bisect(args: argparse.Namespace, console: Console) -> int:
         protect += [Path(kw["config"].path), *config_inputs(kw["config"])]
     if args.json is not None:
         check_output_path(args.json, protect)
+    say_notes(notes)  # after the output check: a refusal comes first
     if found_line is not None:
         console.print(found_line, no_wrap=True, overflow=line_overflow(console), crop=console.is_terminal)
     rep = bisect(args.paths, args.pair, source=args.source, config=kw["config"], data=args.data,

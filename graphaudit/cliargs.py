@@ -39,15 +39,20 @@ def worker_count(text: str) -> int:
     return positive_int(text, "worker")
 
 
-def scale_of(args: argparse.Namespace) -> ScaleOut | None:
+def scale_of(args: argparse.Namespace, notes: list[str] | None = None) -> ScaleOut | None:
     """``--workers``/``--ray`` as a :class:`ScaleOut` (None when neither shards anything); a bad setting or a
-    missing ray package is one line naming the flag."""
+    missing ray package is one line naming the flag. The note on more workers than CPUs is appended to ``notes``
+    (the caller says it once the outputs are checked), or printed on stderr without a list."""
     scale = ScaleOut(workers=getattr(args, "workers", 1) or 1, ray=getattr(args, "ray", None))
     bad = scale.problem()
     if bad:
         raise GraphAuditError(bad)
     if scale.ray is None and scale.local_processes < scale.workers:  # the pool's cap: say it
-        print(f"graphaudit: note: {scale.capped_note()}", file=sys.stderr)
+        note = f"graphaudit: note: {scale.capped_note()}"
+        if notes is None:
+            print(note, file=sys.stderr)
+        else:
+            notes.append(note)
     return scale if scale.active else None
 
 

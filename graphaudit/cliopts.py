@@ -73,8 +73,9 @@ def small_job_note(numeric: NumericOptions, reports: list[AuditReport]) -> None:
             return
 
 
-def numeric_options(args: argparse.Namespace) -> NumericOptions:
-    """The :class:`NumericOptions` of explain/compare/diff/render arguments; a bad value is named by its flag."""
+def numeric_options(args: argparse.Namespace, notes: list[str] | None = None) -> NumericOptions:
+    """The :class:`NumericOptions` of explain/compare/diff/render arguments; a bad value is named by its flag.
+    ``notes``: as for :func:`graphaudit.cliargs.scale_of`."""
     numeric = hasattr(args, "threshold")
     kw = {"threshold": args.threshold, "isolated": not args.no_isolated} if numeric else {}
     opts = NumericOptions(
@@ -82,7 +83,7 @@ def numeric_options(args: argparse.Namespace) -> NumericOptions:
         raw_dtype=getattr(args, "raw_dtype", None), raw_shape=raw_shape(getattr(args, "raw_shape", None)),
         input_shapes=input_shapes(getattr(args, "input_shape", [])),
         progress=progress_factory() if numeric else None, runtime=getattr(args, "runtime", "auto"),
-        eval_progress=eval_progress if getattr(args, "eval_hook", None) else None, scale=scale_of(args), **kw)
+        eval_progress=eval_progress if getattr(args, "eval_hook", None) else None, scale=scale_of(args, notes), **kw)
     bad = opts.problem()
     if bad is not None:
         raise GraphAuditError(f"--{bad[0].replace('_', '-')} {bad[1]}: {bad[2]}")
@@ -94,9 +95,12 @@ def eval_progress(stage: str) -> None:
     print(f"evaluating {stage} (--eval)", file=sys.stderr, flush=True)
 
 
-def audit_args(args: argparse.Namespace, notes: bool = False) -> dict:
-    """Keyword arguments of :func:`graphaudit.pipeline.audit` for explain/compare/diff/render arguments; with
-    ``notes``, a note on stderr when ``--max-samples`` cannot cap the ``--eval`` hook (a whole-set hook).
+def audit_args(args: argparse.Namespace, notes: list[str] | None = None) -> dict:
+    """Keyword arguments of :func:`graphaudit.pipeline.audit` for explain/compare/diff/render arguments. With a
+    ``notes`` list, the notes of argument reading are appended to it, for the caller to say (:func:`say_notes`)
+    once the outputs are checked, so that a refused output is the first line the user sees: ``--max-samples``
+    cannot cap the ``--eval`` hook (a whole-set hook), more ``--workers`` than CPUs. Without one, the second is
+    printed on stderr at once and the first is not said.
 
     Raises:
         GraphAuditError: ``--eval-samples`` without ``--eval``, a bad hook spec, or a per-sample hook's missing
@@ -108,7 +112,7 @@ def audit_args(args: argparse.Namespace, notes: bool = False) -> dict:
     kw = {"source": args.source, "config": load_config(getattr(args, "config", None)),
           "data": getattr(args, "data", None), "log": getattr(args, "log", None),
           "find_log": args.command == "explain" and not getattr(args, "no_log", True),
-          "numeric": numeric_options(args)}
+          "numeric": numeric_options(args, notes)}
     if hook:  # loaded here: a bad spec is exit 2 before any work
         from .evaluate import as_eval_hook
 
@@ -118,8 +122,15 @@ def audit_args(args: argparse.Namespace, notes: bool = False) -> dict:
             raise GraphAuditError(f"{args.eval_samples}: no such file or directory (--eval-samples of a per-sample "
                                   "hook)")
         n = getattr(args, "max_samples", None)
-        if notes and n is not None and not kw["eval_hook"].per_sample:
-            print(f"graphaudit: note: --max-samples {n} does not cap --eval {hook}: a whole-set hook reads "
-                  "--eval-samples itself (a hook with per_sample = True runs on the first "
-                  f"{n} files)", file=sys.stderr, flush=True)
+        if notes is not None and n is not None and not kw["eval_hook"].per_sample:
+            notes.append(f"graphaudit: note: --max-samples {n} does not cap --eval {hook}: a whole-set hook reads "
+                         "--eval-samples itself (a hook with per_sample = True runs on the first "
+                         f"{n} files)")
     return kw
+
+
+def say_notes(notes: list[str]) -> None:
+    """Print the notes :func:`audit_args` collected on stderr, one line each, and empty the list."""
+    for note in notes:
+        print(note, file=sys.stderr, flush=True)
+    notes.clear()

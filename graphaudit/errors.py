@@ -12,6 +12,8 @@ __all__ = [
     "DataError",
     "DataFileError",
     "DataUnreadableError",
+    "NonFiniteSampleError",
+    "NoSampleLeftError",
     "LoweringError",
     "GraphvizMissingError",
     "ConfigError",
@@ -65,6 +67,32 @@ class DataUnreadableError(DataError):
     def __init__(self, message: str, unreadable: list | tuple = ()):
         super().__init__(message)
         self.unreadable = list(unreadable)
+
+
+class NonFiniteSampleError(DataError):
+    """One sample fed to a stage holds NaN or infinite values (raised by the feed check of the numeric comparison,
+    which leaves such a sample out). ``label`` names the sample (its file, or ``sample K``), ``input`` the input."""
+
+    def __init__(self, message: str, label: str = "", input: str = ""):
+        super().__init__(message)
+        self.label, self.input = label, input
+
+
+class NoSampleLeftError(DataError):
+    """Every sample of a numeric comparison was left out for holding NaN or infinite values. ``left_out`` lists
+    them as ``(sample label, input name)``; the message names the first and the count."""
+
+    def __init__(self, message: str, left_out: list | tuple = ()):
+        super().__init__(message)
+        self.left_out = [tuple(x) for x in left_out]
+
+    @classmethod
+    def of(cls, left_out: list) -> "NoSampleLeftError":
+        """The error of ``left_out`` (``(sample label, input name)``, at least one), naming the first."""
+        label, name = left_out[0]
+        every = (f"the only sample ({label}, input {name!r}) holds NaN or infinite values" if len(left_out) == 1
+                 else f"all {len(left_out)} samples hold NaN or infinite values (the first: {label}, input {name!r})")
+        return cls(f"{every}, so no sample was left to compare the stages on", left_out)
 
 
 class LoweringError(GraphAuditError):

@@ -45,7 +45,7 @@ def check_inputs(stages: list[StageGraph], data: str | os.PathLike, data_stage: 
     got = input_data(stages, data, data_stage, raw_dtype, raw_shape, max_samples, config)
     ctx = AuditContext(stages=stages, input_stats=got.stats, data_stage=data_stage, config=config,
                        data_from_pixel_files=got.from_pixel_files, data_unreadable=got.unreadable,
-                       data_files_read=got.files_read)
+                       data_files_read=got.files_read, data_paired_inputs=got.paired_inputs)
     return got.stats, run_checks(ctx, INPUT_CODES)
 
 
@@ -119,12 +119,16 @@ class InputData:
         :attr:`graphaudit.data.source.DataSource.unreadable`).
     files_read : int
         Data files read (0 for random data).
+    paired_inputs : list of str
+        :attr:`graphaudit.data.source.DataSource.paired_inputs`: the inputs whose files pair up into one sample
+        (every entry of ``unreadable`` is then one sample left out for all of them).
     """
 
     stats: dict[str, InputStats]
     from_pixel_files: bool
     unreadable: list = field(default_factory=list)
     files_read: int = 0
+    paired_inputs: list = field(default_factory=list)
 
 
 def input_data(stages: list[StageGraph], data: str | os.PathLike, data_stage: int = 0, raw_dtype: str | None = None,
@@ -142,7 +146,7 @@ def input_data(stages: list[StageGraph], data: str | os.PathLike, data_stage: in
     src = _open(stages, data, data_stage, raw_dtype, raw_shape, config)
     samples = _as_fed(src, stages, data_stage, config) if src.domain == "pixels" else iter(src)
     return InputData(data_stats(samples, max_samples=max_samples, label=data), src.kind == "raw", src.unreadable,
-                     len(src.files))
+                     len(src.files), list(getattr(src, "paired_inputs", [])))
 
 
 def _effect_line(eff: dict) -> str:

@@ -130,9 +130,11 @@ class NumericRun:
     not_run : list of str
         Why each stage not run was left out (refused or unrunnable in this runtime).
     samples : int
-        Samples run through the stages (the data's count, capped by ``max_samples``).
+        Samples the stages were compared on: the data's count, capped by ``max_samples``, less ``left_out``.
     ran : list of int or None
         Indices of the stages that were run, in order (``None``: the first ``compared``).
+    left_out : list of (str, str)
+        Samples left out for NaN or infinite values in a stage's feed: (sample label, input name).
     """
 
     results: list[TransitionNumeric]
@@ -142,6 +144,7 @@ class NumericRun:
     not_run: list[str]
     samples: int = 0
     ran: list[int] | None = None
+    left_out: list[tuple[str, str]] = field(default_factory=list)
 
     def runtimes(self, stages: list[StageGraph]) -> dict[str, str]:
         """Stage name -> the runtime's label, for the stages that were run."""
@@ -299,6 +302,8 @@ def run_numeric(stages: list[StageGraph], lineage: Lineage, changes: list[list[C
 
     Raises
     ------
+    NoSampleLeftError
+        Every sample holds NaN or infinite values (samples that do are left out: ``NumericRun.left_out``).
     GraphAuditError (DataError, LoweringError, ...)
         Bad options or data, no two consecutive stages the runtime can run.
     """
@@ -328,5 +333,7 @@ def run_numeric(stages: list[StageGraph], lineage: Lineage, changes: list[list[C
         return compare_stages(sub, als, chs, src, replace(copts, data_stage=idxs.index(idx)))
 
     results, failed, ran = _compare_runnable(stages, cut, compare, idx)
+    left_out = list(results[0].left_out) if results else []
     return NumericRun(results=results, refused=failed, runtime=runtime, compared=len(ran),
-                      not_run=[why for _i, why in failed + unrunnable], samples=total, ran=ran)
+                      not_run=[why for _i, why in failed + unrunnable], samples=total - len(left_out), ran=ran,
+                      left_out=left_out)

@@ -327,6 +327,10 @@ def _audit(paths, source, title, config, data, log, find_log, numeric, min_stage
                        stage_failures=run.refused if run else [], metric=metric,
                        data_unreadable=inputs.unreadable if inputs else getattr(numeric_error, "unreadable", []),
                        data_files_read=inputs.files_read if inputs else 0,
+                       data_paired_inputs=inputs.paired_inputs if inputs else getattr(numeric_error, "paired_inputs",
+                                                                                      []),
+                       numeric_left_out=run.left_out if run else getattr(numeric_error, "left_out", []),
+                       numeric_samples=run.samples if run else None,
                        **_config_fields(cfg, stages, lineage))
     with _no_cyclic_gc():  # the checks and the report build one record per node or change (a census, 10^5 changes)
         findings = run_checks(ctx)

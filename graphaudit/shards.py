@@ -19,7 +19,7 @@ from typing import Callable
 
 from .classify import classify
 from .digests import sha256
-from .errors import GraphAuditError, StageRunError
+from .errors import GraphAuditError, NoSampleLeftError, StageRunError
 from .lineage import align_chain
 from .load import load_stage
 from .measure import NumericOptions, NumericRun, _subset, run_numeric, sample_source
@@ -169,7 +169,7 @@ def sharded_compare(pool: WorkerPool, spec: PipelineSpec, changes, data, opts: N
     def shard(idxs: list[int], _src, copts: CompareOptions, total: int) -> list[TransitionNumeric]:
         if total == 0:
             raise GraphAuditError("no samples in the data")
-        plain = replace(copts, progress=None, sample_names=None, max_samples=None, config=None)
+        plain = replace(copts, progress=None, sample_names=None, max_samples=None, config=None, partial=True)
         wopts = replace(opts, progress=None, eval_progress=None, scale=None)
         tasks = [(spec, idxs, sent(data), wopts, plain, a, b)
                  for a, b in shard_ranges(total, pool.size)]
@@ -179,7 +179,10 @@ def sharded_compare(pool: WorkerPool, spec: PipelineSpec, changes, data, opts: N
             e.path = next((str(mine) for (sent, _r, _n, _sha), mine in zip(spec.stages, paths) if sent == e.path), e.path)
             raise
         chs = [changes[j] if k == j + 1 else [] for j, k in zip(idxs, idxs[1:])]
-        return merge_transitions(outs, chs)
+        merged = merge_transitions(outs, chs)
+        if merged and len(merged[0].left_out) >= total:  # every sample left out: the one-process error
+            raise NoSampleLeftError.of(merged[0].left_out)
+        return merged
 
     return shard
 

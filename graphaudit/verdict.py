@@ -278,8 +278,7 @@ def _rewrite_line(i: int, t: TransitionSummary, report: AuditReport, scope: str,
 
 
 def _worst_changes(t: TransitionSummary, landed: dict | None = None) -> list[RegionSummary]:
-    """Measured changes (not kept nodes), lowest SQNR first: isolated, or where the error lands (``landed``,
-    :func:`_landed`)."""
+    """Measured changes (not kept nodes), lowest SQNR first: isolated, or where the error lands (:func:`_landed`)."""
     regions = [r for r in (t.regions or t.worst_regions) if r.kind != "kept" and _num(r.sqnr_db) is not None]
     return sorted(regions, key=lambda r: _figure(r, landed))
 
@@ -361,8 +360,9 @@ def _outliers(t: TransitionSummary, output_db: float | None = None, landed: dict
 
 
 def _harness_error(report: AuditReport) -> bool:
-    """The data break a stage's input contract (an error among the harness findings)."""
-    return any(f.severity == "error" and f.code in HARNESS_CODES for f in report.findings)
+    """The data break a stage's input contract: an error among the harness findings, but P209 on samples left out."""
+    return any(f.severity == "error" and f.code in HARNESS_CODES and not (f.evidence or {}).get("left_out_count")
+               for f in report.findings)
 
 
 def _small_loss(t: TransitionSummary, d: float | None) -> bool:

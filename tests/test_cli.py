@@ -95,6 +95,20 @@ def test_inputs_untouched_and_nothing_written_next_to_them(tmp_path, two_stages)
     assert {q: q.read_bytes() for q in tmp_path.iterdir()} == before
 
 
+@pytest.mark.parametrize("cmd", [("explain", "."), ("compare", ".", "--json", "m_original.onnx"),
+                                 ("render", ".", "-o", "x.svg")])
+def test_a_refused_output_comes_before_the_notes_of_argument_reading(tmp_path, two_stages, cmd):
+    """--workers 64 on a machine of fewer CPUs makes a note on stderr while the arguments are read; before, it was
+    printed ahead of the refusal of the report folder or an output that is an input. The refusal is the one line
+    now (exit 2, nothing on stdout, no report written)."""
+    (tmp_path / "x.svg").write_text("<svg/>")  # a file of the input directory: render may not overwrite it
+    before = sorted(q.name for q in tmp_path.iterdir())
+    p = run(*cmd, "--random", "2", "--workers", "64", cwd=tmp_path)
+    assert_user_error(p, {"explain": "default report directory", "compare": "m_original.onnx",
+                          "render": "x.svg: is or lies inside the input directory"}[cmd[0]])
+    assert "note" not in p.stderr and p.stdout == "" and sorted(q.name for q in tmp_path.iterdir()) == before
+
+
 def test_default_report_directory_refusals_come_first_and_say_what_to_do(tmp_path, samples):
     """Refused before any other output (the found config's line was printed first), with what to do in the one
     line: run from a subdirectory of the stage files' directory (the report landed inside the user's input
@@ -334,8 +348,9 @@ def test_numeric_bad_arguments_and_data(samples, tmp_path):
     bad = np.zeros((1, 3, 224, 224), np.float32)
     bad[0, 0, 0, 0] = np.nan
     np.save(tmp_path / "nan.npy", bad)
-    nan = run("compare", *pair, "--data", str(tmp_path / "nan.npy"))  # P209 (error), the comparison skipped
-    assert nan.returncode == 1 and not nan.stderr.strip() and "ERROR   P209" in nan.stdout, nan.stdout
+    nan = run("compare", *pair, "--data", str(tmp_path / "nan.npy"))  # P209 (error), its one sample left out
+    assert nan.returncode == 1 and nan.stderr.strip() == "comparing stages: sample 1/1 done" \
+        and "ERROR   P209" in nan.stdout, nan.stdout
     assert "Numeric comparison skipped" in nan.stdout and "NaN" in nan.stdout
     for t in ("2", "nan", "-1"):
         assert_user_error(run("compare", *pair, "--random", "1", "--threshold", t), "--threshold")
@@ -346,8 +361,8 @@ def test_numeric_bad_arguments_and_data(samples, tmp_path):
 
 def test_nan_data_are_the_same_error_finding_for_one_stage_and_for_several(samples, tmp_path):
     """explain --data with a NaN value: P209 at error severity and exit 1 whether it is given one stage file (no
-    comparison to run) or the stage directory (the comparison refuses the data and is skipped); it was exit 0 for
-    the file and exit 2 for the directory. Rule P209: an error when no stage can be compared on the data."""
+    comparison to run) or the stage directory (the comparison leaves the NaN sample out and compares the other); it
+    was exit 0 for the file and exit 2 for the directory. Rule P209: an error, the data set holds NaN."""
     import numpy as np
 
     src = samples / "ort" / "ppocr_cls"
@@ -358,11 +373,11 @@ def test_nan_data_are_the_same_error_finding_for_one_stage_and_for_several(sampl
         if k == 1:
             x.flat[7] = np.nan
         np.save(d / f"{k}.npy", x)
-    for stages in (src / "ppocr_cls_qdq.onnx", src):
+    for stages, progress in ((src / "ppocr_cls_qdq.onnx", ""), (src, "comparing stages: sample 2/2 done")):
         p = run("explain", str(stages), "--data", str(d), "--no-isolated")
-        assert (p.returncode, p.stderr.strip()) == (1, ""), (stages, p.returncode, p.stderr)
+        assert (p.returncode, p.stderr.strip()) == (1, progress), (stages, p.returncode, p.stderr)
         assert "ERROR   P209" in p.stdout and "1 value(s) of the data for input 'x' are NaN" in p.stdout
-        assert "Numeric comparison skipped" in p.stdout
+    assert "Numeric comparison skipped" not in p.stdout and "left out the 1 sample(s)" in " ".join(p.stdout.split())
 
 
 def test_nan_data_get_their_own_fix_and_a_constant_sample_the_rule_s(samples, tmp_path):
@@ -508,6 +523,6 @@ def test_nan_data_from_the_config_are_the_same_finding_as_given(samples, tmp_pat
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
     outs = [run("compare", str(src), *how, "--no-isolated", "--max-samples", "2")
             for how in (["--config", str(tmp_path / "config.yaml")], ["--data", str(cal)])]
-    for p in outs:
-        assert (p.returncode, p.stderr.strip()) == (1, ""), (p.returncode, p.stderr)
-        assert re.search(r"^ERROR\s+P209 .*NaN", p.stdout, re.M) and "Numeric comparison skipped" in p.stdout
+    for p in outs:  # the NaN sample is left out, the other one compared
+        assert (p.returncode, p.stderr.strip()) == (1, "comparing stages: sample 2/2 done"), (p.returncode, p.stderr)
+        assert re.search(r"^ERROR\s+P209 .*NaN", p.stdout, re.M) and "Numeric comparison skipped" not in p.stdout

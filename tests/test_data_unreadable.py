@@ -193,3 +193,94 @@ def test_a_dtype_the_input_cannot_take_is_left_out(tmp_path):
         np.save(tmp_path / f"{i}.npy", np.zeros((1, 3, 48, 192), bool))
     with pytest.raises(DataUnreadableError, match="none of its 3 data file"):
         open_data(tmp_path, X)
+
+
+def _flip(p, n: int = 40) -> None:
+    """Invert ``n`` bytes in the middle of ``p`` (the file keeps its size, header and end)."""
+    b = bytearray(p.read_bytes())
+    mid = len(b) // 2
+    b[mid:mid + n] = bytes(x ^ 0xFF for x in b[mid:mid + n])
+    p.write_bytes(bytes(b))
+
+
+@pytest.mark.parametrize("kind", ["BMP cut short", "PNG changed mid-file"])
+def test_images_broken_inside_are_found_when_opened(samples, tmp_path, kind):
+    """A BMP cut short (no end marker to look at) or a PNG whose middle bytes changed (its end intact) passed the
+    open checks and ended the run when its pixels were decoded; they are left out when the directory is opened."""
+    from PIL import Image
+
+    pngs = sorted((samples / "data" / "ppocr_cls" / "images").glob("*.png"))[:3]
+    ext = ".bmp" if kind.startswith("BMP") else ".png"
+    for i, p in enumerate(pngs):
+        Image.open(p).convert("RGB").save(tmp_path / f"{i}{ext}")
+    bad = tmp_path / f"1{ext}"
+    if ext == ".bmp":
+        bad.write_bytes(bad.read_bytes()[: bad.stat().st_size * 2 // 3])
+    else:
+        _flip(bad)
+    with pytest.raises(Exception):  # Pillow itself fails on the pixels of the broken file
+        Image.open(bad).load()
+    src = open_data(tmp_path, X)
+    assert src.files == [tmp_path / f"0{ext}", tmp_path / f"2{ext}"] and len(src) == 2
+    assert [p for p, _ in src.unreadable] == [bad] and "Pillow cannot decode this image" in src.unreadable[0][1]
+    want = [np.asarray(Image.open(tmp_path / f"{i}{ext}").convert("RGB")) for i in (0, 2)]
+    assert all(np.array_equal(s["x"][0], w) for s, w in zip(src, want))
+
+
+@pytest.mark.parametrize("compressed", [True, False])
+def test_an_npz_member_corrupted_mid_file_is_left_out_and_the_run_goes_on(cls_data, tmp_path, compressed):
+    """A .npz whose member's middle bytes changed (zip's CRC-32 no longer matches; zlib may fail first) ended the
+    run with exit 2 when its samples were read; it is P212 now, and the comparison is the one of the other files."""
+    d, stages = cls_data
+    save = np.savez_compressed if compressed else np.savez
+    for name in ("bad", "ok"):
+        (tmp_path / name).mkdir()
+    for k in range(4):
+        x = np.load(d / f"{k}.npy")
+        save(tmp_path / "bad" / f"{k}.npz", x=x)
+        if k != 2:
+            save(tmp_path / "ok" / f"{k}.npz", x=x)
+    _flip(tmp_path / "bad" / "2.npz", 16)
+    with pytest.raises(Exception):  # numpy itself fails reading the member
+        np.load(tmp_path / "bad" / "2.npz")["x"]
+    assert main(["explain", str(stages), "--data", str(tmp_path / "bad"), "--no-isolated",
+                 "--out", str(tmp_path / "o1")]) in (0, 1)
+    got = _report(tmp_path / "o1")
+    (p212,) = [f for f in got["findings"] if f["code"] == "P212"]
+    assert p212["severity"] == "warning" and f"{tmp_path / 'bad' / '2.npz'}: corrupt or truncated .npz" in p212["message"]
+    assert got["run"]["samples_used"] == 3
+    assert main(["explain", str(stages), "--data", str(tmp_path / "ok"), "--no-isolated",
+                 "--out", str(tmp_path / "o2")]) in (0, 1)
+    want = _report(tmp_path / "o2")
+    assert got["numeric"] == want["numeric"] and [f for f in got["findings"] if f["code"] != "P212"] == want["findings"]
+
+
+def test_p212_counts_samples_for_a_calibration_directory_of_two_inputs(tmp_path):
+    """calibration_data/x/N.npy + y/N.npy, 4 samples, x/1.npy cut in half: the sample is left out for both inputs
+    (y/1.npy is not read either). Before, P212 said "1 of 7 data file(s) ... use the other 6 file(s)": 8 files
+    exist and 2 were left out. Expected (counted by hand): 1 of 4 samples left out, 3 samples used per input."""
+    import onnx.parser
+
+    from graphaudit.inputcheck import check_inputs
+    from graphaudit.load import load_stage
+
+    m = onnx.parser.parse_model('<ir_version: 8, opset_import: ["" : 13]>\ng (float[1,3,8,8] x, float[1,4] y) => '
+                                '(float[1,3,8,8] a, float[1,4] b) { a = Relu (x)\n b = Relu (y) }')
+    onnx.save(m, tmp_path / "two.onnx")
+    cal = tmp_path / "cal"
+    rng = np.random.default_rng(0)
+    for name, shape in (("x", (1, 3, 8, 8)), ("y", (1, 4))):
+        (cal / name).mkdir(parents=True)
+        for i in range(4):
+            np.save(cal / name / f"{i}.npy", rng.standard_normal(shape).astype(np.float32))
+    size = (cal / "x" / "1.npy").stat().st_size  # 128 header bytes + 3*8*8 float32 (768)
+    _cut(cal / "x" / "1.npy")
+    words = f"{cal / 'x' / '1.npy'}: truncated .npy: {size // 2} bytes, [1,3,8,8] float32 needs {size}"
+    assert size == 128 + 768
+    stats, found = check_inputs([load_stage(tmp_path / "two.onnx", role="original", name="two")], cal)
+    assert stats["x"].samples == stats["y"].samples == 3
+    (p212,) = [f for f in found if f.code == "P212"]
+    assert p212.message == ("1 of 4 sample(s) were left out for every input ('x', 'y': a sample is one file per "
+                            "input) because a file of theirs could not be read or fed (the input checks and the "
+                            f"numeric comparison use the other 3 sample(s)): {words}"), p212.message
+    assert p212.evidence["counts"] == "samples" and p212.evidence["paired_inputs"] == ["x", "y"]

@@ -412,3 +412,24 @@ def test_check_inputs_uses_the_config_beside_the_stages(tmp_path):
     assert np.allclose(x["channel_mean"], (pixels - 128).mean(axis=(0, 2)), atol=1e-9)
     q = subprocess.run(cmd[:-4] + ["--no-config"], capture_output=True, text=True)
     assert q.returncode == 2 and "--config" in q.stderr and "Traceback" not in q.stderr
+
+
+@pytest.mark.parametrize("fill, flagged", [(-np.inf, False), (np.nan, False), (-0.5, True)])
+def test_an_additive_mask_with_infinite_entries_is_no_normalization(tmp_path, fill, flagged):
+    """``Add(x, mask)`` with an attention-mask style constant (0 on and below the diagonal, -inf above) is no mean
+    subtraction: no channel mean is infinite, so normalized data fed to it are not normalized twice (P203). The same
+    model with a finite constant (-0.5 above the diagonal) is a leading Add by a constant, which P203 does read as
+    the model's own normalization: that control shows the data do trip the rule."""
+    m = onnx.parser.parse_model('<ir_version: 8, opset_import: ["" : 13]>\n'
+                                'g (float[1,3,8,8] x) => (float[1,3,8,8] y) { s = Add (x, mask)\n y = Relu (s) }')
+    mask = np.zeros((1, 1, 8, 8), np.float32)
+    mask[0, 0][np.triu_indices(8, 1)] = fill
+    m.graph.initializer.append(numpy_helper.from_array(mask, "mask"))
+    onnx.save(m, tmp_path / "mask.onnx")
+    d = tmp_path / "data"
+    d.mkdir()
+    rng = np.random.default_rng(0)
+    for k in range(4):  # standardized values: mean 0, std 1 per channel
+        np.save(d / f"{k}.npy", rng.standard_normal((1, 3, 8, 8)).astype(np.float32))
+    stages = [load_stage(tmp_path / "mask.onnx", role="original", name="original")]
+    assert ("P203" in _codes(check_inputs(stages, d)[1])) is flagged

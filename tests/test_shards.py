@@ -140,9 +140,9 @@ def test_progress_counts_every_sample_over_all_workers(cls):
 
 
 def test_a_bad_sample_in_a_later_shard_is_the_one_process_error(cls, tmp_path, monkeypatch):
-    """Sample 3 (the second worker's shard) holds a NaN: the sharded run skips the comparison with the one-process
-    reason (P209 says why), naming the sample as the user gave the data: a relative path stays relative (workers
-    run in the caller's working directory; they named the absolute path before)."""
+    """Sample 3 (the second worker's shard) holds a NaN: the sharded run leaves it out as one process does (P209
+    names it), naming the sample as the user gave the data: a relative path stays relative (workers run in the
+    caller's working directory; they named the absolute path before)."""
     stages, data = cls
     monkeypatch.chdir(tmp_path)
     d = tmp_path / "data"
@@ -156,9 +156,11 @@ def test_a_bad_sample_in_a_later_shard_is_the_one_process_error(cls, tmp_path, m
     notes = []
     for scale in (None, ScaleOut(workers=2)):
         rep = audit(stages, data="data", numeric=NumericOptions(isolated=False, scale=scale)).report
-        assert rep.numeric is None and [f.severity for f in rep.findings if f.code == "P209"] == ["error"]
-        notes.append(rep.run.numeric_skipped)
-    assert notes[0] == notes[1] and notes[0].startswith("data/3.npy: input 'x' holds NaN"), notes
+        assert rep.numeric and rep.run.samples_used == 3 and rep.run.numeric_skipped is None
+        (p209,) = [f for f in rep.findings if f.code == "P209"]
+        assert p209.severity == "error"
+        notes.append(p209.evidence["left_out_samples"])
+    assert notes[0] == notes[1] == ["data/3.npy"], notes
 
 
 HOOKS = '''

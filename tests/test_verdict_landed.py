@@ -74,6 +74,21 @@ def _model(text: str, names: bool = True) -> onnx.ModelProto:
     return m
 
 
+def _write_case(tmp_path: Path, models: dict[str, onnx.ModelProto], seed: int) -> tuple[Path, Path, list]:
+    """The stages ``tmp_path/stages/m_<role>.onnx`` and 6 samples ``tmp_path/data/K.npy``, [1, 64] float32 uniform in
+    [-1, 1) drawn with ``seed``: ``(stages dir, data dir, the samples)``."""
+    d, data = tmp_path / "stages", tmp_path / "data"
+    d.mkdir()
+    data.mkdir()
+    for role, m in models.items():
+        onnx.save(m, str(d / f"m_{role}.onnx"))
+    rng = np.random.default_rng(seed)
+    xs = [rng.uniform(-1, 1, (1, 64)).astype(np.float32) for _ in range(6)]
+    for k, x in enumerate(xs):
+        np.save(data / f"{k}.npy", x)
+    return d, data, xs
+
+
 def _fake_quant(v: np.ndarray, s: float) -> np.ndarray:
     return np.clip(np.rint(v / s), -128, 127) * s  # np.rint rounds half to even, as QuantizeLinear
 
@@ -84,16 +99,7 @@ def _sqnr(ref: np.ndarray, test: np.ndarray) -> float:
 
 
 def test_clipping_a_hardsigmoid_removes_is_not_named(tmp_path):
-    d = tmp_path / "stages"
-    d.mkdir()
-    onnx.save(_model(_FLOAT), str(d / "m_optimized.onnx"))
-    onnx.save(_model(_qdq_text()), str(d / "m_qdq.onnx"))
-    rng = np.random.default_rng(7)
-    xs = [rng.uniform(-1, 1, (1, 64)).astype(np.float32) for _ in range(6)]
-    data = tmp_path / "data"
-    data.mkdir()
-    for k, x in enumerate(xs):
-        np.save(data / f"{k}.npy", x)
+    d, data, xs = _write_case(tmp_path, {"optimized": _model(_FLOAT), "qdq": _model(_qdq_text())}, seed=7)
 
     # the figures from the definitions: each change alone on its tensor, and a's and r's after their reader
     x = np.concatenate(xs).astype(np.float64)
@@ -252,20 +258,14 @@ def test_n404_names_no_change_far_cleaner_than_the_outputs(tmp_path):
         return (f'<ir_version: 8, opset_import: ["" : 13]>\ng (float[1,64] x) => ({outs})\n'
                 f"<{consts}{', ' + qconsts if quantized else ''}> {{\n" + "\n".join(body) + "\n}\n")
 
-    d = tmp_path / "stages"
-    d.mkdir()
+    models = {}
     for role, q in (("optimized", False), ("qdq", True)):
         m = onnx.parser.parse_model(text(q))
         for n in m.graph.node:
             n.name = n.output[0] + "_node"
         onnx.checker.check_model(m)
-        onnx.save(m, str(d / f"m_{role}.onnx"))
-    rng = np.random.default_rng(3)
-    xs = [rng.uniform(-1, 1, (1, 64)).astype(np.float32) for _ in range(6)]
-    data = tmp_path / "data"
-    data.mkdir()
-    for k, x in enumerate(xs):
-        np.save(data / f"{k}.npy", x)
+        models[role] = m
+    d, data, xs = _write_case(tmp_path, models, seed=3)
 
     x = np.concatenate(xs).astype(np.float64)
     alone = {t: _sqnr(x * k, _fake_quant(x * k, scales[t])) for t, k in mult.items()}

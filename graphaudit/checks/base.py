@@ -34,6 +34,9 @@ class AuditContext:
     data_from_pixel_files: bool = False  # the data are hb_mapper raw pixel files (cal_data_dir), fed as x - 128
     data_unreadable: list = field(default_factory=list)  # (path, reason): data files left out, unreadable (P212)
     data_files_read: int = 0  # data files the input checks and the comparison read (P212)
+    data_paired_inputs: list = field(default_factory=list)  # inputs whose files pair into one sample (P212 counts samples)
+    numeric_left_out: list = field(default_factory=list)  # (sample label, input): left out of the comparison, NaN/inf
+    numeric_samples: int | None = None  # samples the numeric comparison used (None: it did not run)
     stage_failures: list = field(default_factory=list)  # (stage index, reason): stages the runtime could not run
     metric: object | None = None  # graphaudit.numeric.summary.MetricSection: the user's metric per stage (--eval)
 

@@ -258,16 +258,32 @@ NOISE_CORRELATION = 0.2
 DUPLICATE_SHARE = 0.25
 
 
+def _left_out_words(left: list[str], used: int | None) -> str:
+    """What the numeric comparison did with the samples holding NaN or infinite values (``left``: their labels;
+    ``used``: the samples it compared, None when it did not run)."""
+    if not left:
+        return "a numeric comparison leaves out the samples holding them"
+    shown = ", ".join(left[:3]) + (f" and {len(left) - 3} more" if len(left) > 3 else "")
+    if not used:
+        return (f"the numeric comparison left out the {len(left)} sample(s) holding them ({shown}) and had no "
+                "sample left, so it did not run")
+    return (f"the numeric comparison left out the {len(left)} sample(s) holding them ({shown}) and compared the "
+            f"stages on the other {used}")
+
+
 def check_sample_quality(ctx: AuditContext) -> Iterator[Finding]:
     """Rule P209 (graphaudit/rules/inputs.yaml): yields its findings over ``ctx``."""
     for stage, ic, st in _pairs(ctx):
         ps = st.per_sample
         where = dict(stage=stage.name, location={"tensor": ic.name})
         if st.nonfinite:
-            # an error: no stage can be compared on them (the numeric run refuses the data and is skipped)
+            # an error: the samples holding them measure nothing (the numeric run leaves them out)
+            left = [label for label, name in ctx.numeric_left_out if name == ic.name]
             yield make_finding("P209", f"{st.nonfinite} value(s) of the data for input {ic.name!r} are NaN or "
-                               "infinite: the statistics and input checks use the finite values only; the numeric "
-                               "comparison refuses such data", evidence={"nonfinite": st.nonfinite},
+                               "infinite: the statistics and input checks use the finite values only; "
+                               + _left_out_words(left, ctx.numeric_samples),
+                               evidence={"nonfinite": st.nonfinite, "left_out_samples": left[:100],
+                                         "left_out_count": len(left)},
                                severity="error", variant="nonfinite", **where)
         if ps.constant:
             shown = ", ".join(f"#{i} = {v:.4g}" for i, v in zip(ps.constant[:5], ps.constant_values[:5]))
@@ -407,16 +423,28 @@ def check_calibrated_range(ctx: AuditContext) -> Iterator[Finding]:
 def check_unreadable_files(ctx: AuditContext) -> Iterator[Finding]:
     """Rule P212 (graphaudit/rules/inputs.yaml): one finding for the data files left out because they cannot be
     read (``ctx.data_unreadable``: ``(path, reason)``, the reason naming the file; ``ctx.data_files_read``: the
-    files read instead, 0 when none could be)."""
+    files read instead, 0 when none could be). It counts files, or samples where the files of several inputs pair
+    up into one sample (``ctx.data_paired_inputs``: a calibration directory of several inputs, where one bad file
+    leaves out the sample of every input)."""
     bad = ctx.data_unreadable
     if not bad:
         return
     n, read = len(bad), ctx.data_files_read
     shown = "; ".join(why for _p, why in bad[:3]) + (f"; and {n - 3} more" if n > 3 else "")
-    went_on = (f"the input checks and the numeric comparison use the other {read} file(s)" if read else
-               "no file could be read, so the input checks and the numeric comparison did not run")
+    paired = ctx.data_paired_inputs
+    if paired:  # calibration_data/<input>/N.npy: each entry is one sample, left out for every input
+        kept = read // len(paired)
+        names = ", ".join(repr(x) for x in paired)
+        went_on = (f"the input checks and the numeric comparison use the other {kept} sample(s)" if kept else
+                   "no sample could be read, so the input checks and the numeric comparison did not run")
+        head = (f"{n} of {n + kept} sample(s) were left out for every input ({names}: a sample is one file per "
+                f"input) because a file of theirs could not be read or fed ({went_on})")
+    else:
+        went_on = (f"the input checks and the numeric comparison use the other {read} file(s)" if read else
+                   "no file could be read, so the input checks and the numeric comparison did not run")
+        head = f"{n} of {n + read} data file(s) could not be read or fed and were left out ({went_on})"
     yield make_finding(
-        "P212", f"{n} of {n + read} data file(s) could not be read or fed and were left out ({went_on}): {shown}",
+        "P212", f"{head}: {shown}",
         location={"file": str(bad[0][0])},
         evidence={"unreadable": [{"file": str(p), "reason": why} for p, why in bad[:100]], "count": n,
-                  "files_read": read})
+                  "files_read": read, "counts": "samples" if paired else "files", "paired_inputs": list(paired)})

@@ -36,7 +36,9 @@ def check_image(path: Path) -> None:
     A PNG ends with its IEND chunk and a JPEG with the EOI marker (PNG spec section 5.6; ITU T.81 B.2.1): a file
     cut short (a copy that stopped) lacks them and Pillow fails on its pixels only when they are decoded, in the
     middle of a run. Reading the last bytes costs nothing; a file that does not end so (trailing bytes after the
-    end, or cut) is decoded once here to tell which.
+    end, or cut) is decoded once here to tell which. A PNG's chunks are checked against their CRC-32 (Pillow's
+    ``verify``, no pixel decoding: bytes changed mid-file), and a BMP, which has no end marker and no compression,
+    is decoded once (a file cut short).
 
     Raises
     ------
@@ -66,10 +68,13 @@ def check_image(path: Path) -> None:
                                f"{MAX_STATS_ELEMENTS:,} graphaudit reads per sample; not decoded")
     if mode in ("I", "F") or mode.startswith("I;"):
         raise file_error(path, f"image mode {mode} (16-bit or float) cannot be decoded to uint8 RGB without loss")
-    if fmt in _ENDS and not _ends_with(path, _ENDS[fmt]):
+    if (fmt in _ENDS and not _ends_with(path, _ENDS[fmt])) or fmt in ("PNG", "BMP"):
         try:
             with Image.open(path) as img:
-                img.load()
+                if fmt == "PNG" and _ends_with(path, _ENDS[fmt]):
+                    img.verify()
+                else:
+                    img.load()
         except _PIL_ERRORS as e:
             raise file_error(path, f"Pillow cannot decode this image ({one_line(e)})") from None
 

@@ -78,6 +78,21 @@ def thumbnail(x: np.ndarray, channel_axis: int | None) -> np.ndarray:
     return a.mean(axis=(3, 5)).ravel()
 
 
+def _finite_means(v: np.ndarray, fin: np.ndarray, channel_axis: int | None) -> list[float]:
+    """Mean of the finite values of ``v`` (``fin``: where they are), per channel along ``channel_axis`` or one
+    entry (None); NaN where there is none. Empty for an empty sample."""
+    if not v.size:
+        return []
+    if channel_axis is None:
+        vals, ok = v.reshape(1, -1), fin.reshape(1, -1)
+    else:
+        vals = np.moveaxis(v, channel_axis, 0).reshape(v.shape[channel_axis], -1)
+        ok = np.moveaxis(fin, channel_axis, 0).reshape(v.shape[channel_axis], -1)
+    n = ok.sum(axis=1)
+    s = np.where(ok, vals, 0.0).sum(axis=1)
+    return [float(a / k) if k else float("nan") for a, k in zip(s, n)]
+
+
 @dataclass
 class SampleSet:
     """Per-sample statistics of one input, accumulated with :meth:`add`.
@@ -109,9 +124,15 @@ class SampleSet:
     _thumb_ids: list[int] = field(default_factory=list, repr=False)  # the sample index of each thumbnail
 
     def add(self, x: np.ndarray, channel_axis: int | None) -> None:
-        """Account one sample (any shape; ``channel_axis`` as for :func:`thumbnail`)."""
+        """Account one sample (any shape; ``channel_axis`` as for :func:`thumbnail`). A sample holding NaN or
+        infinite values (rule P209 counts them) adds the channel means of its finite values (NaN for a channel
+        without any) and is left out of the constant, noise and near-duplicate checks, without numpy warnings."""
         i = len(self.channel_means)
         v = np.asarray(x, dtype=np.float64)
+        fin = np.isfinite(v)
+        if not fin.all():
+            self.channel_means.append(_finite_means(v, fin, channel_axis))
+            return
         if channel_axis is None:
             self.channel_means.append([float(v.mean())] if v.size else [])
         else:
@@ -152,11 +173,16 @@ class SampleSet:
         return float(np.median(self.correlations)) if self.correlations else None
 
     def channel_mean_spread(self) -> list[float]:
-        """Per channel, the standard deviation across samples of the per-sample channel mean (data units)."""
+        """Per channel, the standard deviation across samples of the per-sample channel mean (data units); the
+        samples without a finite value in that channel are left out (NaN when fewer than two remain)."""
         if len(self.channel_means) < 2 or not self.channel_means[0]:
             return []
         m = np.asarray(self.channel_means, dtype=np.float64)
-        return [float(s) for s in m.std(axis=0)]
+        out = []
+        for col in m.T:
+            col = col[np.isfinite(col)]
+            out.append(float(col.std()) if col.size >= 2 else float("nan"))
+        return out
 
     def to_dict(self) -> dict:
         """JSON-ready summary (no thumbnails)."""

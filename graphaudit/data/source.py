@@ -56,6 +56,9 @@ class DataSource:
         The inputs the samples feed.
     files : list of pathlib.Path
         The data files read, in iteration order (empty for random data).
+    paired_inputs : list of str
+        The inputs of a Horizon calibration directory of several inputs (``<input>/N.npy``), whose files pair up
+        into one sample: a file left out leaves out that sample for every one of them. Empty otherwise.
     unreadable : list of (pathlib.Path, str)
         Files of a directory left out because they cannot be opened (a directory, FIFO, device, dangling symbolic
         link or link loop named as a data file: never opened) or their content cannot be read (truncated, corrupt,
@@ -70,6 +73,7 @@ class DataSource:
         self.kind, self.path, self.domain, self.inputs = kind, path, domain, inputs
         self.files = files or []
         self.unreadable = unreadable or []
+        self.paired_inputs: list[str] = []
         self._chunks = chunks
         self._len = sum(c.count for c in chunks)
 
@@ -178,10 +182,15 @@ def _calibration(d: Path, inputs: list[InputSpec], raw_dtype: str | None, raw_sh
             unreadable.append((e.path if isinstance(e.path, Path) else p, str(e)))
             continue
         kept.append(i)
+    paired = [s.name for s in inputs] if len(inputs) > 1 else []
     if not chunks:
-        raise none_readable(d, unreadable)
+        e = none_readable(d, unreadable)
+        e.paired_inputs = paired
+        raise e
     files = [p for i in kept for p in (per_input[s.name][i] for s in inputs)]
-    return DataSource("calibration_data", d, "tensor", inputs, chunks, files, unreadable)
+    src = DataSource("calibration_data", d, "tensor", inputs, chunks, files, unreadable)
+    src.paired_inputs = paired
+    return src
 
 
 def none_readable(d: Path, unreadable: list[tuple[Path, str]]) -> DataUnreadableError:
@@ -196,8 +205,9 @@ def open_data(path: str | os.PathLike, inputs: list[InputSpec], raw_dtype: str |
     """Open model input data for streaming.
 
     Every file's header is checked up front (dtype kind, shape against the inputs' static dims,
-    byte size, image identification); array data and pixels are read only while iterating, one
-    sample at a time (headers with :mod:`numpy.lib.format`, .npy files with ``numpy.load``,
+    byte size, image identification; .npz members read through once for their CRC-32, PNG chunk CRCs
+    checked, BMP files decoded once, so that a file corrupted mid-way is left out here); array data and
+    pixels are kept only while iterating, one sample at a time (headers with :mod:`numpy.lib.format`, .npy files with ``numpy.load``,
     memory-mapped when they hold several samples).
 
     Sources (file suffixes are case-insensitive; hidden files are ignored):

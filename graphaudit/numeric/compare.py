@@ -9,7 +9,7 @@ from typing import Callable, Iterable
 import numpy as np
 
 from ..classify import Change
-from ..errors import DataError, GraphAuditError, StageRunError
+from ..errors import DataError, GraphAuditError, NonFiniteSampleError, NoSampleLeftError, StageRunError
 from ..lineage import Alignment, Lineage
 from ..stage import StageGraph
 from ..toolchains.ops import DEQUANTIZE_OPS
@@ -91,6 +91,9 @@ class TransitionNumeric:
     sqnr_threshold: float | None = None  # dB; set for transitions documented as numerically equal
     reference: str = ""  # the first stage compared: ``vs_reference`` measures b's outputs against it
     vs_reference: list[TensorError] = field(default_factory=list)
+    #: samples left out of the whole comparison (every transition) for NaN or infinite values in a stage's feed:
+    #: ``(sample label, input name)`` in sample order (the same list on every transition of one comparison)
+    left_out: list[tuple[str, str]] = field(default_factory=list)
 
     def worst_regions(self, n: int = 5) -> list[RegionError]:
         """Regions with the lowest isolated SQNR first."""
@@ -225,7 +228,7 @@ def _label(names: list[str] | None, k: int) -> str:
 def _check_feed(x: np.ndarray, ic, stage: StageGraph, label: str) -> None:
     """Data must be finite and fit the stage's static dims (DataError naming the sample and both shapes)."""
     if x.dtype.kind == "f" and not np.all(np.isfinite(x)):
-        raise DataError(f"{label}: input {ic.name!r} holds NaN or infinite values")
+        raise NonFiniteSampleError(f"{label}: input {ic.name!r} holds NaN or infinite values", label, ic.name)
     if ic.shape is not None and (len(ic.shape) != x.ndim or any(
             isinstance(d, int) and d > 0 and d != n for d, n in zip(ic.shape, x.shape))):
         hint = " (images are not resized: give them at the model's input size)" if x.ndim == 4 else ""
@@ -269,6 +272,7 @@ class CompareOptions:
     max_samples: int | None = None
     config: object = None
     runtime: str = "onnxruntime"
+    partial: bool = False  # one shard of a larger run: no error when every one of its samples is left out
 
 
 def compare_stages(stages: list[StageGraph], alignments: list[Alignment], changes: list[list[Change]],
@@ -296,9 +300,14 @@ def compare_stages(stages: list[StageGraph], alignments: list[Alignment], change
     Returns
     -------
     list of TransitionNumeric, one per stage pair.
+        A sample whose feed for any stage holds NaN or infinite values is left out of every transition and listed
+        in each one's ``left_out`` (sample label, input name); the figures are of the other samples.
 
     Raises
     ------
+    NoSampleLeftError
+        Every sample was left out for NaN or infinite values (not with ``options.partial``: a shard's results
+        then carry only ``left_out``).
     GraphAuditError
         A stage cannot be lowered/loaded, the data do not fit a stage's inputs, or there are no samples.
     """
@@ -307,6 +316,8 @@ def compare_stages(stages: list[StageGraph], alignments: list[Alignment], change
     n_samples = stream(samples, comparison.run, comparison.reduce, opts.max_samples, opts.progress)
     if n_samples == 0:
         raise GraphAuditError("no samples in the data")
+    if len(comparison.left_out) == n_samples and not opts.partial:
+        raise NoSampleLeftError.of(comparison.left_out)
     return comparison.finish()
 
 
@@ -444,14 +455,22 @@ class _Comparison:
                                                                       plan.skipped, plan.reference))]
         self.feeder = _Feeder(stages, opts.data_stage, opts.data_domain, opts.config, opts.sample_names)
         self.regions = RegionRunner(self.runners, plan.regions, opts.runtime)
+        self.left_out: list[tuple[str, str]] = []
 
-    def run(self, sample: dict[str, np.ndarray], k: int) -> list[dict[str, np.ndarray]]:
-        """Sample ``k`` through every stage: per stage, its captured tensors by name."""
-        feeds = [self.feeder.feeds(i, sample, k) for i in range(len(self.stages))]
+    def run(self, sample: dict[str, np.ndarray], k: int) -> list[dict[str, np.ndarray]] | None:
+        """Sample ``k`` through every stage: per stage, its captured tensors by name; None when a stage's feed of
+        it holds NaN or infinite values (the sample is left out and recorded in :attr:`left_out`)."""
+        try:
+            feeds = [self.feeder.feeds(i, sample, k) for i in range(len(self.stages))]
+        except NonFiniteSampleError as e:
+            self.left_out.append((e.label, e.input))
+            return None
         return run_all([lambda i=i: self.runners[i].run(feeds[i]) for i in range(len(self.stages))], self.concurrent)
 
-    def reduce(self, values: list[dict[str, np.ndarray]]) -> None:
-        """Add one sample's values to every transition's accumulated and isolated error."""
+    def reduce(self, values: list[dict[str, np.ndarray]] | None) -> None:
+        """Add one sample's values to every transition's accumulated and isolated error (None: a sample left out)."""
+        if values is None:
+            return
         for i, res in enumerate(self.results):
             u = Updates()  # per transition: its region outputs are freed before the next transition's regions run
             va, vb = values[i], values[i + 1]
@@ -466,6 +485,7 @@ class _Comparison:
     def finish(self) -> list[TransitionNumeric]:
         """The results: regions that never ran dropped (counted as skipped), thresholds and first divergence set."""
         for i, res in enumerate(self.results):
+            res.left_out = list(self.left_out)
             res.skipped_regions += self.regions.failed(i)
             res.regions = [r for r in res.regions if r.stats.samples]
             if (self.stages[i].role, self.stages[i + 1].role) in NUMERICALLY_EQUAL_TRANSITIONS:

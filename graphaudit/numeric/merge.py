@@ -67,7 +67,7 @@ def merge_transitions(shards: list[list[TransitionNumeric]], changes: list[list[
     -------
     list of TransitionNumeric
         Per-tensor and per-region figures merged (:func:`merge_stats`), top-1 counts added, ``first_divergence``
-        found again on the merged figures. ``skipped_regions`` is the largest of the shards' counts: a region
+        found again on the merged figures, ``left_out`` joined in shard order. ``skipped_regions`` is the largest of the shards' counts: a region
         whose session cannot be built fails in every shard alike; one that fails on some samples only is counted
         once, like the single-process run counts it (its samples before the failure are kept in both).
 
@@ -93,6 +93,7 @@ def merge_transitions(shards: list[list[TransitionNumeric]], changes: list[list[
             _merge_tensors(res.tensors, other[i].tensors, f"{res.a} -> {res.b}")
             _merge_tensors(res.vs_reference, other[i].vs_reference, f"{res.a} -> {res.b} against the reference")
         res.skipped_regions = max(s[i].skipped_regions for s in shards)
+        res.left_out = [x for s in shards for x in s[i].left_out]  # in sample order, as one process lists them
         res.regions = _ordered(list(regions.values()), changes[i] if changes is not None and i < len(changes)
                                else None)
         res.first_divergence = _first_divergence(res)

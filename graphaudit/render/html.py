@@ -255,15 +255,31 @@ def html_from_json(source: str | os.PathLike | dict | list, out: str | os.PathLi
 
 
 def _read_json(path: Path) -> Any:
+    """The parsed JSON of ``path``; GraphAuditError (one line naming the file, in our words) when it cannot be read,
+    is not JSON, nests deeper than Python's parser goes or holds an integer longer than Python converts."""
+    text = None
     try:
         if not path.is_file():
             raise GraphAuditError(f"{path}: not a regular file" if path.exists() else f"{path}: no such file")
-        return json.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        return json.loads(text)
     except FileNotFoundError as e:
         raise GraphAuditError(f"{path}: no such file") from e
     except (OSError, UnicodeDecodeError) as e:
         raise GraphAuditError(f"{path}: cannot read ({e})") from e
     except json.JSONDecodeError as e:
         raise GraphAuditError(f"{path}: not JSON ({e.msg}, line {e.lineno})") from e
-    except (ValueError, RecursionError) as e:  # numbers too long to convert, nesting too deep
-        raise GraphAuditError(f"{path}: not a JSON report graphaudit can read ({type(e).__name__}: {e})") from e
+    except RecursionError:  # a report nests a few levels; Python's parser stops near its recursion limit
+        raise GraphAuditError(f"{path}: JSON nested too deeply to read (a graphaudit report nests a few levels); "
+                              "not a graphaudit JSON report") from None
+    except ValueError:  # an integer longer than Python converts (sys.get_int_max_str_digits)
+        raise GraphAuditError(f"{path}: {_long_integer(text or '')}; not a graphaudit JSON report") from None
+
+
+def _long_integer(text: str) -> str:
+    """Words for the longest run of digits in ``text`` (the integer Python refused to convert)."""
+    import sys
+
+    limit = getattr(sys, "get_int_max_str_digits", lambda: 4300)()
+    longest = max((len(m.group()) for m in re.finditer(r"[0-9]+", text)), default=0)
+    return f"holds an integer of {longest} digits (Python converts at most {limit})"

@@ -115,7 +115,8 @@ _ELEMENTWISE = ("Sub", "Div", "Mul", "Add")
 
 def _leading_ops(stage: StageGraph, name: str) -> list[tuple[str, str, list[float] | None]]:
     """Preprocessing a model performs right after a graph input: a chain of single consumers that are
-    Cast, a layout Transpose, or Sub/Div/Mul/Add with a constant operand.
+    Cast, a layout Transpose, or Sub/Div/Mul/Add with a constant operand. A constant holding NaN or infinite values
+    (an attention mask's -inf) ends the chain: no mean or std is infinite, so that op is no normalization.
 
     Returns ``(description, op_type, constant values or None)`` per op (descriptions show values rounded).
     """
@@ -136,6 +137,8 @@ def _leading_ops(stage: StageGraph, name: str) -> list[tuple[str, str, list[floa
             if t is None or not t.is_param:
                 break
             v = t.value()
+            if v is not None and not np.all(np.isfinite(np.asarray(v, np.float64))):
+                break
             vals = [float(x) for x in np.asarray(v, np.float64).ravel()[:64]] if v is not None else None
             shown = ", ".join(f"{x:.4g}" for x in vals[:4]) if vals is not None else "?"
             # Sub/Div by a constant first operand (c - x, c / x) is not a normalization step
