@@ -11,7 +11,7 @@ from ..stage import StageGraph
 from .base import make_finding
 
 __all__ = ["finding", "model_input", "effective_shape", "static_shape", "channel_count", "per_input_items", "fmt",
-           "is_image", "effective_normalization", "iter_inputs", "nontrivial", "unset"]
+           "is_image", "effective_normalization", "iter_inputs", "nontrivial", "unset", "COLOURS", "colour"]
 
 
 def finding(cfg: ConversionConfig, code: str, key_path: tuple, message: str, evidence: dict | None = None,
@@ -117,3 +117,15 @@ def nontrivial(values: list[float] | None, neutral: float) -> bool:
 def unset(v: Any) -> bool:
     """Re-export of :func:`graphaudit.config.parse.is_unset`."""
     return is_unset(v)
+
+
+#: Colour orders an HzPreprocess ``input_type`` (``RGB_128``, ``BGR_128``, ``GRAY_128``, ``YUV444_128``: what the
+#: float stages take, the training type) and a config's ``input_type_train`` (rgb, bgr, gray, yuv444) name alike.
+COLOURS = ("RGB", "BGR", "GRAY", "YUV444")
+
+
+def colour(text: str | None) -> str | None:
+    """The colour order ``text`` names (one of :data:`COLOURS`), or None (featuremap, nv12, absent)."""
+    t = (text or "").upper()
+    t = t[:-4] if t.endswith("_128") else t
+    return t if t in COLOURS else None

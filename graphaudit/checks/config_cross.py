@@ -25,8 +25,8 @@ from ..toolchains.valuedomain import PixelDomain, channel_ranges, judge_domain, 
 from ..config.parse import ConfigInput, ConversionConfig, is_unset, split_per_input
 from ..config.refs import config_path
 from .base import AuditContext
-from .config_common import (effective_normalization, effective_shape, finding, fmt, is_image, model_input,
-                            nontrivial, static_shape)
+from .config_common import (colour, effective_normalization, effective_shape, finding, fmt, is_image,
+                            model_input, nontrivial, static_shape)
 from .config_schema import each_input, n_inputs
 
 __all__ = ["input_names", "input_layout", "input_shape", "node_names", "preprocess_mismatch", "cal_data_dtype",
@@ -162,18 +162,6 @@ def node_names(ctx: AuditContext) -> Iterator[Finding]:
         yield finding(cfg, "C323", path, msg, {"name": name, "field": label, "found_in": where, "became": mapped})
 
 
-#: Colour orders an HzPreprocess ``input_type`` (``RGB_128``, ``BGR_128``, ``GRAY_128``, ``YUV444_128``: what the
-#: float stages take, the training type) and a config's ``input_type_train`` (rgb, bgr, gray, yuv444) name alike.
-_COLOURS = ("RGB", "BGR", "GRAY", "YUV444")
-
-
-def _colour(text: str | None) -> str | None:
-    """The colour order ``text`` names (one of :data:`_COLOURS`), or None (featuremap, nv12, absent)."""
-    t = (text or "").upper()
-    t = t[:-4] if t.endswith("_128") else t
-    return t if t in _COLOURS else None
-
-
 def preprocess_mismatch(ctx: AuditContext) -> Iterator[Finding]:
     """C324: HzPreprocess mean/scale decoded from the stage models differ from what the YAML asks for, or its
     ``input_type`` (the colour order the stages take) from the YAML's ``input_type_train``.
@@ -197,7 +185,7 @@ def preprocess_mismatch(ctx: AuditContext) -> Iterator[Finding]:
         inp = by_name.get(pp.input) or (cfg.inputs[0] if len(cfg.inputs) == 1 else None)
         if inp is None or not is_image(inp):
             continue
-        built, asked = _colour(pp.input_type), _colour(inp.type_train)
+        built, asked = colour(pp.input_type), colour(inp.type_train)
         if built and asked and built != asked:
             yield finding(cfg, "C324", ("input_parameters", "input_type_train"),
                           f"{stage.name} {pp.node} takes input {pp.input!r} as {pp.input_type} ({built}), but the "

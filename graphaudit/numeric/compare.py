@@ -12,11 +12,11 @@ from ..classify import Change
 from ..errors import DataError, GraphAuditError, NonFiniteSampleError, NoSampleLeftError, StageRunError
 from ..lineage import Alignment, Lineage
 from ..stage import StageGraph
-from ..toolchains.ops import DEQUANTIZE_OPS
 from ..toolchains.roles import NUMERICALLY_EQUAL_TRANSITIONS
 from ..toolchains.contracts import convert_sample, pipeline_normalization, stage_contracts
 from .fixedpoint import FixedPointCodec, fixed_point_codec
 from .thin import thin as _thin
+from .tensorfacts import class_scores, quant_scale
 from .metrics import ErrorStats
 from .regions import COMPARABLE_KINDS, RegionRunner, region_io
 from .runner import StageRunner
@@ -103,24 +103,6 @@ class TransitionNumeric:
         return [t for t in self.tensors if t.is_output]
 
 
-def _quant_scale(stage: StageGraph, al_view, tensor: str) -> tuple | None:
-    """(scales, axis) of the wrapper that produced ``tensor`` (DequantizeLinear scale input or HzCalibration attr)."""
-    via = al_view.via.get(tensor)
-    if via is None:
-        return None
-    n = stage.nodes[via]
-    if n.op_type in DEQUANTIZE_OPS and len(n.inputs) > 1:
-        v = stage.tensors[n.inputs[1]].value() if n.inputs[1] in stage.tensors else None
-        if v is not None:
-            return (tuple(np.asarray(v, np.float64).ravel()), int(n.attributes.get("axis", 1)))
-    if n.op_type == "HzCalibration":
-        scales = n.attributes.get("scales")
-        if isinstance(scales, list) and scales:
-            return (tuple(float(x) for x in scales), int(n.attributes.get("axis", 1)) if isinstance(
-                n.attributes.get("axis", 1), int) else 1)
-    return None
-
-
 def _pairs(al: Alignment, changes: list[Change]) -> list[TensorError]:
     a, b, vb = al.a, al.b, al.view_b
     b_order = {nid: i for i, nid in enumerate(b.nodes)}
@@ -160,9 +142,9 @@ def _pairs(al: Alignment, changes: list[Change]) -> list[TensorError]:
                 if upstream:
                     change = f"kept {b.nodes[root_prod].op_type} reading " + ", ".join(upstream)
             out.append(TensorError(t, bt, al.tensor_map[bt].kind, order, change,
-                                   scale=_quant_scale(b, vb, bt) if codec is None else (codec.scale, codec.axis),
+                                   scale=quant_scale(b, vb, bt) if codec is None else (codec.scale, codec.axis),
                                    is_output=a.tensors[t].is_graph_output, codec=codec,
-                                   class_scores=_class_scores(a, t),
+                                   class_scores=class_scores(a, t),
                                    a_node=_node_name(a, a.tensors[t].producer),
                                    b_node=_node_name(b, root_prod or prod)))
     # a graph output of b that no output of a reaches (a's output is a layout Transpose the stage absorbed, as in
@@ -174,30 +156,6 @@ def _pairs(al: Alignment, changes: list[Change]) -> list[TensorError]:
             reached.add(te.b_tensor)
     out.sort(key=lambda te: te.order)
     return out
-
-
-#: Ops a class-score tensor passes through unchanged in value on its way from the Softmax to the graph output
-#: (layout and dtype, identity, a Horizon fake quantization).
-_SCORE_PASS_THROUGH = {"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Cast", "HzCalibration",
-                       "QuantizeLinear", "DequantizeLinear"}
-_SOFTMAX_OPS = {"Softmax", "LogSoftmax", "HzSoftmax"}
-
-
-def _class_scores(st: StageGraph, tensor: str, hops: int = 4) -> bool:
-    """``tensor`` holds class scores: it is a Softmax/LogSoftmax output, directly or through ops that keep values
-    (:data:`_SCORE_PASS_THROUGH`). Top-1 agreement is reported for such outputs only: argmax of a box regression
-    or landmark output (MTCNN's ``dense_5`` [1, 4]) is no accuracy measure."""
-    for _ in range(hops + 1):
-        t = st.tensors.get(tensor)
-        n = st.nodes.get(t.producer) if t is not None and t.producer else None
-        if n is None:
-            return False
-        if n.op_type in _SOFTMAX_OPS:
-            return True
-        if n.op_type not in _SCORE_PASS_THROUGH or not n.inputs:
-            return False
-        tensor = n.inputs[0]
-    return False
 
 
 def _source_namer(stages: list[StageGraph], alignments: list[Alignment]):
