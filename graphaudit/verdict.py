@@ -27,8 +27,10 @@ from .report import VERDICT_CAUSES, AuditReport, VerdictLine
 # one definition each: N404 and N401 judge as the verdict does
 from .checks.numeric import NAMED_WITHIN_DB, OUTLIER_DB, SMALL_LOSS_DB, nonfinite_parting
 from .toolchains.ops import HORIZON_DOMAIN
+from .verdict_toolchain import SYSTEMATIC_LSB, SYSTEMATIC_SPREAD, lowering_line, systematic, toolchain_log_figures
 
-__all__ = ["build_verdict", "OUTLIER_DB", "NAMED_WITHIN_DB", "EQUAL_OUTPUT_SQNR_DB", "SMALL_LOSS_DB"]
+__all__ = ["build_verdict", "OUTLIER_DB", "NAMED_WITHIN_DB", "EQUAL_OUTPUT_SQNR_DB", "SMALL_LOSS_DB", "SYSTEMATIC_LSB",
+           "SYSTEMATIC_SPREAD"]
 
 
 #: Outputs at or above this SQNR (dB) count as the same values for transitions not documented as equal: the
@@ -59,6 +61,9 @@ def build_verdict(report: AuditReport) -> list[VerdictLine]:
     pairs = {(tr.a, tr.b): k for k, tr in enumerate(report.transitions)}
     for t in report.numeric or []:  # the render pair of a result (a refused stage leaves a gap in the results)
         lines.append(_transition_line(pairs.get((t.a, t.b), 0), t, report, random))
+        off = systematic(t, _outputs(t)[1]) if lines[-1].cause == "quantization" else []
+        if off:
+            lines.append(lowering_line(pairs.get((t.a, t.b), 0), t, off, _region_name))
     lines += _toolchain_lines(report.findings, lines)
     lines += _not_seen_lines(report)
     rank = {c: float(i) for i, c in enumerate(VERDICT_CAUSES)}
@@ -281,10 +286,12 @@ def _rewrite_line(i: int, t: TransitionSummary, report: AuditReport, scope: str,
                        nodes=nodes, codes=["N401"], sqnr_db=d)
 
 
-def _worst_changes(t: TransitionSummary, landed: dict | None = None) -> list[RegionSummary]:
+def _worst_changes(t: TransitionSummary, landed: dict | None = None, quant: bool = False) -> list[RegionSummary]:
     """Measured changes (not kept nodes), lowest SQNR first: isolated, or where the error lands (``landed``,
-    :func:`_landed`)."""
-    regions = [r for r in (t.regions or t.worst_regions) if r.kind != "kept" and _num(r.sqnr_db) is not None]
+    :func:`_landed`). With ``quant``, only those whose error can be quantization's (not :func:`graphaudit.verdict_toolchain.systematic`)."""
+    off = {id(r) for r in systematic(t, _outputs(t)[1])} if quant else set()
+    regions = [r for r in (t.regions or t.worst_regions) if r.kind != "kept" and _num(r.sqnr_db) is not None
+               and id(r) not in off]
     return sorted(regions, key=lambda r: _figure(r, landed))
 
 
@@ -345,9 +352,11 @@ def _outliers(t: TransitionSummary, output_db: float | None = None, landed: dict
     A change's SQNR is where its error lands (:func:`_figure`): its isolated SQNR, or, for a change all of whose
     readers saturate inside its clip range, the bound after them (``landed``, N402's evidence). The isolated figure
     is measured on the quantized tensor itself and counts clipping that a HardSigmoid removes one node later;
-    naming such a change, and advising int16 for it, would point at an error that never reaches the outputs."""
+    naming such a change, and advising int16 for it, would point at an error that never reaches the outputs.
+    Changes that compute another function (:func:`graphaudit.verdict_toolchain.systematic`) are neither named nor counted among the peers:
+    the toolchain line names them, and a higher precision does not change them."""
     by_pattern: dict[str, list[RegionSummary]] = {}
-    for r in _worst_changes(t, landed):
+    for r in _worst_changes(t, landed, quant=True):
         by_pattern.setdefault(f"{r.kind} {r.pattern}", []).append(r)
     out = []
     for peers in by_pattern.values():
@@ -405,7 +414,11 @@ def _quantization_line(t: TransitionSummary, report: AuditReport, scope: str, fi
                        on: str, random: int | None) -> VerdictLine:
     landed = _landed(report, t)
     named = _outliers(t, d, landed)
+    off = list(dict.fromkeys(_region_name(t, r)[0] for r in systematic(t, d)))
     text = f"Quantizing {t.a} into {t.b} brings the outputs to SQNR {_db(d)} dB on {on}"
+    if off:
+        text += f" (with the lowering of {', '.join(off[:_MAX_NAMED])}{' and more' if len(off) > _MAX_NAMED else ''}" \
+                " the toolchain line names)"
     small = _small_loss(t, d)
     if small:
         text += " — little at the outputs: quantization alone is unlikely to explain an accuracy drop"
@@ -421,7 +434,7 @@ def _quantization_line(t: TransitionSummary, report: AuditReport, scope: str, fi
         action = _precision_action(report, t, names) if names else (
             "The loss sits at the graph inputs' quantization: check that the data match the calibration data.")
     else:
-        worst = _worst_changes(t, landed)
+        worst = _worst_changes(t, landed, quant=True)
         text += "; the loss is spread over the model rather than in a few nodes"
         text += (f" (worst change alone: {_alone(_region_name(t, worst[0])[0] + ' at SQNR', worst[0], landed)})."
                  if worst else ".")
@@ -433,6 +446,9 @@ def _quantization_line(t: TransitionSummary, report: AuditReport, scope: str, fi
     if random and not small:
         action = ("Measured on random samples, which show where the stages part, not what your data lose: run your "
                   "data (--data, or --config with its cal_data_dir) before acting. " + action)
+    if off and not small:
+        action = ("First fix the lowering the toolchain line names: its error is in these outputs. Then: "
+                  + action[0].lower() + action[1:])
     if _harness_error(report):
         action = ("First fix the data (the harness line above): these figures are measured on data that break a "
                   "stage's input contract, so they do not say what quantization costs on correct data.")
@@ -442,27 +458,6 @@ def _quantization_line(t: TransitionSummary, report: AuditReport, scope: str, fi
 
 
 # --- what was not measured ----------------------------------------------------------------------------------------
-
-def _toolchain_figures(report: AuditReport) -> str:
-    """The toolchain log's own figures, for a report that measured nothing: its lowest output cosine and its lowest
-    node cosine (hb_mapper's similarity of the calibrated model against the float one on its first calibration
-    sample, README "Toolchain logs"), or "" without a log holding them."""
-    tc = report.toolchain
-    if tc is None:
-        return ""
-    outs = [(o.cosine, o.output) for o in tc.outputs if isinstance(o.cosine, (int, float))]
-    nodes = [(n.cosine, n.node) for n in tc.nodes if isinstance(n.cosine, (int, float))]
-    if not outs and not nodes:
-        return ""
-    parts = []
-    if outs:
-        c, name = min(outs)
-        parts.append(f"output {name} at cosine {c:.6f}")
-    if nodes:
-        c, name = min(nodes)
-        parts.append(f"its lowest node {name} at {c:.6f}")
-    return f" The toolchain's own log ({tc.tool}) measured {' and '.join(parts)}."
-
 
 def _not_seen_lines(report: AuditReport) -> list[VerdictLine]:
     run = report.run
@@ -481,7 +476,7 @@ def _not_seen_lines(report: AuditReport) -> list[VerdictLine]:
     elif not report.numeric and not (run is not None and run.numeric_not_run):
         out.append(VerdictLine(
             cause="not-seen", scope="", text="No data were run: this report is about structure only."
-            + _toolchain_figures(report),
+            + toolchain_log_figures(report),
             action="Give --data DIR (samples the first stage takes), or --config with its cal_data_dir, to see where "
                    "the numbers part."))
     for reason in (run.numeric_not_run if run is not None else []):
