@@ -27,12 +27,13 @@ _MAX_NAMED = 3
 #: Only changes whose output is read on a grid carry ``lsb_mean``: a fixed-point stage's integer tensor against the
 #: calibrated stage's fake-quantized value on that same grid (Horizon calibrated -> quantized), where a faithful
 #: lowering only rounds its intermediate steps differently: within 1 LSB per element, 0.003 on average for the
-#: median change of the bundled real sets. PP-OCR cls's HardSigmoid -> HzLut (alpha 0.2 in the model, a table of
-#: slope 1/6 in Horizon's runtime): 2.1-5.7 (README "The verdict").
+#: median change of the bundled real sets. HardSigmoid -> HzLut (alpha 0.2 in the model, a table of slope 1/6 in
+#: Horizon's runtime): 2.1-5.7 on PP-OCR cls, 2.0-3.9 on PP-OCRv4 det; with alpha 1/6 at most 0.22 (README "The
+#: verdict").
 SYSTEMATIC_LSB = 1.0
 
 #: ... and most elements are off when the mean error is at least this fraction of the largest (``lsb_mean /
-#: lsb_max``): 0.19-0.72 for the nine HardSigmoid -> HzLut of PP-OCR cls; an error confined to a few elements (a
+#: lsb_max``): 0.18-0.72 for the HardSigmoid -> HzLut of alpha 0.2; an error confined to a few elements (a
 #: value saturated in one stage and not in the other) is a small fraction: 0.033 for MTCNN RNet's PRelu ->
 #: HzSPRelu (2.2 LSB on average, up to 66), 0.004 for ONet's.
 SYSTEMATIC_SPREAD = 0.1
