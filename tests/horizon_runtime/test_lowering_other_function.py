@@ -26,6 +26,7 @@ pytest.importorskip("horizon_nn", reason="Horizon's runtime (horizon_nn) imports
 from horizon_nn.executor.session import InferenceSession  # noqa: E402
 
 from graphaudit.cli import main  # noqa: E402
+from graphaudit.verdict_toolchain import SYSTEMATIC_MAX_LSB, SYSTEMATIC_SPREAD  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 SET = ROOT / "samples" / "build" / "hb" / "ppocr_cls_bayes-e"
@@ -103,7 +104,8 @@ def test_graphaudit_names_the_lowering_not_int16(runtime_figures, tmp_path):
     assert tensor["lsb_mean"] == pytest.approx(lsb.mean(), abs=1e-6)
     if region["sqnr_db"] == tensor["sqnr_db"]:  # the quantized stage's input equals the calibrated one here
         assert region["lsb_mean"] == pytest.approx(lsb.mean(), abs=1e-6)
-    assert region["lsb_mean"] >= 4.0 and region["lsb_mean"] >= 0.1 * region["lsb_max"]
+    assert region["lsb_mean"] >= 4.0 and region["lsb_mean"] >= SYSTEMATIC_SPREAD * region["lsb_max"] > 0
+    assert region["lsb_max"] > SYSTEMATIC_MAX_LSB
     lines = [v for v in rep["verdict"] if v["scope"] == "calibrated -> quantized"]
     tool = [v for v in lines if v["cause"] == "toolchain"]
     assert tool and "HardSigmoid@0" in tool[0]["nodes"] and "another function" in tool[0]["text"]
