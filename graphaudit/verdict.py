@@ -28,8 +28,10 @@ from .report import VERDICT_CAUSES, AuditReport, VerdictLine
 from .checks.numeric import NAMED_WITHIN_DB, OUTLIER_DB, SMALL_LOSS_DB, nonfinite_parting
 from .toolchains.ops import is_fixed_point_op
 from .verdict_notseen import is_horizon, not_seen_lines, sentence
+from .verdict_toolchain import SYSTEMATIC_LSB, SYSTEMATIC_SPREAD, lowering_line, systematic
 
-__all__ = ["build_verdict", "OUTLIER_DB", "NAMED_WITHIN_DB", "EQUAL_OUTPUT_SQNR_DB", "SMALL_LOSS_DB"]
+__all__ = ["build_verdict", "OUTLIER_DB", "NAMED_WITHIN_DB", "EQUAL_OUTPUT_SQNR_DB", "SMALL_LOSS_DB", "SYSTEMATIC_LSB",
+           "SYSTEMATIC_SPREAD"]
 
 
 #: Outputs at or above this SQNR (dB) count as the same values for transitions not documented as equal: the
@@ -60,6 +62,9 @@ def build_verdict(report: AuditReport) -> list[VerdictLine]:
     pairs = {(tr.a, tr.b): k for k, tr in enumerate(report.transitions)}
     for t in report.numeric or []:  # the render pair of a result (a refused stage leaves a gap in the results)
         lines.append(_transition_line(pairs.get((t.a, t.b), 0), t, report, random))
+        off = systematic(t, _outputs(t)[1]) if lines[-1].cause == "quantization" else []
+        if off:
+            lines.append(lowering_line(pairs.get((t.a, t.b), 0), t, off, _region_name))
     lines += _toolchain_lines(report.findings, lines)
     lines += not_seen_lines(report)
     rank = {c: float(i) for i, c in enumerate(VERDICT_CAUSES)}
@@ -277,9 +282,12 @@ def _rewrite_line(i: int, t: TransitionSummary, report: AuditReport, scope: str,
                        nodes=nodes, codes=["N401"], sqnr_db=d)
 
 
-def _worst_changes(t: TransitionSummary, landed: dict | None = None) -> list[RegionSummary]:
-    """Measured changes (not kept nodes), lowest SQNR first: isolated, or where the error lands (:func:`_landed`)."""
-    regions = [r for r in (t.regions or t.worst_regions) if r.kind != "kept" and _num(r.sqnr_db) is not None]
+def _worst_changes(t: TransitionSummary, landed: dict | None = None, quant: bool = False) -> list[RegionSummary]:
+    """Measured changes (not kept nodes), lowest SQNR first: isolated, or where the error lands (``landed``,
+    :func:`_landed`). With ``quant``, only those whose error can be quantization's (not :func:`graphaudit.verdict_toolchain.systematic`)."""
+    off = {id(r) for r in systematic(t, _outputs(t)[1])} if quant else set()
+    regions = [r for r in (t.regions or t.worst_regions) if r.kind != "kept" and _num(r.sqnr_db) is not None
+               and id(r) not in off]
     return sorted(regions, key=lambda r: _figure(r, landed))
 
 
@@ -340,9 +348,11 @@ def _outliers(t: TransitionSummary, output_db: float | None = None, landed: dict
     A change's SQNR is where its error lands (:func:`_figure`): its isolated SQNR, or, for a change all of whose
     readers saturate inside its clip range, the bound after them (``landed``, N402's evidence). The isolated figure
     is measured on the quantized tensor itself and counts clipping that a HardSigmoid removes one node later;
-    naming such a change, and advising int16 for it, would point at an error that never reaches the outputs."""
+    naming such a change, and advising int16 for it, would point at an error that never reaches the outputs.
+    Changes that compute another function (:func:`graphaudit.verdict_toolchain.systematic`) are neither named nor counted among the peers:
+    the toolchain line names them, and a higher precision does not change them."""
     by_pattern: dict[str, list[RegionSummary]] = {}
-    for r in _worst_changes(t, landed):
+    for r in _worst_changes(t, landed, quant=True):
         by_pattern.setdefault(f"{r.kind} {r.pattern}", []).append(r)
     out = []
     for peers in by_pattern.values():
@@ -412,7 +422,11 @@ def _quantization_line(t: TransitionSummary, report: AuditReport, scope: str, fi
                        on: str, random: int | None) -> VerdictLine:
     landed = _landed(report, t)
     named = _outliers(t, d, landed)
+    off = list(dict.fromkeys(_region_name(t, r)[0] for r in systematic(t, d)))
     text = f"Quantizing {t.a} into {t.b} brings the outputs to SQNR {_db(d)} dB on {on}"
+    if off:
+        text += f" (with the lowering of {', '.join(off[:_MAX_NAMED])}{' and more' if len(off) > _MAX_NAMED else ''}" \
+                " the toolchain line names)"
     small = _small_loss(t, d)
     if small:
         text += " — little at the outputs: quantization alone is unlikely to explain an accuracy drop"
@@ -428,7 +442,7 @@ def _quantization_line(t: TransitionSummary, report: AuditReport, scope: str, fi
         action = _precision_action(report, t, names) if names else (
             "The loss sits at the graph inputs' quantization: check that the data match the calibration data.")
     else:
-        worst = _worst_changes(t, landed)
+        worst = _worst_changes(t, landed, quant=True)
         text += "; the loss is spread over the model rather than in a few nodes"
         text += (f" (worst change alone: {_alone(_region_name(t, worst[0])[0] + ' at SQNR', worst[0], landed)})."
                  if worst else ".")
@@ -440,6 +454,9 @@ def _quantization_line(t: TransitionSummary, report: AuditReport, scope: str, fi
     if random and not small:
         action = ("Measured on random samples, which show where the stages part, not what your data lose: run your "
                   "data (--data, or --config with its cal_data_dir) before acting. " + action)
+    if off and not small:
+        action = ("First fix the lowering the toolchain line names: its error is in these outputs. Then: "
+                  + action[0].lower() + action[1:])
     if _harness_error(report):
         action = ("First fix the data (the harness line above): these figures are measured on data that break a "
                   "stage's input contract, so they do not say what quantization costs on correct data.")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from .report import AuditReport, VerdictLine
 from .toolchains.ops import HORIZON_DOMAIN
+from .verdict_toolchain import toolchain_log_figures
 
 __all__ = ["not_seen_lines", "sentence", "is_horizon"]
 
@@ -18,27 +19,6 @@ def is_horizon(report: AuditReport, stage: str) -> bool:
     """Whether stage ``stage`` of ``report`` holds any op of Horizon's domain."""
     return any(s.name == stage and any(op.startswith(f"{HORIZON_DOMAIN}::") for op in s.custom_ops)
                for s in report.stages)
-
-
-def _toolchain_figures(report: AuditReport) -> str:
-    """The toolchain log's own figures, for a report that measured nothing: its lowest output cosine and its lowest
-    node cosine (hb_mapper's similarity of the calibrated model against the float one on its first calibration
-    sample, README "Toolchain logs"), or "" without a log holding them."""
-    tc = report.toolchain
-    if tc is None:
-        return ""
-    outs = [(o.cosine, o.output) for o in tc.outputs if isinstance(o.cosine, (int, float))]
-    nodes = [(n.cosine, n.node) for n in tc.nodes if isinstance(n.cosine, (int, float))]
-    if not outs and not nodes:
-        return ""
-    parts = []
-    if outs:
-        c, name = min(outs)
-        parts.append(f"output {name} at cosine {c:.6f}")
-    if nodes:
-        c, name = min(nodes)
-        parts.append(f"its lowest node {name} at {c:.6f}")
-    return f" The toolchain's own log ({tc.tool}) measured {' and '.join(parts)}."
 
 
 #: What to do with a pipeline of one stage (a single model file, or a folder holding one stage).
@@ -67,7 +47,7 @@ def not_seen_lines(report: AuditReport) -> list[VerdictLine]:
     elif not report.numeric and not (run is not None and run.numeric_not_run):
         out.append(VerdictLine(
             cause="not-seen", scope="", text="No data were run: this report is about structure only."
-            + _toolchain_figures(report),
+            + toolchain_log_figures(report),
             action="Give --data DIR (samples the first stage takes), or --config with its cal_data_dir, to see where "
                    "the numbers part."))
     for reason in (run.numeric_not_run if run is not None else []):

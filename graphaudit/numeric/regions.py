@@ -247,4 +247,6 @@ class RegionRunner:
                     break
             if ref is None or (bv.dtype.kind in "iu" and codec is None):
                 continue
-            updates.add(stats, ref, codec.decode(bv, np.shape(ref)) if codec else bv)
+            # a fixed-point output is read on its own grid: its error in LSB of that grid (as a tensor's)
+            updates.add(stats, ref, codec.decode(bv, np.shape(ref)) if codec else bv,
+                        (codec.scale, codec.axis) if codec else None)
