@@ -5,6 +5,23 @@ Exit codes: 0 clean, 1 findings at or above ``--fail-on``, 2 bad input.
 
 from __future__ import annotations
 
+import _signal  # the C module: `import signal` builds enums first (milliseconds a Ctrl-C can fall in)
+
+
+def _startup_interrupt(_signum, _frame) -> None:
+    """SIGINT while the modules below import (onnx, numpy, ruamel: seconds), before :func:`main` can catch it."""
+    _signal.signal(_signal.SIGINT, _signal.SIG_IGN)  # exiting: another Ctrl-C must not print a traceback
+    print("graphaudit: interrupted", file=__import__("sys").stderr)
+    raise SystemExit(130)
+
+
+try:  # only over Python's own handler, and only in the main thread (elsewhere signal.signal raises ValueError)
+    _STARTUP = _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler
+    if _STARTUP:
+        _signal.signal(_signal.SIGINT, _startup_interrupt)
+except ValueError:
+    _STARTUP = False
+
 import argparse
 import gc
 import os
@@ -449,3 +466,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if out is not None:
             out.close()
+
+
+if _STARTUP and _signal.getsignal(_signal.SIGINT) is _startup_interrupt:  # imported: main() catches it from here
+    _signal.signal(_signal.SIGINT, _signal.default_int_handler)

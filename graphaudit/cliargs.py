@@ -34,6 +34,20 @@ def positive_int(text: str, what: str = "sample") -> int:
     return value
 
 
+def out_file(text: str) -> str:
+    """argparse type of an output file option (``--json``, ``--html``, ``-o``): a non-empty path."""
+    if not text:
+        raise argparse.ArgumentTypeError("empty file name")
+    return text
+
+
+def out_dir(text: str) -> str:
+    """argparse type of an output directory option (``--out``): a non-empty path (``""`` is not ``.``)."""
+    if not text:
+        raise argparse.ArgumentTypeError("empty directory name")
+    return text
+
+
 def worker_count(text: str) -> int:
     """argparse type of ``--workers``: an integer >= 1."""
     return positive_int(text, "worker")
@@ -74,7 +88,7 @@ def _add_explain(sub) -> None:
                        description="Explain a stage pipeline. With no paths, explains the bundled samples.")
     e.add_argument("paths", nargs="*", help="a stage directory, or stage files in pipeline order")
     e.add_argument("--source", help="the pre-toolchain float model, added as stage 0")
-    e.add_argument("--json", metavar="FILE", help="write the report as JSON (schema in README)")
+    e.add_argument("--json", metavar="FILE", type=out_file, help="write the report as JSON (schema in README)")
     e.add_argument("--fail-on", choices=[*SEVERITIES, "never"], default="error",
                    help="exit 1 when a finding at or above this severity exists (default: error)")
     e.add_argument("-v", "--verbose", action="store_true", help="list every change and info fix")
@@ -92,7 +106,7 @@ def _add_diff(sub) -> None:
     d = sub.add_parser("diff", help="changes between consecutive stages")
     d.add_argument("paths", nargs="+", help="two or more stage files in pipeline order, or a stage directory")
     d.add_argument("--source", help="the pre-toolchain float model, added as stage 0")
-    d.add_argument("--json", metavar="FILE", help="write the report as JSON")
+    d.add_argument("--json", metavar="FILE", type=out_file, help="write the report as JSON")
     d.add_argument("-v", "--verbose", action="store_true", help="list every change")
 
 
@@ -102,7 +116,7 @@ def _add_compare(sub) -> None:
                                    "compare aligned tensors.")
     c.add_argument("paths", nargs="+", help="a stage directory, or stage files in pipeline order")
     c.add_argument("--source", help="the pre-toolchain float model, added as stage 0")
-    c.add_argument("--json", metavar="FILE", help="write the report as JSON")
+    c.add_argument("--json", metavar="FILE", type=out_file, help="write the report as JSON")
     c.add_argument("--fail-on", choices=[*SEVERITIES, "never"], default="error")
     _numeric_args(c, required=False)  # one of --data, --random, --config (its cal_data_dir): checked by the CLI
     _eval_args(c)
@@ -148,7 +162,7 @@ def _add_bisect(sub) -> None:
     b.add_argument("--budget", type=_budget, metavar="N", help="most hybrid evaluations (default: stated "
                                                                     "before the search, 1 + log2(units) + 13)")
     b.add_argument("--source", help="the pre-toolchain float model, added as stage 0")
-    b.add_argument("--json", metavar="FILE", help="write the bisection as JSON")
+    b.add_argument("--json", metavar="FILE", type=out_file, help="write the bisection as JSON")
     _numeric_args(b, required=False)  # --data, --random or --config (its cal_data_dir)
     _eval_args(b)
     _config_arg(b)
@@ -165,7 +179,7 @@ def _add_check_inputs(sub) -> None:
     ci.add_argument("--raw-dtype", help="dtype of raw .bin/.rgb files")
     ci.add_argument("--raw-shape", help="shape of raw files, e.g. 1x3x224x224")
     ci.add_argument("--max-samples", type=positive_int, metavar="N", help="use only the first N samples")
-    ci.add_argument("--json", metavar="FILE", help="write the findings and statistics as JSON")
+    ci.add_argument("--json", metavar="FILE", type=out_file, help="write the findings and statistics as JSON")
     ci.add_argument("--fail-on", choices=[*SEVERITIES, "never"], default="error")
     _config_arg(ci)
     _no_config_arg(ci)
@@ -174,7 +188,7 @@ def _add_check_inputs(sub) -> None:
 def _add_lower(sub) -> None:
     lo = sub.add_parser("lower", help="rewrite custom (Horizon) ops as standard ONNX so stock onnxruntime runs the stage")
     lo.add_argument("stage", help="the stage .onnx file")
-    lo.add_argument("-o", "--output", required=True, help="where to write the lowered model")
+    lo.add_argument("-o", "--output", required=True, type=out_file, help="where to write the lowered model")
 
 
 def _add_render(sub) -> None:
@@ -183,7 +197,7 @@ def _add_render(sub) -> None:
                                        "change kind, wrappers as badges, error shading with --data/--random.")
     rd.add_argument("paths", nargs="+", help="a stage directory, or stage files in pipeline order")
     rd.add_argument("--source", help="the pre-toolchain float model, added as stage 0")
-    rd.add_argument("-o", "--output", required=True, metavar="FILE", help="out.svg, out.png or out.dot (by suffix)")
+    rd.add_argument("-o", "--output", required=True, type=out_file, metavar="FILE", help="out.svg, out.png or out.dot (by suffix)")
     rd.add_argument("--pair", type=int, metavar="I", help="draw stages[I] -> stages[I+1] (default: every stage pair "
                                                           "in one lineage view, drawn on the last stage)")
     rd.add_argument("--focus", metavar="NODE|TENSOR", help="draw only the neighbourhood of this node or tensor")
@@ -206,7 +220,7 @@ def _add_lint(sub) -> None:
     li.add_argument("--data", metavar="DIR", help="calibration data directory (default: its cal_data_dir, when present)")
     li.add_argument("--toolchain", choices=["1.x", "3.x"], help="force the family (default: from march and keys)")
     li.add_argument("--format", choices=["text", "json", "sarif"], default="text", help="output format (default text)")
-    li.add_argument("-o", "--output", metavar="FILE", help="write the output to FILE instead of the terminal")
+    li.add_argument("-o", "--output", metavar="FILE", type=out_file, help="write the output to FILE instead of the terminal")
     li.add_argument("--fail-on", choices=[*SEVERITIES, "never"], default="error",
                     help="exit 1 when a finding at or above this severity exists (default: error)")
 
@@ -278,10 +292,10 @@ def _rankdir_arg(p: argparse.ArgumentParser) -> None:
 
 
 def _report_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--out", metavar="DIR",
+    p.add_argument("--out", metavar="DIR", type=out_dir,
                    help=f"directory for report.html and report.json (default: ./{DEFAULT_OUT}, refused when the "
                         "working directory holds an input file)")
-    p.add_argument("--html", metavar="FILE", help="write the HTML report here instead of DIR/report.html")
+    p.add_argument("--html", metavar="FILE", type=out_file, help="write the HTML report here instead of DIR/report.html")
     p.add_argument("--no-report", action="store_true",
                    help="terminal only: no report files (except --json/--html/--model-explorer given explicitly)")
     _rankdir_arg(p)

@@ -186,6 +186,10 @@ def check_output_dir(path: str | os.PathLike, protect: list[Path] | None = None,
                      hint: str = "name an output place outside it") -> Path:
     """Validate an output directory before any work is done; it need not exist yet (it is created on write).
 
+    Whether it can be created (or written in) is proven, not guessed: a temporary directory is made and removed at
+    once in it, or in its first existing ancestor (permission bits say nothing for root, nor on /proc or a
+    read-only mount).
+
     Parameters
     ----------
     path : path-like
@@ -198,20 +202,33 @@ def check_output_dir(path: str | os.PathLike, protect: list[Path] | None = None,
     Raises
     ------
     GraphAuditError
-        ``path`` is empty, an existing non-directory, an input file, one of the input directories
-        or inside one, or cannot be resolved.
+        ``path`` is empty, an existing non-directory, a dangling symbolic link or a symlink loop (itself or an
+        ancestor), an input file, one of the input directories or inside one, or cannot be created or written in
+        (the reason from the operating system, naming the place that refused).
     """
     if not str(path):
         raise GraphAuditError("empty output directory name")
     p = Path(path)
     check_not_input(p, protect, "write into", hint)
-    if p.exists() and not p.is_dir():
-        raise GraphAuditError(f"{p}: exists and is not a directory")
-    for up in p.parents:  # the first existing ancestor must be a directory we can create it in
-        if up.exists() or up.is_symlink():
-            if not up.is_dir():
-                raise GraphAuditError(f"{p}: {up} is not a directory")
-            break
+    for q in (p, *p.parents):  # the first existing ancestor must be a directory we can create it in
+        try:
+            q.stat()
+        except (FileNotFoundError, NotADirectoryError):  # not there, or below a file (found further up)
+            if q.is_symlink():
+                what = "" if q == p else f"{q} "
+                raise GraphAuditError(f"{p}: {what}is a dangling symbolic link (to {os.readlink(q)})") from None
+            continue
+        except OSError as e:  # ELOOP, ENOTDIR, EACCES
+            loop = " (a symbolic link loop)" if q.is_symlink() and e.strerror and "symbolic" in e.strerror else ""
+            raise GraphAuditError(f"{p}: cannot resolve {q}{loop}: {e.strerror or e}") from None
+        if not q.is_dir():
+            raise GraphAuditError(f"{p}: exists and is not a directory" if q == p else f"{p}: {q} is not a directory")
+        try:
+            os.rmdir(tempfile.mkdtemp(prefix=".graphaudit-probe-", dir=q))
+        except OSError as e:
+            where = "cannot write in it" if q == p else f"cannot be created under {q}"
+            raise GraphAuditError(f"{p}: {where}: {e.strerror or e}") from None
+        break
     return p
 
 

@@ -413,6 +413,11 @@ def _validate(b: _Builder) -> None:
         raise ModelLoadError(f"{b.path}: the graph has a cycle through node {cycle[0][0]!r}")
 
 
+#: The largest single-file ONNX model: protobuf refuses to serialize or parse a message of 2 GiB or more (its sizes
+#: are int32); onnx.checker.MAXIMUM_PROTOBUF, and the reason for external data in onnx docs/ExternalData.md.
+MAX_MODEL_BYTES = 2**31 - 1
+
+
 def load_stage(path: str | os.PathLike, role: str = "custom", name: str | None = None) -> StageGraph:
     """Load one ONNX file as a :class:`StageGraph`.
 
@@ -431,8 +436,8 @@ def load_stage(path: str | os.PathLike, role: str = "custom", name: str | None =
     Raises
     ------
     ModelLoadError
-        The path is missing or not a regular file, or the file is not a readable ONNX model
-        (not protobuf, truncated, no graph), or the graph is inconsistent (a tensor produced
+        The path is missing or not a regular file, larger than :data:`MAX_MODEL_BYTES` (refused before reading),
+        or the file is not a readable ONNX model (not protobuf, truncated, no graph), or the graph is inconsistent (a tensor produced
         twice, a read of an undefined tensor, a cycle).
     """
     p = Path(path)
@@ -442,6 +447,11 @@ def load_stage(path: str | os.PathLike, role: str = "custom", name: str | None =
         if not p.is_file():
             raise ModelLoadError(f"{p}: not a file")
         with open(p, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            if size > MAX_MODEL_BYTES:  # refused from its size: reading it whole would cost its size in memory first
+                raise ModelLoadError(f"{p}: {size:,} bytes, more than protobuf's limit of {MAX_MODEL_BYTES:,} bytes "
+                                     "(2 GiB) for one message: not a single-file ONNX model (a model this large keeps "
+                                     "its weights in external data files)")
             data = fh.read()
     except OSError as e:
         raise ModelLoadError(f"{p}: cannot read ({e.strerror})") from e

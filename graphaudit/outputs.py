@@ -58,8 +58,14 @@ def plan_reports(out: str | os.PathLike | None = None, html: str | os.PathLike |
     ------
     GraphAuditError
         A path that is an input file, or is or lies inside an input directory, a file where a directory
-        is needed, a missing parent directory of an explicit file; the default directory beside an input.
+        is needed, a missing parent directory of an explicit file; the default directory beside an input; an
+        empty ``out`` or ``html`` (``Path("")`` would be the working directory).
     """
+    name = option.split()[0].split("=")[0]
+    if out is not None and not str(out):  # Path("") is ".": the working directory, not what was meant
+        raise GraphAuditError(f"{name}: empty directory name")
+    if html is not None and not str(html):
+        raise GraphAuditError("html: empty file name")
     protect = list(protect or [])
     default = out is None
     out = Path(DEFAULT_OUT if out is None else out)

@@ -120,6 +120,16 @@ def _single_input(inputs: list[InputSpec], label: Any, what: str) -> InputSpec:
     return inputs[0]
 
 
+#: Keys of an .npz named in the one-line error when none names the input (an archive may hold thousands).
+SHOWN_KEYS = 5
+
+
+def _some_keys(keys: list[str]) -> str:
+    """The first :data:`SHOWN_KEYS` keys (each cut to 60 characters), then "... and N more"; "none" for none."""
+    shown = ", ".join(repr(k if len(k) <= 60 else k[:57] + "...") for k in keys[:SHOWN_KEYS]) or "none"
+    return shown + (f", ... and {len(keys) - SHOWN_KEYS} more" if len(keys) > SHOWN_KEYS else "")
+
+
 def _file_chunk(p: Path, family: str, inputs: list[InputSpec], raw_dtype: str | None,
                 raw_shape: tuple | None) -> Any:
     """The chunk of one data file (headers checked, no array data read)."""
@@ -131,8 +141,7 @@ def _file_chunk(p: Path, family: str, inputs: list[InputSpec], raw_dtype: str | 
         refs = npz_refs(p)
         for spec in inputs:
             if spec.name not in refs:
-                have = ", ".join(repr(k) for k in refs) or "none"
-                raise data_error(p, f"no array for input {spec.name!r} (keys: {have})")
+                raise data_error(p, f"no array for input {spec.name!r} (keys: {_some_keys(list(refs))})")
         return array_chunk(refs, inputs, str(p))
     if family == "raw":
         spec = _single_input(inputs, p, "a raw file")

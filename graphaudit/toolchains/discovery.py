@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,13 +59,34 @@ def _working_dir_below(d: Path) -> Path | None:
     return found[0] if len(found) == 1 else None
 
 
+def _why_not_a_file(entry: Path) -> str | None:
+    """Why a directory entry named like a stage file cannot be read as one (None: a regular file, or a directory,
+    which is not a stage and is skipped)."""
+    try:
+        mode = entry.stat().st_mode
+    except FileNotFoundError:
+        return f"is a dangling symbolic link (to {os.readlink(entry)})" if entry.is_symlink() else "vanished"
+    except OSError as e:
+        if entry.is_symlink() and e.errno == errno.ELOOP:
+            return "is a symbolic link loop"
+        return f"cannot be read ({e.strerror or e})"
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    return "is not a regular file (a FIFO, socket or device)"
+
+
 def _from_directory(d: Path) -> list[StageFile]:
     by_prefix: dict[str, dict[str, Path]] = {}
     for entry in sorted(d.iterdir()):
-        if not entry.is_file() or not entry.name.endswith(".onnx"):
+        if not entry.name.endswith(".onnx"):
             continue
         role, prefix = role_of(entry)
         if role == "custom":
+            continue
+        why = _why_not_a_file(entry)
+        if why is not None:  # the user's stage set is broken: refused, not reported with a stage fewer
+            raise StageDiscoveryError(f"{entry}: {why}; the {role} stage of {d} cannot be read")
+        if not entry.is_file():
             continue
         slot = by_prefix.setdefault(prefix, {})
         if role in slot:
