@@ -24,6 +24,7 @@ import statistics
 from .findings import Finding
 from .numeric.summary import RegionSummary, TensorSummary, TransitionSummary
 from .report import VERDICT_CAUSES, AuditReport, VerdictLine
+from .verdict_figures import cos_text as _cos, db_text as _db, number as _num
 # one definition each: N404 and N401 judge as the verdict does
 from .checks.numeric import NAMED_WITHIN_DB, OUTLIER_DB, SMALL_LOSS_DB, nonfinite_parting
 from .toolchains.ops import is_fixed_point_op
@@ -78,26 +79,6 @@ def build_verdict(report: AuditReport) -> list[VerdictLine]:
 
 def _sort_db(x: float | None) -> float:
     return math.inf if x is None or not isinstance(x, (int, float)) or math.isnan(x) else x
-
-
-def _num(x) -> float | None:
-    """A figure of the report as a float (``"inf"``/``"nan"`` strings included), None when absent."""
-    if x is None:
-        return None
-    try:
-        return float(x)
-    except (TypeError, ValueError):
-        return None
-
-
-def _db(x) -> str:
-    v = _num(x)
-    return "n/a" if v is None else ("inf" if math.isinf(v) else f"{v:.1f}")
-
-
-def _cos(x) -> str:
-    v = _num(x)
-    return "n/a" if v is None else f"{v:.6f}"
 
 
 def _firstsentence(text: str) -> str:

@@ -16,6 +16,7 @@ from typing import Callable
 from .checks.numeric import NAMED_WITHIN_DB
 from .numeric.summary import RegionSummary, TransitionSummary
 from .report import AuditReport, VerdictLine
+from .verdict_figures import cos_text as _cos, db_text as _db, number as _num
 
 __all__ = ["SYSTEMATIC_LSB", "SYSTEMATIC_SPREAD", "SYSTEMATIC_MAX_LSB", "offset_error", "systematic", "lowering_line",
            "toolchain_log_figures"]
@@ -45,27 +46,10 @@ SYSTEMATIC_SPREAD = 0.15
 SYSTEMATIC_MAX_LSB = 4.5
 
 
-def _num(x) -> float | None:
-    try:
-        return None if x is None else float(x)
-    except (TypeError, ValueError):
-        return None
-
-
 def _dbs(r: RegionSummary) -> float:
     """A change's isolated SQNR (dB), +inf when not a number."""
     v = _num(r.sqnr_db)
     return math.inf if v is None or math.isnan(v) else v
-
-
-def _db(x) -> str:
-    v = _num(x)
-    return "n/a" if v is None else ("inf" if math.isinf(v) else f"{v:.1f}")
-
-
-def _cos(x) -> str:
-    v = _num(x)
-    return "n/a" if v is None else f"{v:.6f}"
 
 
 def systematic(t: TransitionSummary, output_db: float | None = None) -> list[RegionSummary]:

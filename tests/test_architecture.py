@@ -25,7 +25,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("config", ("config",)),
     ("numeric", ("numeric",)),
     ("checks", ("checks",)),
-    ("report", ("report", "verdict", "verdict_toolchain", "verdict_notseen", "bisect_report")),
+    ("report", ("report", "verdict", "verdict_toolchain", "verdict_notseen", "verdict_figures", "bisect_report")),
     ("render", ("render",)),
     ("pipeline", ("pipeline", "measure", "evaluate", "inputcheck", "toolchain_log", "lint", "outputs", "samples",
                   "bisection", "bisect_eval", "fixes", "scaleout", "shards", "evalshards", "shards_bisect",
