@@ -38,12 +38,18 @@ def _sparse_npy(path, shape, dtype="<f4"):
         fh.truncate(fh.tell() + int(np.prod(shape)) * np.dtype(dtype).itemsize)
 
 
-def test_an_oversized_npy_is_left_out_from_its_header(samples, tmp_path):
+def _two_and_an_oversized(samples, tmp_path):
+    """A folder of two PP-OCR cls samples (0.npy, 1.npy) and 2.npy of shape ``OVER`` (a sparse file)."""
     d = tmp_path / "d"
     d.mkdir()
     for i in range(2):
         shutil.copy(samples / "data" / "ppocr_cls" / "x" / f"{i}.npy", d / f"{i}.npy")
     _sparse_npy(d / "2.npy", OVER)
+    return d
+
+
+def test_an_oversized_npy_is_left_out_from_its_header(samples, tmp_path):
+    d = _two_and_an_oversized(samples, tmp_path)
     src = open_data(d, DYN)
     assert len(src) == 2 and src.files == [d / "0.npy", d / "1.npy"]
     ((p, why),) = src.unreadable
@@ -105,11 +111,7 @@ def test_calibration_layout_leaves_out_an_oversized_sample(tmp_path):
 
 
 def test_explain_goes_on_without_the_oversized_file(samples, tmp_path):
-    d = tmp_path / "d"
-    d.mkdir()
-    for i in range(2):
-        shutil.copy(samples / "data" / "ppocr_cls" / "x" / f"{i}.npy", d / f"{i}.npy")
-    _sparse_npy(d / "2.npy", OVER)
+    d = _two_and_an_oversized(samples, tmp_path)
     code = main(["explain", str(samples / "ort" / "ppocr_cls"), "--data", str(d), "--no-isolated",
                  "--out", str(tmp_path / "o")])
     assert code in (0, 1)
