@@ -68,8 +68,8 @@ if [ -f samples/build/hbenv.path ]; then
   hbsite="$("$hb/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
   ovsite="$("$ov/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
   printf 'import site; site.addsitedir(%s)\n' "'$hbsite'" >"$ovsite/_horizon_toolchain.pth"
-  for tool in "$hb"/bin/hb_*; do  # the toolchain's commands (hb_mapper, ...) beside this venv's python, as in the OE
-    ln -sf "$tool" "$ov/bin/"
+  for tool in "$hb"/bin/*; do  # the toolchain's commands (hb_mapper, hbdk-config, ...) beside this venv's python,
+    [ -e "$ov/bin/$(basename "$tool")" ] || ln -s "$tool" "$ov/bin/"  # as in the OE; this venv's own ones stay
   done
   "$hb/bin/python" -m pip --python "$ov/bin/python" install -q --disable-pip-version-check --no-input --no-deps -e . \
     >>"$log" 2>&1 || { tail -20 "$log" >&2; exit 1; }
