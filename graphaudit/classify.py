@@ -23,7 +23,7 @@ CHANGE_KINDS = ("fused", "replaced", "modified", "inserted", "removed", "unmatch
 MAX_EXPLAINED_REGION = 12
 
 
-@dataclass
+@dataclass(slots=True)
 class Change:
     """One change between stage a and stage b.
 

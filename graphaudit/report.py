@@ -56,7 +56,7 @@ def summarize_stage(st: StageGraph, custom: Counter) -> StageSummary:
                         inputs=sig(st.inputs), outputs=sig(st.outputs))
 
 
-@dataclass
+@dataclass(slots=True)
 class ChangeRecord:
     """What the report keeps of one change (:class:`graphaudit.classify.Change`) between two stages.
 
@@ -98,6 +98,10 @@ class ChangeRecord:
 
 #: A node's op type (ChangeRecord's op lists, mapped at C speed).
 _OP_TYPE = attrgetter("op_type")
+_KIND_PATTERN = attrgetter("kind", "pattern")
+#: ChangeRecord's fields and their getter (a slotted dataclass has no ``vars``): its JSON object in field order
+_RECORD_FIELDS = tuple(f.name for f in fields(ChangeRecord))
+_RECORD_VALUES = attrgetter(*_RECORD_FIELDS)
 
 
 @dataclass
@@ -120,7 +124,8 @@ class Transition:
 
     def to_dict(self) -> dict[str, Any]:
         """The report's ``transitions`` entry (keys in field order, as written since schema 1.0)."""
-        return {**vars(self), "changes": [dict(vars(c)) for c in self.changes]}
+        keys, values = _RECORD_FIELDS, _RECORD_VALUES
+        return {**vars(self), "changes": [dict(zip(keys, values(c))) for c in self.changes]}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Transition":
@@ -185,13 +190,19 @@ class RunInfo:
 
 def make_transition(a: StageGraph, b: StageGraph, changes: list[Change], cov: Coverage) -> Transition:
     """Transition record: coverage, counts by kind, pattern histogram per kind, op histogram delta."""
-    counts = Counter(c.kind for c in changes)
+    # one pass at C speed: (kind, pattern) -> count; the kinds' counts and each kind's pattern histogram from it
+    # (most common first, ties in first-seen order, as Counter.most_common)
+    pairs = Counter(map(_KIND_PATTERN, changes))
+    counts: Counter = Counter()
     patterns: dict[str, Counter] = {k: Counter() for k in CHANGE_KINDS}
+    for (kind, pattern), k in pairs.items():
+        counts[kind] += k
+        patterns[kind][pattern] = k
+    by_kind: dict[str, list[Change]] = {k: [] for k in CHANGE_KINDS}  # stable: file order within each kind
     for c in changes:
-        patterns[c.kind][c.pattern] += 1
+        by_kind[c.kind].append(c)
     ha, hb = a.op_histogram(), b.op_histogram()
     delta = {op: hb.get(op, 0) - ha.get(op, 0) for op in sorted(set(ha) | set(hb)) if hb.get(op, 0) != ha.get(op, 0)}
-    order = {k: i for i, k in enumerate(CHANGE_KINDS)}
     return Transition(
         a=a.name, b=b.name,
         coverage={"a_nodes": cov.a_total, "a_accounted": cov.a_accounted, "a_ratio": round(cov.a_ratio, 4),
@@ -202,7 +213,7 @@ def make_transition(a: StageGraph, b: StageGraph, changes: list[Change], cov: Co
         opset_delta={d: [a.opsets.get(d), b.opsets.get(d)] for d in sorted(set(a.opsets) | set(b.opsets))
                      if a.opsets.get(d) != b.opsets.get(d) and (d in ("", HORIZON_DOMAIN) or a.used_domains().get(d)
                                                                   or b.used_domains().get(d))},
-        changes=_records(sorted(changes, key=lambda c: order[c.kind]), a, b))
+        changes=_records([c for k in CHANGE_KINDS for c in by_kind[k]], a, b))
 
 
 def _records(changes: list[Change], a: StageGraph, b: StageGraph) -> list[ChangeRecord]:

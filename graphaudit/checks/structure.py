@@ -195,9 +195,15 @@ def qdq_nodes(stage: StageGraph, view: StageView | None = None) -> list[dict]:
     Per-channel means the scale input has more than one element (ONNX QuantizeLinear-13 spec:
     1-D scale with ``axis``).
     """
+    return [{"node": nid, "op_type": op, "weight": w, "dtype": dtype, "per_channel": pc}
+            for nid, op, w, dtype, pc in _qdq_rows(stage, view)]
+
+
+def _qdq_rows(stage: StageGraph, view: StageView | None = None) -> Iterator[tuple[str, str, bool, str, bool]]:
+    """:func:`qdq_nodes` as ``(node id, op type, weight, dtype, per-channel)`` tuples (no dict per node: a QDQ
+    stage of the 100k-node pair has 200,000 of them)."""
     view = view or StageView.of(stage)
     get, root = stage.tensors.get, view.root
-    out = []
     for n in stage.nodes.values():
         op, inputs = n.op_type, n.inputs
         if (op != "QuantizeLinear" and op != "DequantizeLinear") or not inputs or not inputs[0]:
@@ -212,26 +218,27 @@ def qdq_nodes(stage: StageGraph, view: StageView | None = None) -> list[dict]:
         dtype = (zp.dtype if zp is not None and zp.dtype else (qtt.dtype if qtt is not None else "")) or "UINT8"
         x = inputs[0]
         w = get(root.get(x, x))  # view.is_param_root, inline
-        out.append({"node": n.id, "op_type": op, "weight": w is not None and w.kind in PARAM_KINDS,
-                    "dtype": dtype, "per_channel": per_channel})
-    return out
+        yield n.id, op, w is not None and w.kind in PARAM_KINDS, dtype, per_channel
 
 
 def check_qdq_census(ctx: AuditContext) -> Iterator[Finding]:
     """Rule S105 (graphaudit/rules/structure.yaml): yields its findings over ``ctx``."""
     for st in ctx.stages:
-        q = qdq_nodes(st)
-        if not q:
+        rows = Counter((op, w, dtype, pc) for _nid, op, w, dtype, pc in _qdq_rows(st))
+        if not rows:
             continue
-        n_q = sum(x["op_type"] == "QuantizeLinear" for x in q)
-        n_dq = len(q) - n_q
-        w = sum(x["weight"] for x in q)
-        pc = sum(x["per_channel"] for x in q)
-        dtypes = Counter(x["dtype"] for x in q)
+        total = sum(rows.values())
+        n_q = sum(k for (op, _w, _d, _pc), k in rows.items() if op == "QuantizeLinear")
+        n_dq = total - n_q
+        w = sum(k for (_op, weight, _d, _pc), k in rows.items() if weight)
+        pc = sum(k for (_op, _w, _d, per_channel), k in rows.items() if per_channel)
+        dtypes: Counter = Counter()
+        for (_op, _w, dtype, _pc), k in rows.items():  # first-seen order, as counting the nodes one by one
+            dtypes[dtype] += k
         yield make_finding(
-            "S105", f"{n_q} QuantizeLinear and {n_dq} DequantizeLinear nodes; {w} on weights, {len(q) - w} on activations; "
+            "S105", f"{n_q} QuantizeLinear and {n_dq} DequantizeLinear nodes; {w} on weights, {total - w} on activations; "
             f"{pc} per-channel; dtypes {', '.join(f'{d} x{c}' for d, c in sorted(dtypes.items()))}", stage=st.name,
-            evidence={"QuantizeLinear": n_q, "DequantizeLinear": n_dq, "weight": w, "activation": len(q) - w,
+            evidence={"QuantizeLinear": n_q, "DequantizeLinear": n_dq, "weight": w, "activation": total - w,
                       "per_channel": pc, "dtypes": dict(dtypes)})
 
 
