@@ -167,26 +167,28 @@ def _structure(stages: list[StageGraph]) -> tuple[Lineage, list[list[Change]], l
     return lineage, changes, covs
 
 
-def _read_log(paths: list, stages: list[StageGraph], log, find_log: bool) -> tuple[ToolchainLog | None, Path | None]:
+def _read_log(paths: list, stages: list[StageGraph], log,
+              find_log: bool) -> tuple[ToolchainLog | None, Path | None, str | None]:
     """The toolchain log given (``log``) or found beside the stages, parsed and checked to name the stages' nodes
-    before the (slow) numeric run. A log none of whose node rows names a node of the stages is refused when given,
-    ignored when found."""
+    before the (slow) numeric run, as ``(log, its path, why a found one was left out)``. A log that cannot be read,
+    or none of whose node rows names a node of the stages, is refused when given (GraphAuditError); found, it is
+    left out and the audit goes on (the unreadable one said in the report's ``run.log_skipped``)."""
     found = log or (pick_toolchain_file(paths) if find_log and paths else None)
     if found is None:
-        return None, None
+        return None, None, None
     try:
         tlog = load_toolchain_file(found)
     except GraphAuditError as e:
         if log:
             raise
-        raise GraphAuditError(f"{e} (found beside the stages; --no-log skips it)") from e
+        return None, None, f"{e} (found beside the stages; left out, --no-log skips it)"
     probe = toolchain_section(tlog, stages, None)
     if probe.nodes_total and not probe.nodes_mapped:  # every row names a node the stages lack
         if log:
             raise GraphAuditError(f"{found}: none of its {probe.nodes_total} node rows names a node of the "
                                   "stages: a log of another model?")
-        return None, None
-    return tlog, Path(found)
+        return None, None, None
+    return tlog, Path(found), None
 
 
 def _config_fields(cfg, stages: list[StageGraph], lineage: Lineage) -> dict:
@@ -315,7 +317,7 @@ def _audit(paths, source, title, config, data, log, find_log, numeric, min_stage
     cfg = _as_config(config)
     opts, hook = _options(numeric, eval_hook)
     lineage, changes, covs = _structure(stages)
-    tlog, log_path = _read_log([] if loaded else list(paths), stages, log, find_log)
+    tlog, log_path, log_skipped = _read_log([] if loaded else list(paths), stages, log, find_log)
     idx = data_stage_of(stages)
     given_data = _DataPlan.of(data, opts, cfg if config_data else None)
     data, opts = given_data.data, given_data.opts
@@ -341,6 +343,7 @@ def _audit(paths, source, title, config, data, log, find_log, numeric, min_stage
     with _no_cyclic_gc():
         report = _assemble(stages, changes, covs, findings, title, run, tlog, metric)
     report.run = _run_info(stages, cfg, given_data, log_path if tlog is not None else None, run, skipped)
+    report.run.log_skipped = log_skipped
     report.verdict = build_verdict(report)
     given = [] if loaded else [Path(p) for p in paths] + ([Path(source)] if source else [])
     return Audit(stages, lineage, changes, covs, report, cfg, run.results if run else [], inputs, given)

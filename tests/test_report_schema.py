@@ -27,7 +27,7 @@ import horizon_check as hc  # noqa: E402
 #: typed: the bundled Horizon sample with its config, --random 2 and a toolchain log, and without any of them.
 GOLDEN = Path(__file__).resolve().parent / "data" / "report_layout_1.5.json"
 
-# Keys in the order README's "JSON report (schema 1.7)" section lists them, written out by hand.
+# Keys in the order README's "JSON report (schema 1.8)" section lists them, written out by hand.
 TOP = ["schema_version", "tool", "title", "verdict", "stages", "transitions", "findings", "numeric", "toolchain", "run",
        "metric"]
 TOOL = ["name", "version"]
@@ -48,7 +48,7 @@ VERDICT = ["cause", "scope", "text", "evidence", "action", "stage", "nodes", "co
 TENSOR = ["a_tensor", "b_tensor", "a_node", "b_node", "source_node", "kind", "order", "change", *METRICS]
 REGION = ["kind", "pattern", "a_nodes", "b_nodes", "source_nodes", "outputs", *METRICS]
 RUN = ["config", "config_family", "data", "random", "log", "numeric_skipped", "numeric_not_run", "runtime", "runtimes",
-       "data_from_config", "samples_used"]
+       "data_from_config", "samples_used", "log_skipped"]
 #: The run section when nothing was measured: no runtime keys.
 RUN_UNMEASURED = [k for k in RUN if k not in ("runtime", "runtimes")]
 TOOLCHAIN = ["source", "tool", "toolchain_version", "horizon_nn_version", "hbdk_version", "config_line", "stage",
@@ -134,7 +134,7 @@ def test_round_trip(horizon_reports):
 
 def test_layout_is_readme_schema(horizon_reports):
     full, bare = (r.to_dict() for r in horizon_reports)
-    assert full["schema_version"] == SCHEMA_VERSION == "1.7"
+    assert full["schema_version"] == SCHEMA_VERSION == "1.8"
     assert list(full) == list(bare) == TOP and list(full["tool"]) == TOOL
     assert full["verdict"] and bare["verdict"] and all(list(v) == VERDICT for v in full["verdict"] + bare["verdict"])
     st = full["stages"][0]
@@ -158,10 +158,10 @@ def test_layout_is_readme_schema(horizon_reports):
     assert bare["numeric"] is None and bare["toolchain"] is None
 
 
-#: Keys added after the untyped writer (schema 1.6, 1.7): without them the layout is the golden 1.5 one (minor
+#: Keys added after the untyped writer (schema 1.6, 1.7, 1.8): without them the layout is the golden 1.5 one (minor
 #: versions only add fields).
 ADDED_SINCE_1_5 = {"verdict", "a_node", "b_node", "source_node", "source_nodes", "data_from_config", "samples_used",
-                   "reference", "vs_reference", "metric"}
+                   "reference", "vs_reference", "metric", "log_skipped"}
 
 
 def _without(x, keys: set[str]):

@@ -99,6 +99,9 @@ def run_line(report: AuditReport, console: Console, blank_before: bool = True) -
         console.print(Text("Run: " + "; ".join(parts), style="dim"))
     else:
         console.print(Text("Run: " + "; ".join(parts), style="dim"), no_wrap=True, overflow="ignore", crop=False)
+    if run.log_skipped:  # a found log that could not be read: said, and the report goes on without it
+        console.print(Text(f"Toolchain log not read: {run.log_skipped}", style="yellow"), no_wrap=True,
+                      overflow=line_overflow(console), crop=console.is_terminal)
 
 
 def line_overflow(console: Console) -> str:
