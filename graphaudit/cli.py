@@ -70,12 +70,23 @@ def _lower(args: argparse.Namespace, console: Console) -> int:
     console.print(Text(f"{args.output}: " + (f"lowered {done}" if done else "no Horizon op to lower; written unchanged")),
                   soft_wrap=True)
     hz = res.verified.get("horizon")
-    agree = ("agrees with Horizon's runtime on the original (outputs: " + ", ".join(
-        f"{n} cosine {v['cosine']:.6f}, max |diff| {v['max_abs']:.3g}" for n, v in list(hz.items())[:3]) + ")"
-        if isinstance(hz, dict) and hz else (hz or ""))
+    agree = ("agrees with Horizon's runtime on the original (outputs: " + "; ".join(
+        _agreement(n, v) for n, v in list(hz.items())[:3]) + ")" if isinstance(hz, dict) and hz else (hz or ""))
     console.print(Text(f"checked: loads and runs in onnxruntime ({res.verified.get('outputs', 0)} output(s)); {agree}"),
                   soft_wrap=True)
     return 0
+
+
+def _agreement(name: str, v: dict) -> str:
+    """One output's agreement with Horizon's runtime, by the rule that accepted it
+    (:func:`graphaudit.numeric.lower.verify.verify_lowered`): the cosine, or, where the cosine is below
+    AGREEMENT_COSINE, the max difference within the absolute tolerance (an output near zero: cosine is unstable)."""
+    from .numeric.lower.verify import AGREEMENT_COSINE
+
+    if v["cosine"] >= AGREEMENT_COSINE:
+        return f"{name} cosine {v['cosine']:.6f}, max |diff| {v['max_abs']:.3g}"
+    return (f"{name} max |diff| {v['max_abs']:.3g} within the tolerance {v.get('atol', 0):.3g} (cosine "
+            f"{v['cosine']:.6f}: its values are near zero, where cosine says little)")
 
 
 def _render(args: argparse.Namespace, console: Console) -> int:

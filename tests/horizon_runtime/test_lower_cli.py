@@ -6,6 +6,7 @@ naming the ops, and no file."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -43,6 +44,10 @@ def test_lower_every_real_stage(set_dir, role, tmp_path):
         return
     assert r.returncode == 0, r.stderr
     assert "agrees with Horizon's runtime" in r.stdout, r.stdout
+    # each output names the rule that accepted it: cosine >= 0.9999, or else the max difference within the tolerance
+    for part in " ".join(r.stdout.split()).split("(outputs: ", 1)[1].split("; "):
+        cos = float(re.search(r"cosine (\d\.\d+)", part).group(1))
+        assert cos >= 0.9999 or "within the tolerance" in part, part
     # independently: the written file has no horizon op left and stock onnxruntime runs it on the declared shape
     m = onnx.load(out)
     assert not any(n.domain == "horizon" for n in m.graph.node)
@@ -50,4 +55,5 @@ def test_lower_every_real_stage(set_dir, role, tmp_path):
     feeds = {i.name: np.zeros([d if isinstance(d, int) else 1 for d in i.shape], np.float32)
              for i in sess.get_inputs()}
     assert all(np.isfinite(o).all() for o in sess.run(None, feeds))
-    LOWERING_LINES.append(f"lower {set_dir.name} {role}: {r.stdout.strip().splitlines()[-1][:160]}")
+    checked = " ".join(r.stdout.split("checked: ", 1)[-1].split())
+    LOWERING_LINES.append(f"lower {set_dir.name} {role}: {checked}")

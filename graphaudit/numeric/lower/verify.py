@@ -157,7 +157,7 @@ def verify_lowered(lowered: onnx.ModelProto, original: onnx.ModelProto, name: st
         c = _cosine(a, b) if same_shape else float("nan")
         diff = float(np.max(np.abs(np.asarray(a, np.float64) - b))) if same_shape and np.size(a) else float("nan")
         tol = AGREEMENT_ATOL * max(1.0, float(np.max(np.abs(b))) if np.size(b) else 1.0)
-        cosines[n] = {"cosine": c, "max_abs": diff}
+        cosines[n] = {"cosine": c, "max_abs": diff, "atol": tol}
         if not (c >= AGREEMENT_COSINE or diff <= tol):
             raise LoweringError(f"{name}: the lowered model disagrees with Horizon's runtime at output {n!r}: cosine "
                                 f"{c:.6f} < {AGREEMENT_COSINE} and max |difference| {diff:.3g} > {tol:.3g} (shapes "
