@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from pathlib import Path
 from typing import Callable
 
 from .errors import GraphAuditError, StageRunError
@@ -57,7 +58,7 @@ def _runner(spec: PipelineSpec, i: int, runtime: str) -> EvalRunner:
 def eval_task(spec: PipelineSpec, i: int, hook_spec: str, cwd: str, runtime: str, samples: str | None,
               window: tuple[int, int] | None, ticks=None):
     """Worker side: the hook on stage ``i``, whole (``window`` None: a StageMetric) or on the per-sample files
-    ``window`` (``(MeanAccumulator, samples run, error, runtime label)``); a stage the runtime refuses comes back as
+    ``window`` (``(MeanAccumulator, samples run, error, runtime label, files left out)``); a stage the runtime refuses comes back as
     a StageMetric with ``not_run``; a bad hook spec as a :class:`Failure`."""
     if cwd not in sys.path:
         sys.path.append(cwd)  # a module:function spec resolves as it did in the calling process
@@ -71,8 +72,8 @@ def eval_task(spec: PipelineSpec, i: int, hook_spec: str, cwd: str, runtime: str
         if window is None:
             return run_hook(hook, runner, here(samples))
         files = sample_files(here(samples))[window[0]:window[1]]
-        acc, error = per_sample_sums(hook, runner, files, None if ticks is None else ticks.put)
-        return acc, runner.samples_run, error, runner.runtime
+        acc, error, left_out = per_sample_sums(hook, runner, files, None if ticks is None else ticks.put)
+        return acc, runner.samples_run, error, runner.runtime, left_out
     except GraphAuditError as e:
         return Failure.of(e)
 
@@ -80,16 +81,19 @@ def eval_task(spec: PipelineSpec, i: int, hook_spec: str, cwd: str, runtime: str
 def _merged(stage: str, parts: list, seconds: float) -> StageMetric:
     """One stage's per-sample shards (in sample order) as its StageMetric: sums merged up to the first shard that
     failed (the samples a single process would have run before the error)."""
-    acc, samples, error, runtime = MeanAccumulator(), 0, None, None
+    acc, samples, error, runtime, left_out = MeanAccumulator(), 0, None, None, []
     for part in parts:
         if isinstance(part, StageMetric):  # not run: the same in every shard
             return part
-        p_acc, p_samples, p_error, runtime = part
+        p_acc, p_samples, p_error, runtime, p_left = part
         acc, samples = acc.merge(p_acc), samples + p_samples
-        if p_error:
-            error = p_error
+        left_out += p_left
+        if p_error and not p_error.startswith("every sample holds NaN"):  # a shard's own "all left out" is not the
+            error = p_error                                                  # whole set's (said below when it is)
             break
-    return stage_metric(stage, runtime, acc, samples, error, seconds)
+    if error is None and left_out and not acc.counts:
+        error = f"every sample holds NaN or infinite values ({len(left_out)} left out, e.g. {Path(left_out[0]).name})"
+    return stage_metric(stage, runtime, acc, samples, error, seconds, left_out)
 
 
 def evaluate_scaled(stages, hook, samples: str | os.PathLike | None = None, *, runtime: str = "auto", config=None,

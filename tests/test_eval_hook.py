@@ -295,3 +295,37 @@ def test_a_stage_the_runtime_cannot_run_is_named_once(samples):
     line = next(x for x in p.stdout.splitlines() if "not measured:" in x)
     assert line.strip().startswith("not measured: quantized: fixed-point ops"), line
     assert line.count("quantized:") == 1, line
+
+
+@pytest.mark.parametrize("workers", [None, "2"])
+def test_a_per_sample_hook_leaves_out_a_nan_sample_as_the_comparison_does(samples, tmp_path, workers):
+    """One of 4 sample files holds NaN: the numeric comparison leaves it out (P209), and so does a per-sample hook
+    (it was N405 on every stage, no metric at all): each stage's top-1 is the mean over the other 3 files, worked out
+    here with eval_top1_per_sample on each of them, the file is listed in ``left_out``, and the console says it once.
+    Sharded over 2 local workers, the same report."""
+    per_sample = f"{REPO / 'examples' / 'eval_top1_per_sample.py'}:evaluate"
+    src = samples / "data" / "ppocr_cls"
+    x = tmp_path / "ppocr_cls" / "x"
+    x.mkdir(parents=True)
+    (tmp_path / "ppocr_cls" / "meta.json").write_bytes((src / "meta.json").read_bytes())
+    files = sorted(f for f in (src / "x").iterdir() if not f.name.startswith("."))[:4]
+    for f in files:
+        (x / f.name).write_bytes(f.read_bytes())
+    bad = x / files[1].name
+    a = np.load(bad)
+    a[..., 0] = np.nan
+    np.save(bad, a)
+    p = run("compare", str(samples / "ort" / "ppocr_cls"), "--data", str(x), "--eval", per_sample,
+            "--eval-samples", str(x), "--no-isolated", "--json", str(tmp_path / "r.json"),
+            *(("--workers", workers) if workers else ()))
+    assert p.returncode in (0, 1), p.stderr
+    metric = json.loads((tmp_path / "r.json").read_text())["metric"]
+    hook = load_eval_hook(per_sample)
+    runner = EvalRunner(graphaudit.load_stage(samples / "ort" / "ppocr_cls" / "ppocr_cls_original.onnx"))
+    want = sum(hook.fn(runner, str(x / f.name))["top1"] for f in files if x / f.name != bad) / 3
+    for m in metric["stages"]:
+        assert m["error"] is None and m["left_out"] == [str(bad)] and m["samples"] == 3, m
+    assert metric["stages"][0]["values"]["top1"] == pytest.approx(want), metric
+    shown = " ".join(p.stdout.split())
+    assert shown.count("left out for NaN or infinite values") == 1 and "every stage: 1 sample(s)" in shown
+    assert "N405" not in shown

@@ -31,7 +31,7 @@ from typing import Callable
 import numpy as np
 import onnx
 
-from ..errors import GraphAuditError, StageRunError
+from ..errors import GraphAuditError, NonFiniteSampleError, StageRunError
 from ..jsonvalues import json_number
 from ..stage import StageGraph
 from .backends import runtime_label
@@ -275,18 +275,25 @@ def sample_files(samples: str | None, limit: int | None = None) -> list[str]:
 
 
 def per_sample_sums(hook: EvalHook, runner: "EvalRunner", files: list[str],
-                    tick: Callable[[int], None] | None = None) -> tuple[MeanAccumulator, str | None]:
-    """A per-sample hook over ``files`` in order: the accumulated values and the first error (the exception's type
-    and first line; the files after it are not run), or None. ``tick(1)`` after each sample."""
-    acc = MeanAccumulator()
+                    tick: Callable[[int], None] | None = None) -> tuple[MeanAccumulator, str | None, list[str]]:
+    """A per-sample hook over ``files`` in order: the accumulated values, the first error (the exception's type
+    and first line; the files after it are not run) or None, and the files left out because the runner refused
+    their NaN or infinite values (NonFiniteSampleError out of the hook, as the numeric comparison leaves such
+    samples out: finding P209 names them; the mean is over the other samples). ``tick(1)`` after each sample."""
+    acc, left_out = MeanAccumulator(), []
     for f in files:
         try:
             acc.add(_values(hook.fn(runner, f), hook))
+        except NonFiniteSampleError:
+            left_out.append(f)
         except (Exception, SystemExit) as e:  # noqa: BLE001 - the user's code, as in run_hook
-            return acc, f"{Path(f).name}: {_one_line(e)}"
+            return acc, f"{Path(f).name}: {_one_line(e)}", left_out
         if tick is not None:
             tick(1)
-    return acc, None
+    if left_out and len(left_out) == len(files):
+        return acc, (f"every sample holds NaN or infinite values ({len(files)} left out, e.g. "
+                     f"{Path(left_out[0]).name})"), left_out
+    return acc, None, left_out
 
 
 def run_hook(hook: EvalHook, runner: EvalRunner, samples: str | None, limit: int | None = None) -> StageMetric:
@@ -297,10 +304,11 @@ def run_hook(hook: EvalHook, runner: EvalRunner, samples: str | None, limit: int
     t0 = time.perf_counter()
     if hook.per_sample:
         try:
-            acc, error = per_sample_sums(hook, runner, sample_files(samples, limit))
+            acc, error, left_out = per_sample_sums(hook, runner, sample_files(samples, limit))
         except GraphAuditError as e:
-            acc, error = MeanAccumulator(), str(e)
-        return stage_metric(runner.stage, runner.runtime, acc, runner.samples_run, error, time.perf_counter() - t0)
+            acc, error, left_out = MeanAccumulator(), str(e), []
+        return stage_metric(runner.stage, runner.runtime, acc, runner.samples_run, error, time.perf_counter() - t0,
+                            left_out)
     try:
         values, error = _values(hook.fn(runner, samples), hook), None
     except (Exception, SystemExit) as e:  # noqa: BLE001 - the user's code: anything it raises (sys.exit too)
@@ -312,11 +320,12 @@ def run_hook(hook: EvalHook, runner: EvalRunner, samples: str | None, limit: int
 
 
 def stage_metric(stage: str, runtime: str, acc: MeanAccumulator, samples: int, error: str | None,
-                 seconds: float) -> StageMetric:
-    """The StageMetric of a per-sample hook: the means of ``acc`` (no values when ``error`` is set)."""
+                 seconds: float, left_out: list[str] | None = None) -> StageMetric:
+    """The StageMetric of a per-sample hook: the means of ``acc`` (no values when ``error`` is set); ``left_out``:
+    the sample files left out for NaN or infinite values (:func:`per_sample_sums`)."""
     values = {} if error else {k: json_number(v) for k, v in acc.means().items()}
     return StageMetric(stage=stage, runtime=runtime, samples=samples, values=values, seconds=round(seconds, 3),
-                       error=error)
+                       error=error, left_out=list(left_out or []))
 
 
 def not_run_metric(stage: str, why: str) -> StageMetric:

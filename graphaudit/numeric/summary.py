@@ -357,6 +357,10 @@ class StageMetric:
         N405). None otherwise.
     not_run : str or None
         Why the stage was not evaluated (the runtime cannot run it), else None.
+    left_out : list of str
+        1.8: sample files a per-sample hook was not given the values of because they hold NaN or infinite values
+        (the runner refuses them, as the numeric comparison leaves them out; finding P209): the values are the means
+        over the other samples.
     """
 
     stage: str
@@ -366,11 +370,12 @@ class StageMetric:
     seconds: float = 0.0
     error: str | None = None
     not_run: str | None = None
+    left_out: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        """``{"stage", "runtime", "values", "samples", "seconds", "error", "not_run"}``."""
+        """``{"stage", "runtime", "values", "samples", "seconds", "error", "not_run", "left_out"}``."""
         return {"stage": self.stage, "runtime": self.runtime, "values": dict(self.values), "samples": self.samples,
-                "seconds": self.seconds, "error": self.error, "not_run": self.not_run}
+                "seconds": self.seconds, "error": self.error, "not_run": self.not_run, "left_out": list(self.left_out)}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "StageMetric":
@@ -390,8 +395,11 @@ class StageMetric:
         sec = d.get("seconds", 0.0)
         if isinstance(sec, bool) or not isinstance(sec, (int, float)):
             raise ValueError(f"metric 'seconds' cannot be {_short(sec)}")
+        left = d.get("left_out", [])
+        if not isinstance(left, list) or not all(isinstance(x, str) for x in left):
+            raise ValueError(f"metric 'left_out' cannot be {_short(left)}")
         return cls(stage=d["stage"], runtime=d.get("runtime"), values=dict(vals), samples=d.get("samples", 0),
-                   seconds=float(sec), error=d.get("error"), not_run=d.get("not_run"))
+                   seconds=float(sec), error=d.get("error"), not_run=d.get("not_run"), left_out=list(left))
 
 
 @dataclass

@@ -41,6 +41,11 @@ def metric_lines(m: MetricSection) -> list[tuple[str, str]]:
             out.append((f"  not measured: {s.stage}: {s.not_run}", "yellow"))
         elif s.error:
             out.append((f"  the hook failed on {s.stage} (N405): {s.error}", "red"))
+    left = [s for s in m.stages if s.left_out and not s.error]
+    same = len(left) == len(m.stages) > 1 and all(s.left_out == left[0].left_out for s in left)
+    for s in left[:1] if same else left:  # one line when every stage left out the same files
+        out.append((f"  {'every stage' if same else s.stage}: {len(s.left_out)} sample(s) left out for NaN or "
+                    f"infinite values (P209), e.g. {s.left_out[0]}; the values are over the other samples", "yellow"))
     runtimes = list(dict.fromkeys(s.runtime for s in m.stages if s.runtime))
     if runtimes:
         per = ", ".join(f"{s.stage} {s.samples} samples" for s in m.stages if s.runtime)
