@@ -86,8 +86,9 @@ class BisectReport:
         The setting to paste (:class:`graphaudit.fixes.FixSuggestion` as a dict: ``toolchain``, ``text``,
         ``nodes``, ``note``, ``lint``).
     data_unreadable : list of str
-        Data files left out because they cannot be read, one line each naming the file and the problem (the
-        samples are the other files').
+        Data files left out because they cannot be read, or fed (NaN or infinite values, left out as the numeric
+        comparison leaves them out), one line each naming the file and the problem (the samples are the other
+        files').
     fix_budget, fix_evaluations : int
         1.1: the most evaluations of int16 models the fix may add after the search (its prediction, and a second
         search of at most ``budget`` when the prediction is weak: ``budget + 1`` where a unit holds an

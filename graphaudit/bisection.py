@@ -131,7 +131,8 @@ def bisect(paths, pair: int | None = None, *, source: str | os.PathLike | None =
                                                           idx, opts.max_samples)
         rep = _search(ev, hook, (stages, al, ch, cfg, lineage), units, isolated, (noise_b, signal),
                       (pair, runtime, target, budget), (progress, on_start))
-    rep.data_unreadable = left_out
+    rep.data_unreadable = left_out + [f"{why} (left out, as the numeric comparison leaves it out)"
+                                      for _k, why in sorted(ev.left_out.items())]
     return rep
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import onnx
 
 from .classify import Change
-from .errors import GraphAuditError
+from .errors import GraphAuditError, NonFiniteSampleError
 from .lineage import Alignment
 from .numeric.backends import make_session
 from .numeric.compare import StageFeeder
@@ -25,7 +25,9 @@ class HybridEvaluator:
     Streamed: each evaluation reads the samples again and runs stage a and the hybrid on one sample at a time, so
     one sample's feeds and outputs per stage are held, never the whole set. ``window`` ``(start, stop)`` limits it
     to those samples (a shard of a sharded bisection, :mod:`graphaudit.shards_bisect`); default the first
-    ``max_samples``.
+    ``max_samples``. A sample whose feed holds NaN or infinite values is left out of every evaluation, as the
+    numeric comparison leaves it out (:attr:`left_out`, filled by the first evaluation; :attr:`count` the samples
+    that ran).
 
     Raises
     ------
@@ -38,7 +40,9 @@ class HybridEvaluator:
         self.al, self.changes, self.pair, self.runtime = al, changes, pair, runtime
         self.path_b = stages[pair + 1].path
         self.model_a, self.model_b = onnx.load(stages[pair].path), onnx.load(self.path_b)
-        self.feeder = StageFeeder(stages, idx, source.domain, config, None)
+        files = getattr(source, "files", [])  # sample k named by its file where each file is one sample (as compare)
+        self.feeder = StageFeeder(stages, idx, source.domain, config,
+                                  [str(f) for f in files] if len(files) == len(source) else None)
         self.source, self.max_samples = source, max_samples
         self.sess_a = make_session(hybrid_session_model(self.model_a, stages[pair].path, runtime)
                                    .SerializeToString(), runtime)
@@ -54,9 +58,15 @@ class HybridEvaluator:
                                       f"{stages[pair].name}'s outputs")
             self.a_outputs.append(a_name)
         self.window = window if window is not None else (0, min(max_samples, len(source)))
-        self.count = max(0, self.window[1] - self.window[0])
-        if not self.count:
+        self.left_out: dict[int, str] = {}  # sample index -> why (NaN or infinite values in its feed)
+        self._shard = window is not None  # a shard's samples may all be left out: the lead judges the whole set
+        if self.window[1] <= self.window[0]:
             raise GraphAuditError("no samples in the data")
+
+    @property
+    def count(self) -> int:
+        """Samples each evaluation runs: the window's, less those left out (known after the first evaluation)."""
+        return max(0, self.window[1] - self.window[0]) - len(self.left_out)
 
     def noise(self, revert: list[int], model: onnx.ModelProto | None = None) -> tuple[float, float]:
         """(noise, signal) energies of the hybrid with changes ``revert`` reverted (or of ``model`` in b's place),
@@ -71,15 +81,25 @@ class HybridEvaluator:
                                   ) from e
         noise = signal = 0.0
         for k, sample in enumerate(self.source.window(*self.window), self.window[0]):
-            ref = self.sess_a.run(self.a_outputs, self.feeder.feeds(self.pair, sample, k))
+            if k in self.left_out:
+                continue
             try:
-                got = sess.run(self.b_outputs, self.feeder.feeds(self.pair + 1, sample, k))
+                feeds_a, feeds_b = self.feeder.feeds(self.pair, sample, k), self.feeder.feeds(self.pair + 1, sample, k)
+            except NonFiniteSampleError as e:
+                self.left_out[k] = str(e)
+                continue
+            ref = self.sess_a.run(self.a_outputs, feeds_a)
+            try:
+                got = sess.run(self.b_outputs, feeds_b)
             except Exception as e:  # noqa: BLE001 - onnxruntime (stock or Horizon's fork) raises several types
                 raise GraphAuditError(f"{self.path_b}: the hybrid with {len(revert)} change(s) reverted does not "
                                       f"run ({str(e).strip().splitlines()[0][:300] if str(e).strip() else type(e).__name__})"
                                       ) from e
             n, s = output_noise(ref, got)
             noise, signal = noise + n, signal + s
+        if not self.count and not self._shard:
+            raise GraphAuditError(f"every sample holds NaN or infinite values ({len(self.left_out)} left out, e.g. "
+                                  f"{next(iter(self.left_out.values()))})")
         return noise, signal
 
 

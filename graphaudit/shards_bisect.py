@@ -37,8 +37,9 @@ _EVALUATORS: dict = {}
 
 def hybrid_task(spec: PipelineSpec, pair: int, data: str | None, opts: NumericOptions, idx: int, runtime: str,
                 window: tuple[int, int], revert: list[int] | None, fix_units: list[int] | None, ticks=None):
-    """Worker side: ``(noise, signal)`` of one hybrid (changes ``revert`` reverted, or the int16 fix of
-    ``fix_units``) on samples ``window``, or a :class:`Failure`."""
+    """Worker side: ``(noise, signal, left out)`` of one hybrid (changes ``revert`` reverted, or the int16 fix of
+    ``fix_units``) on samples ``window`` (left out: sample index -> why, :attr:`HybridEvaluator.left_out`), or a
+    :class:`Failure`."""
     try:
         key = (spec.key(), pair, data, window, runtime)
         ev = _EVALUATORS.get(key)
@@ -48,7 +49,8 @@ def hybrid_task(spec: PipelineSpec, pair: int, data: str | None, opts: NumericOp
             src = sample_source(stages, idx, here(data), opts, spec.config)
             ev = _EVALUATORS[key] = HybridEvaluator(stages, pair, lineage.alignments[pair], changes[pair], src, idx,
                                                     spec.config, runtime, window[1], window)
-        return ev.fix_noise(fix_units) if fix_units is not None else ev.noise(revert or [])
+        n, s = ev.fix_noise(fix_units) if fix_units is not None else ev.noise(revert or [])
+        return n, s, dict(ev.left_out)
     except GraphAuditError as e:
         return Failure.of(e)
 
@@ -74,13 +76,14 @@ class ShardedHybrids:
                  config, runtime: str, max_samples: int):
         self.pool, self.pair, self.al, self.changes, self.runtime, self.idx = pool, pair, al, changes, runtime, idx
         self.paths = (stages[pair].path, stages[pair + 1].path)
-        self.count = min(max_samples, len(sample_source(stages, idx, data, opts, config)))
-        if not self.count:
+        self.total = min(max_samples, len(sample_source(stages, idx, data, opts, config)))
+        if not self.total:
             raise GraphAuditError("no samples in the data")
+        self.left_out: dict[int, str] = {}  # as HybridEvaluator's, gathered from the shards
         self.spec = PipelineSpec.of(stages, config)
         self.data = sent(data)
         self.opts = replace(opts, progress=None, eval_progress=None, scale=None)
-        self.windows = shard_ranges(self.count, pool.size)
+        self.windows = shard_ranges(self.total, pool.size)
 
     @cached_property
     def model_a(self) -> onnx.ModelProto:
@@ -94,9 +97,18 @@ class ShardedHybrids:
         tasks = [(self.spec, self.pair, self.data, self.opts, self.idx, self.runtime, w, revert, fix_units)
                  for w in self.windows]
         noise = signal = 0.0
-        for n, s in results_of(self.pool.map(hybrid_task, tasks)):
+        for n, s, left in results_of(self.pool.map(hybrid_task, tasks)):
             noise, signal = noise + n, signal + s
+            self.left_out.update(left)
+        if not self.count:
+            raise GraphAuditError(f"every sample holds NaN or infinite values ({len(self.left_out)} left out, e.g. "
+                                  f"{next(iter(self.left_out.values()))})")
         return noise, signal
+
+    @property
+    def count(self) -> int:
+        """Samples each evaluation runs (:attr:`HybridEvaluator.count`)."""
+        return self.total - len(self.left_out)
 
     def noise(self, revert: list[int], model: onnx.ModelProto | None = None) -> tuple[float, float]:
         """(noise, signal) energies of the hybrid with changes ``revert`` reverted, over every sample (a ``model``

@@ -125,3 +125,39 @@ def test_a_source_that_is_not_the_float_model_does_not_crash_the_isolated_measur
                "--max-samples", "1", "--input-shape", "x=1x3x48x192", "--budget", "2", "--json", str(js)])
     assert rc in (0, 1) and js.is_file()
     assert "Traceback" not in capsys.readouterr().err
+
+
+@needs_ort_cls
+@pytest.mark.parametrize("workers", [None, "2"])
+def test_a_nan_sample_is_left_out_as_the_comparison_leaves_it_out(tmp_path, capsys, workers):
+    """8 sample files, the fourth holding an infinite value: bisect runs on the other 7 (it stopped with one line),
+    names the file among the data left out, and measures exactly what it measures on a folder of those 7 files
+    alone (the same samples: the same output SQNR of b and the same units chosen); sharded the same."""
+    import json
+
+    import numpy as np
+
+    src = sorted((ORT_CLS.parent.parent / "data" / "ppocr_cls" / "x").glob("*.npy"))[:8]
+    bad_dir, clean_dir = tmp_path / "bad", tmp_path / "clean"
+    bad_dir.mkdir()
+    clean_dir.mkdir()
+    for i, f in enumerate(src):
+        (bad_dir / f.name).write_bytes(f.read_bytes())
+        if i != 3:
+            (clean_dir / f.name).write_bytes(f.read_bytes())
+    a = np.load(bad_dir / src[3].name)
+    a[..., 0, 0] = np.inf
+    np.save(bad_dir / src[3].name, a)
+    reports = []
+    for d in (bad_dir, clean_dir):
+        out = tmp_path / f"{d.name}.json"
+        code = main(["bisect", str(ORT_CLS), "--data", str(d), "--max-samples", "8", "--budget", "4", "--json",
+                     str(out), *(("--workers", workers) if workers else ())])
+        assert code in (0, 1), capsys.readouterr().err
+        reports.append(json.loads(out.read_text()))
+    bad, clean = reports
+    assert bad["samples"] == clean["samples"] == 7
+    assert bad["data_unreadable"] == [f"{bad_dir / src[3].name}: input 'x' holds NaN or infinite values (left out, "
+                                      "as the numeric comparison leaves it out)"] and clean["data_unreadable"] == []
+    assert bad["metric_b"] == pytest.approx(clean["metric_b"], rel=1e-9) and bad["chosen"] == clean["chosen"]
+    assert "1 data file(s) could not be read or fed and were left out" in " ".join(capsys.readouterr().out.split())
