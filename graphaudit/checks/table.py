@@ -60,6 +60,7 @@ class ConfigRule:
     def __repr__(self) -> str:
         return f"ConfigRule({self.module!r}, {self.name!r})"
 
+
 #: Rule code -> rule function ``(AuditContext) -> Iterable[Finding]``, in code order (S1xx, P2xx, C3xx, N4xx).
 RULES: dict[str, Rule] = {
     "S101": S.check_custom_ops,
