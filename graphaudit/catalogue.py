@@ -7,15 +7,15 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from ruamel.yaml import YAML
-from ruamel.yaml.error import YAMLError
-
 from .errors import RuleCatalogueError
 from .findings import SEVERITIES
 
-__all__ = ["Rule", "load_catalogue", "RULES_DIR"]
+__all__ = ["Rule", "load_catalogue", "catalogue_rule", "RULES_DIR", "FAMILY_FILES"]
 
 RULES_DIR = Path(__file__).parent / "rules"
+
+#: The file of :data:`RULES_DIR` that holds each rule family (the code's letter): :func:`catalogue_rule` reads it alone.
+FAMILY_FILES = {"S": "structure.yaml", "P": "inputs.yaml", "C": "config.yaml", "N": "numeric.yaml"}
 _REQUIRED = ("code", "name", "summary", "why", "fix", "severity", "examples")
 
 
@@ -61,31 +61,60 @@ def load_catalogue(rules_dir: str | None = None) -> dict[str, Rule]:
     d = Path(rules_dir) if rules_dir else RULES_DIR
     rules: dict[str, Rule] = {}
     for f, entries in _entries(d):
-        if not isinstance(entries, list):
-            raise RuleCatalogueError(f"{f}: expected a list of rules")
-        for e in entries:
-            missing = [k for k in _REQUIRED if not e.get(k)]
-            if missing:
-                raise RuleCatalogueError(f"{f}: rule {e.get('code', '?')} lacks {', '.join(missing)}")
-            if e["severity"] not in SEVERITIES:
-                raise RuleCatalogueError(f"{f}: rule {e['code']} has unknown severity {e['severity']!r}")
-            if e["code"] in rules:
-                raise RuleCatalogueError(f"{f}: duplicate rule code {e['code']}")
-            fixes = e.get("fixes") or {}
-            if not isinstance(fixes, dict) or not all(isinstance(k, str) and isinstance(v, str) and v.strip()
-                                                      for k, v in fixes.items()):
-                raise RuleCatalogueError(f"{f}: rule {e['code']}: fixes must map variant names to fix texts")
-            rules[e["code"]] = Rule(code=e["code"], name=e["name"], summary=" ".join(str(e["summary"]).split()),
-                                    why=" ".join(str(e["why"]).split()), fix=" ".join(str(e["fix"]).split()), severity=e["severity"],
-                                    examples=_plain(e["examples"]), source=f.name,
-                                    fixes={k: " ".join(v.split()) for k, v in fixes.items()})
+        _add(rules, f, entries)
     return dict(sorted(rules.items()))
+
+
+def catalogue_rule(code: str) -> Rule:
+    """``load_catalogue()[code]``, read from the file of the code's family alone (:data:`FAMILY_FILES`) while the
+    whole catalogue has not been loaded: a run whose findings are all structure findings (``graphaudit diff``)
+    parses one file of four. KeyError for a code the catalogue lacks."""
+    if not load_catalogue.cache_info().currsize and code[:1] in FAMILY_FILES:
+        found = _family(code[:1]).get(code)
+        if found is not None:
+            return found
+    return load_catalogue()[code]
+
+
+@lru_cache(maxsize=None)
+def _family(letter: str) -> dict[str, Rule]:
+    """The rules of one family's file (:data:`FAMILY_FILES`), checked as :func:`load_catalogue` checks them."""
+    rules: dict[str, Rule] = {}
+    for f, entries in _parse([RULES_DIR / FAMILY_FILES[letter]]):
+        _add(rules, f, entries)
+    return rules
+
+
+def _add(rules: dict[str, Rule], f: Path, entries: Any) -> None:
+    """Check the entries of file ``f`` and add them to ``rules`` (RuleCatalogueError as :func:`load_catalogue`)."""
+    if not isinstance(entries, list):
+        raise RuleCatalogueError(f"{f}: expected a list of rules")
+    for e in entries:
+        missing = [k for k in _REQUIRED if not e.get(k)]
+        if missing:
+            raise RuleCatalogueError(f"{f}: rule {e.get('code', '?')} lacks {', '.join(missing)}")
+        if e["severity"] not in SEVERITIES:
+            raise RuleCatalogueError(f"{f}: rule {e['code']} has unknown severity {e['severity']!r}")
+        if e["code"] in rules:
+            raise RuleCatalogueError(f"{f}: duplicate rule code {e['code']}")
+        fixes = e.get("fixes") or {}
+        if not isinstance(fixes, dict) or not all(isinstance(k, str) and isinstance(v, str) and v.strip()
+                                                  for k, v in fixes.items()):
+            raise RuleCatalogueError(f"{f}: rule {e['code']}: fixes must map variant names to fix texts")
+        rules[e["code"]] = Rule(code=e["code"], name=e["name"], summary=" ".join(str(e["summary"]).split()),
+                                why=" ".join(str(e["why"]).split()), fix=" ".join(str(e["fix"]).split()), severity=e["severity"],
+                                examples=_plain(e["examples"]), source=f.name,
+                                fixes={k: " ".join(v.split()) for k, v in fixes.items()})
 
 
 def _parse(files: list[Path]) -> list[tuple[Path, Any]]:
     """Each YAML file's entries, read with ruamel's safe loader (its C parser, ruamel.yaml.clib, where installed:
     0.04 s for the whole catalogue where the pure-Python parser takes 0.3 s of every run's start-up);
-    RuleCatalogueError on invalid YAML."""
+    RuleCatalogueError on invalid YAML. ruamel is imported here: a run that makes no finding never reads the
+    catalogue."""
+    from ruamel.yaml import YAML
+    from ruamel.yaml.error import YAMLError
+
     yaml = YAML(typ="safe")
     out = []
     for f in files:

@@ -9,7 +9,7 @@ from ._version import __version__
 from .errors import GraphAuditError
 from .findings import SEVERITIES
 from .numeric.backends import RUNTIMES
-from .numeric.compare import DEFAULT_COSINE_THRESHOLD
+from .numeric.thresholds import DEFAULT_COSINE_THRESHOLD
 from .outputs import DEFAULT_OUT
 from .scaleout import ScaleOut
 

@@ -7,22 +7,21 @@ import os
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-from .classify import Change
-from .config.refs import config_path
 from .errors import GraphAuditError, StageRunError
-from .lineage import Lineage
 from .lineage.align import align
 from .numeric.backends import HORIZON_RUNTIME, horizon_unavailable, resolve_runtime, runtime_label
-from .numeric.compare import DEFAULT_COSINE_THRESHOLD, CompareOptions, TransitionNumeric, compare_stages
+from .numeric.thresholds import DEFAULT_COSINE_THRESHOLD
 from .scaleout import ScaleOut
-from .data.hbcal import open_stage_data
-from .data.random import random_source
-from .data.spec import InputSpec, input_specs
-from .stage import StageGraph
-from .toolchains.contracts import stage_contracts
 from .toolchains.ops import is_fixed_point
+
+if TYPE_CHECKING:  # the data readers and the numeric runner are imported where they run: argument parsing
+    # (NumericOptions) and structure-only runs (diff, lint) skip them
+    from .classify import Change
+    from .lineage import Lineage
+    from .numeric.compare import TransitionNumeric
+    from .stage import StageGraph
 
 __all__ = ["NumericOptions", "NumericRun", "run_numeric", "data_stage_of", "unrunnable_stages", "sample_source", "NUMERIC_CODES",
            "MAX_RANDOM_SAMPLES", "CONFIG_DATA_SAMPLES", "config_data"]
@@ -180,6 +179,8 @@ def config_data(config) -> tuple[Path | None, str | None]:
         return None, (f"the config's cal_data_dir names {len(named)} folders for {len(config.inputs)} inputs; "
                       "graphaudit reads the folder of a one-input config only (give --data a "
                       "calibration_data/<input>/ directory)")
+    from .config.refs import config_path
+
     d = config_path(config, named[0])
     if d is None:
         return None, None
@@ -259,6 +260,11 @@ def _subset(stages: list[StageGraph], lineage: Lineage, changes: list[list[Chang
 
 def sample_source(stages: list[StageGraph], idx: int, data, opts: NumericOptions, config):
     """The samples to run: the user's data (``data``) or seeded random samples in the data stage's domain."""
+    from .data.hbcal import open_stage_data
+    from .data.random import random_source
+    from .data.spec import InputSpec, input_specs
+    from .toolchains.contracts import stage_contracts
+
     specs = input_specs(stages[idx])
     if opts.input_shapes:
         known = {sp.name for sp in specs}
@@ -307,6 +313,8 @@ def run_numeric(stages: list[StageGraph], lineage: Lineage, changes: list[list[C
     GraphAuditError (DataError, LoweringError, ...)
         Bad options or data, no two consecutive stages the runtime can run.
     """
+    from .numeric.compare import CompareOptions, compare_stages
+
     o = opts or NumericOptions()
     o.validate()
     try:

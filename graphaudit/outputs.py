@@ -138,10 +138,6 @@ def write_reports(audits, out: str | os.PathLike | None = None, *, plan: ReportP
     >>> [(what, path.name) for what, path in graphaudit.write_reports(au, out)]
     [('JSON report', 'report.json'), ('HTML report', 'report.html')]
     """
-    from .render.html import diff_graph_panels, write_html
-    from .render.json_out import write_json
-    from .render.model_explorer import write_model_explorer
-
     audits = audits if isinstance(audits, list) else [audits]
     if plan is None:
         protect = [p for au in audits for p in au.user_files()]
@@ -155,15 +151,22 @@ def write_reports(audits, out: str | os.PathLike | None = None, *, plan: ReportP
     written: list[tuple[str, Path]] = []
     for what, path in (("JSON report", Path(json) if json is not None else None), ("JSON report", plan.json)):
         if path is not None:
+            from .render.json_out import write_json  # each writer imported when its file is written: the HTML
+            # report and Model Explorer files import networkx and the templates (--no-report writes neither)
+
             make_dir(path.parent)
             write_json(reports[0] if len(reports) == 1 else reports, path, protect=plan.protect)
             written.append((what, path))
     if plan.html is not None:
+        from .render.html import diff_graph_panels, write_html
+
         make_dir(plan.html.parent)
         panels = [diff_graph_panels(au.diff_source(), rankdir=rankdir) for au in audits]
         write_html(reports, plan.html, panels, protect=plan.protect)
         written.append(("HTML report", plan.html))
     if plan.model_explorer is not None:
+        from .render.model_explorer import write_model_explorer
+
         for i, au in enumerate(audits):
             d = plan.model_explorer / (f"{i}_{au.report.title.split(':')[0]}" if len(audits) > 1 else "")
             make_dir(d)

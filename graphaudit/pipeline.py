@@ -12,30 +12,29 @@ import os
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ._version import __version__
 from .checks import AuditContext, run_checks
 from .checks.structure import custom_ops
-from .config.refs import config_inputs
 from .classify import Change, Coverage, classify, coverage
 from .errors import DataError, DataUnreadableError, GraphAuditError, StagesUnrelatedError
-from .evaluate import as_eval_hook
-from .evalshards import evaluate_scaled
 from .findings import Finding
-from .inputcheck import InputData, form_effects, input_data
 from .lineage import Lineage, align, align_chain
 from .load import load_stage
 from .measure import CONFIG_DATA_SAMPLES, NumericOptions, NumericRun, config_data, data_stage_of
-from .numeric.compare import TransitionNumeric
 from .numeric.summary import transition_summary
-from .shards import run_numeric_scaled
-from .render.diffmodel import DiffSource
 from .report import AuditReport, RunInfo, make_transition, summarize_stage
 from .stage import StageGraph
-from .toolchain_log import load_toolchain_file, pick_toolchain_file, toolchain_section
 from .toolchains import discover_stages
-from .toolchains.hblog import ToolchainLog
 from .verdict import build_verdict
+
+if TYPE_CHECKING:  # the data, numeric, eval-hook and log machinery is imported by the steps that use it (given
+    # data, random samples, a hook, a log): a structure-only run (diff, explain without data) skips it
+    from .inputcheck import InputData
+    from .numeric.compare import TransitionNumeric
+    from .render.diffmodel import DiffSource
+    from .toolchains.hblog import ToolchainLog
 
 __all__ = ["Audit", "audit", "load_pipeline", "NumericOptions", "contract_errors", "user_inputs",
            "MIN_RELATED_COVERAGE"]
@@ -85,12 +84,16 @@ class Audit:
         extra = [run.config, run.data, run.log] if run is not None else []
         files = user_inputs(self.given + [Path(s.path) for s in self.stages if s.path], *extra)
         if self.config is not None:
+            from .config.refs import config_inputs
+
             files += config_inputs(self.config)
         return files
 
     def diff_source(self) -> DiffSource:
         """What the diff graphs of this audit draw: stages, alignments, changes, the report's numeric section and
         findings (:class:`graphaudit.render.diffmodel.DiffSource`)."""
+        from .render.diffmodel import DiffSource
+
         return DiffSource(self.stages, self.lineage.alignments, self.changes, self.report.numeric,
                           self.report.findings)
 
@@ -173,6 +176,10 @@ def _read_log(paths: list, stages: list[StageGraph], log,
     before the (slow) numeric run, as ``(log, its path, why a found one was left out)``. A log that cannot be read,
     or none of whose node rows names a node of the stages, is refused when given (GraphAuditError); found, it is
     left out and the audit goes on (the unreadable one said in the report's ``run.log_skipped``)."""
+    if not (log or (find_log and paths)):
+        return None, None, None
+    from .toolchain_log import load_toolchain_file, pick_toolchain_file, toolchain_section
+
     found = log or (pick_toolchain_file(paths) if find_log and paths else None)
     if found is None:
         return None, None, None
@@ -194,10 +201,10 @@ def _read_log(paths: list, stages: list[StageGraph], log,
 def _config_fields(cfg, stages: list[StageGraph], lineage: Lineage) -> dict:
     """The context fields the config checks (C3xx) read: the model the config converts and, when it is not a
     stage already, the lineage with it as stage 0 (one more alignment, the rest reused)."""
-    from .lint import lint_scope
-
     if cfg is None:
         return {}
+    from .lint import lint_scope
+
     model_path = lint_scope(cfg, None, stages, None).model
     if model_path is None:
         return {"config": cfg}
@@ -338,6 +345,8 @@ def _audit(paths, source, title, config, data, log, find_log, numeric, min_stage
         findings = run_checks(ctx)
     skipped = _skipped_note(given_data, numeric_error, findings, len(stages))
     if inputs is not None:  # what each recognised data mistake costs at the data stage's outputs
+        from .inputcheck import form_effects
+
         findings = form_effects(findings, stages, data, idx, opts.raw_dtype, opts.raw_shape,
                                 run.runtime if run else "onnxruntime", cfg)
     with _no_cyclic_gc():
@@ -356,13 +365,19 @@ def _options(numeric, eval_hook) -> tuple[NumericOptions, object]:
     if not isinstance(opts, NumericOptions):
         raise GraphAuditError(f"numeric: expected NumericOptions, got {type(opts).__name__}")
     opts.validate()
-    return opts, as_eval_hook(eval_hook) if eval_hook is not None else None
+    if eval_hook is None:
+        return opts, None
+    from .evaluate import as_eval_hook
+
+    return opts, as_eval_hook(eval_hook)
 
 
 def _metric(stages, hook, eval_samples, opts: NumericOptions, cfg):
     """The user's metric on every stage (None without a hook), in the runtime the numeric comparison uses."""
     if hook is None:
         return None
+    from .evalshards import evaluate_scaled
+
     return evaluate_scaled(stages, hook, eval_samples, runtime=opts.runtime, config=cfg, progress=opts.eval_progress,
                            scale=opts.scale, max_samples=opts.max_samples)
 
@@ -405,6 +420,11 @@ def _measure(stages, lineage: Lineage, changes, plan: _DataPlan, idx: int, cfg):
     cannot be read are left out (P212), and when none can be, that is the error (DataUnreadableError)."""
     data, opts = plan.data, plan.opts
     inputs, run = None, None
+    if data is None and opts.random is None:  # structure only: the data readers and the runner stay unimported
+        return inputs, run, None
+    from .inputcheck import input_data
+    from .shards import run_numeric_scaled
+
     try:
         if data is not None:
             inputs = input_data(stages, data, idx, opts.raw_dtype, opts.raw_shape, opts.max_samples, cfg)
@@ -438,6 +458,8 @@ def _skipped(error: DataError | None, findings: list[Finding], data, from_config
 def _assemble(stages, changes, covs, findings, title, run: NumericRun | None, tlog, metric=None) -> AuditReport:
     """The report: stage summaries, transitions, findings and the numeric, toolchain and metric sections."""
     numeric = [transition_summary(r) for r in run.results] if run else None
+    if tlog is not None:
+        from .toolchain_log import toolchain_section
     return AuditReport(
         stages=[summarize_stage(s, custom_ops(s)) for s in stages],
         transitions=[make_transition(a, b, ch, cv) for a, b, ch, cv in zip(stages, stages[1:], changes, covs)],

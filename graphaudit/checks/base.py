@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..catalogue import load_catalogue
+from ..catalogue import catalogue_rule
 from ..classify import Change, Coverage
 from ..findings import Finding
 from ..lineage import Lineage
@@ -47,7 +47,7 @@ def make_finding(code: str, message: str, stage: str = "", location: dict | None
     """A :class:`Finding` with title, default severity and fix taken from the rule catalogue (``severity`` and
     ``fix`` override them where the finding knows better, e.g. the exact transpose; ``variant`` takes the fix of
     that variant from the rule's ``fixes``, KeyError when the rule has none such)."""
-    rule = load_catalogue()[code]
+    rule = catalogue_rule(code)  # the code's family file alone, until the whole catalogue is loaded
     return Finding(code=code, severity=severity or rule.severity, title=rule.summary, message=message,
                    stage=stage, location=location or {}, evidence=evidence or {},
                    fix=fix or (rule.fixes[variant] if variant is not None else rule.fix))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import statistics
 from typing import Iterator
 
 import numpy as np
@@ -198,6 +197,8 @@ def check_isolated_outlier(ctx: AuditContext) -> Iterator[Finding]:
         for (kind, pattern), peers in groups.items():
             if len(peers) < MIN_PEERS:
                 continue
+            import statistics  # here: a structure-only run (no numeric results) does not import it
+
             med = statistics.median(min(_figure(r, landed), 1e9) for r in peers)
             out += [(r, med, len(peers), f"{kind} {pattern}") for r in peers
                     if _figure(r, landed) <= min(med - OUTLIER_DB, ceiling) and _figure(r, landed) < LOSSY_SQNR_DB]

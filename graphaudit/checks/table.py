@@ -1,8 +1,12 @@
-"""The rule table: one function per rule code, checked against the rule catalogue (``graphaudit/rules/*.yaml``) at import.
+"""The rule table: one function per rule code, the codes of the rule catalogue (``graphaudit/rules/*.yaml``).
 
 Every rule function takes an :class:`~graphaudit.checks.base.AuditContext` and yields
 :class:`~graphaudit.findings.Finding` objects; it yields nothing when the context lacks what it reads (data,
-numeric results, a config). :func:`run_checks` runs the table.
+numeric results, a config). :func:`run_checks` runs the table. The config rules (C3xx) are :class:`ConfigRule`
+entries: their modules (and the config parser they use) are imported on the first call with a config, so that a
+run without one (``graphaudit diff``, ``explain`` of bare stages) does not import them. :func:`validate_table`
+checks the table against the catalogue (tests/test_rules.py runs it; not at import, which would parse every rule
+file where a run's findings need their own family's file only).
 """
 
 from __future__ import annotations
@@ -14,9 +18,6 @@ from typing import Callable, Iterable
 from ..catalogue import load_catalogue
 from ..errors import RuleCatalogueError
 from ..findings import Finding, report_order
-from . import config_cross as X
-from . import config_heuristics as H
-from . import config_schema as C
 from . import inputs as P
 from . import numeric as N
 from . import structure as S
@@ -25,6 +26,40 @@ from .base import AuditContext
 __all__ = ["RULES", "CONFIG_CODES", "run_checks", "code_order", "validate_table", "markdown_table"]
 
 Rule = Callable[[AuditContext], Iterable[Finding]]
+
+
+def _config_modules() -> dict:
+    """The modules of the config rules, by the letter :data:`RULES` names them with (imported on first use)."""
+    from . import config_cross, config_heuristics, config_schema
+
+    return {"C": config_schema, "X": config_cross, "H": config_heuristics}
+
+
+class ConfigRule:
+    """A config rule (C3xx) of :data:`RULES`: ``module`` (C config_schema, X config_cross, H config_heuristics) and
+    function ``name``. Called with a context that holds a config, it imports the module and runs the function;
+    without one it yields nothing, as every config rule does (they read ``ctx.config``; test_rules.py checks it)."""
+
+    __slots__ = ("module", "name")
+
+    def __init__(self, module: str, name: str):
+        self.module, self.name = module, name
+
+    @property
+    def function(self) -> Rule:
+        """The rule function itself (its module imported now)."""
+        return getattr(_config_modules()[self.module], self.name)
+
+    @property
+    def __name__(self) -> str:  # as the function's, for messages naming it
+        return self.name
+
+    def __call__(self, ctx: AuditContext) -> Iterable[Finding]:
+        return () if ctx.config is None else self.function(ctx)
+
+    def __repr__(self) -> str:
+        return f"ConfigRule({self.module!r}, {self.name!r})"
+
 
 #: Rule code -> rule function ``(AuditContext) -> Iterable[Finding]``, in code order (S1xx, P2xx, C3xx, N4xx).
 RULES: dict[str, Rule] = {
@@ -53,35 +88,35 @@ RULES: dict[str, Rule] = {
     "P210": P.check_unit_range_preprocess,
     "P211": P.check_calibrated_range,
     "P212": P.check_unreadable_files,
-    "C301": C.unknown_keys,
-    "C302": C.deprecated,
-    "C303": C.wrong_types,
-    "C304": C.invalid_values,
-    "C305": C.per_input_counts,
-    "C306": C.channel_counts,
-    "C307": C.separators,
-    "C308": C.scale_and_std,
-    "C309": C.norm_type_mismatch,
-    "C310": C.type_pairs,
-    "C311": C.type_shape,
-    "C312": C.featuremap_norm,
-    "C313": C.bt601_needs_nv12,
-    "C314": C.input_source_type,
-    "C315": C.balance_factor,
-    "C316": C.max_percentile,
-    "C317": C.unknown_items,
-    "C318": C.required_keys,
-    "C320": X.input_names,
-    "C321": X.input_layout,
-    "C322": X.input_shape,
-    "C323": X.node_names,
-    "C324": X.preprocess_mismatch,
-    "C325": X.cal_data_dtype,
-    "C326": X.cal_data_normalized,
-    "C330": H.unit_range_normalization,
-    "C331": H.imagenet_channel_order,
-    "C332": H.name_tokens,
-    "C333": H.scale_only_range,
+    "C301": ConfigRule("C", "unknown_keys"),
+    "C302": ConfigRule("C", "deprecated"),
+    "C303": ConfigRule("C", "wrong_types"),
+    "C304": ConfigRule("C", "invalid_values"),
+    "C305": ConfigRule("C", "per_input_counts"),
+    "C306": ConfigRule("C", "channel_counts"),
+    "C307": ConfigRule("C", "separators"),
+    "C308": ConfigRule("C", "scale_and_std"),
+    "C309": ConfigRule("C", "norm_type_mismatch"),
+    "C310": ConfigRule("C", "type_pairs"),
+    "C311": ConfigRule("C", "type_shape"),
+    "C312": ConfigRule("C", "featuremap_norm"),
+    "C313": ConfigRule("C", "bt601_needs_nv12"),
+    "C314": ConfigRule("C", "input_source_type"),
+    "C315": ConfigRule("C", "balance_factor"),
+    "C316": ConfigRule("C", "max_percentile"),
+    "C317": ConfigRule("C", "unknown_items"),
+    "C318": ConfigRule("C", "required_keys"),
+    "C320": ConfigRule("X", "input_names"),
+    "C321": ConfigRule("X", "input_layout"),
+    "C322": ConfigRule("X", "input_shape"),
+    "C323": ConfigRule("X", "node_names"),
+    "C324": ConfigRule("X", "preprocess_mismatch"),
+    "C325": ConfigRule("X", "cal_data_dtype"),
+    "C326": ConfigRule("X", "cal_data_normalized"),
+    "C330": ConfigRule("H", "unit_range_normalization"),
+    "C331": ConfigRule("H", "imagenet_channel_order"),
+    "C332": ConfigRule("H", "name_tokens"),
+    "C333": ConfigRule("H", "scale_only_range"),
     "N401": N.check_float_divergence,
     "N402": N.check_worst_isolated,
     "N403": N.check_stage_not_run,
@@ -114,18 +149,17 @@ def validate_table(rules: dict[str, Rule]) -> None:
         problems.append(f"rules without a function: {', '.join(sorted(missing, key=code_order))}")
     if extra := [c for c in rules if c not in catalogue]:
         problems.append(f"functions without a catalogue entry (graphaudit/rules/*.yaml): {', '.join(extra)}")
-    seen: dict[int, str] = {}
+    seen: dict[object, str] = {}
     for code, fn in rules.items():
-        if id(fn) in seen:
-            problems.append(f"{code} reuses the function of {seen[id(fn)]} ({fn.__name__})")
-        seen[id(fn)] = code
+        key = (fn.module, fn.name) if isinstance(fn, ConfigRule) else id(fn)
+        if key in seen:
+            problems.append(f"{code} reuses the function of {seen[key]} ({fn.__name__})")
+        seen[key] = code
     if list(rules) != sorted(rules, key=code_order):
         problems.append("the table is not in code order")
     if problems:
         raise RuleCatalogueError("graphaudit/checks/table.py: " + "; ".join(problems))
 
-
-validate_table(RULES)
 
 
 def run_checks(ctx: AuditContext, codes: Iterable[str] | None = None) -> list[Finding]:

@@ -22,6 +22,7 @@ from .regions import COMPARABLE_KINDS, RegionRunner, region_io
 from .runner import StageRunner
 from .schedule import cores, run_all, stream
 from .reduction import Updates
+from .thresholds import DEFAULT_COSINE_THRESHOLD
 from .backends import HORIZON_RUNTIME  # stages run side by side, each on its share of the cores, in onnxruntime
 
 __all__ = ["TensorError", "FixedPointCodec", "RegionError", "TransitionNumeric", "CompareOptions", "compare_stages", "StageFeeder",
@@ -31,9 +32,6 @@ __all__ = ["TensorError", "FixedPointCodec", "RegionError", "TransitionNumeric",
 #: :class:`graphaudit.numeric.batch.RegionBatch`); the rest are counted as skipped. 5,000-node graphs have about
 #: 2,500 changes.
 MAX_ISOLATED_REGIONS = 400
-
-#: First-divergence threshold on cosine similarity (configurable per call).
-DEFAULT_COSINE_THRESHOLD = 0.999
 
 #: Between stages documented as numerically equal (original -> optimized), a tensor has also diverged when its
 #: SQNR falls below this (dB; 60 dB = relative L2 error 1e-3). Cosine alone misses a rescaled tensor (a Conv whose
