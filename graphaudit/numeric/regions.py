@@ -124,7 +124,7 @@ class RegionRunner:
             v = va[a_in]
             bt = b.tensors.get(b_in)
             if bt is not None and bt.dtype in ("INT8", "INT16") and v.dtype.kind == "f":
-                codec = fixed_point_codec(a, a_in)
+                codec = fixed_point_codec(a, a_in, b, b_in)
                 if codec is None or codec.dtype != bt.dtype:
                     return None
                 v = codec.encode(va.get(codec.a_value, v), bt.shape if bt.shape and all(
@@ -237,8 +237,9 @@ class RegionRunner:
     def _add(self, i: int, j: int, c: Change, outs: list, got: list, stats: ErrorStats, va: dict,
              a_stage: StageGraph, updates: Updates) -> None:
         """One sample of region ``j``'s outputs against a's values (decoded where b holds integers)."""
-        for (a_out, _b_out), bv in zip(outs, got):
-            codec = fixed_point_codec(a_stage, a_out) if bv.dtype.kind in "iu" else None
+        b_stage = self.runners[i + 1].stage
+        for (a_out, b_out), bv in zip(outs, got):
+            codec = fixed_point_codec(a_stage, a_out, b_stage, b_out) if bv.dtype.kind in "iu" else None
             ref = va.get(codec.a_value if codec else a_out)
             if ref is None and a_stage.tensors.get(a_out) is not None and a_stage.tensors[a_out].is_param:
                 ref = a_stage.tensors[a_out].value()  # a weight: the fake-quantized copy vs the float one

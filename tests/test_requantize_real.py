@@ -1,0 +1,100 @@
+"""An HzRequantize output of Horizon's fixed-point stage is read on its own grid, not on its input's.
+
+On the real ddddocr detector set (hb_mapper 1.24.3, bayes-e; the only real set with HzRequantize nodes) hb_mapper
+puts an HzRequantize before each Concat input whose grid differs from the Concat's: ``822_quantized`` (Sigmoid_284,
+int16 on threshold 0.999985) becomes ``822_calibrated_Requantize_requantized_output`` on the grid of the Concat's
+output (``824_HzCalibration``, int16 threshold 1.718829). Read on the input's grid, the output measured 7.6 dB
+alone (cosine 1.0, magnitude 0.58) and the verdict advised int16 for tensors that are int16 already.
+
+Expected values come from the toolchain's files, read here with ``onnx`` alone: the scale of the HzCalibration on the
+output of the node that reads the requantized tensor in the calibrated model (the Concat), and the HzRequantize's
+own ``output_scale`` / ``output_right_shift`` (``q_out = q_in * M / 2**shift``, so ``s_out = s_in * 2**shift / M``).
+Horizon's runtime check (decoded values against the calibrated stage) is
+``tests/horizon_runtime/test_requantize_horizon.py``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+from graphaudit.load import load_stage
+from graphaudit.numeric.fixedpoint import fixed_point_codec
+
+SET = Path(__file__).resolve().parent.parent / "samples" / "build" / "hb" / "ddddocr_det_bayes-e" / "model_output"
+CAL, QUANT = SET / "ddddocr_det_calibrated_model.onnx", SET / "ddddocr_det_quantized_model.onnx"
+
+pytestmark = pytest.mark.skipif(not QUANT.is_file(), reason="no real Horizon stage set in samples/build/hb "
+                                "(set-up builds them with the toolchain environment, which needs Python 3.10)")
+
+#: The multiplier of an HzRequantize is a 15- or 16-bit integer: its scale ratio is rounded to 2**-15 relative at
+#: most (seen: 1.4e-5 at 667_calibrated_Requantize, M = 16553, shift 14).
+MULTIPLIER_RTOL = 2.0 ** -15
+
+
+def _attrs(n: onnx.NodeProto) -> dict:
+    return {a.name: onnx.helper.get_attribute_value(a) for a in n.attribute}
+
+
+def _toolchain_grids() -> list[tuple[str, str, float, float, float]]:
+    """Per HzRequantize of the quantized model: (its output, the calibrated tensor it holds, the input's scale, the
+    scale of the HzCalibration after the calibrated node that reads that tensor (the Concat), the scale its own
+    multiplier and shift give)."""
+    q, c = onnx.load(str(QUANT), load_external_data=False), onnx.load(str(CAL), load_external_data=False)
+    cal = {n.input[0]: _attrs(n) for n in c.graph.node if n.op_type == "HzCalibration"}
+    readers: dict[str, list] = {}
+    for n in c.graph.node:
+        for x in n.input:
+            readers.setdefault(x, []).append(n)
+    out = []
+    for n in q.graph.node:
+        if n.op_type != "HzRequantize":
+            continue
+        t = n.input[0].removesuffix("_quantized")
+        a = _attrs(n)
+        s_in = cal[t]["scales"][0]
+        m, sh = set(a["output_scale"]), set(a["output_right_shift"])
+        assert len(m) == len(sh) == 1, "one multiplier for every channel on this set"
+        # the requantized tensor feeds one Concat in the quantized stage; its calibrated counterpart reads
+        # t_calibrated and is followed by the HzCalibration whose grid the Concat's inputs must share
+        concat = [r for r in readers[t + "_calibrated"] if r.op_type == "Concat"]
+        assert len(concat) == 1
+        out.append((n.output[0], t, s_in, cal[concat[0].output[0]]["scales"][0], s_in * 2.0 ** sh.pop() / m.pop()))
+    return out
+
+
+@pytest.fixture(scope="module")
+def stages():
+    return load_stage(CAL, "calibrated"), load_stage(QUANT, "quantized")
+
+
+def test_requantize_output_decoded_on_the_concat_grid(stages):
+    a, b = stages
+    grids = _toolchain_grids()
+    assert len(grids) == 8  # 4 int8 before Concat_166/188, 4 int16 Sigmoid outputs before Concat_286/307
+    for b_out, t, s_in, s_concat, s_attr in grids:
+        codec = fixed_point_codec(a, t, b, b_out)
+        assert codec is not None, b_out
+        assert codec.dtype == b.tensors[b_out].dtype
+        assert len(codec.scale) == 1
+        assert codec.scale[0] == pytest.approx(s_attr, rel=1e-12), b_out
+        assert codec.scale[0] == pytest.approx(s_concat, rel=MULTIPLIER_RTOL), b_out
+        assert codec.a_value == t + "_calibrated"
+        # the input keeps its own grid: the calibrated HzCalibration on t
+        inp = fixed_point_codec(a, t, b, t + "_quantized")
+        assert inp is not None and inp.scale == (s_in,)
+
+
+def test_sigmoid_requantize_grid_figures(stages):
+    """The figures of the node the bug showed at: int16 thresholds 0.999985 -> 1.718829 (from the calibrated
+    model's HzCalibration nodes), multiplier 19064 / 2**15."""
+    a, b = stages
+    codec = fixed_point_codec(a, "822", b, "822_calibrated_Requantize_requantized_output")
+    assert codec.dtype == "INT16"
+    assert codec.scale[0] == pytest.approx(1.7188293933868408 / 32767, rel=MULTIPLIER_RTOL)
+    assert codec.scale[0] / fixed_point_codec(a, "822").scale[0] == pytest.approx(32768 / 19064, rel=1e-12)
+    q = np.array([[[[32767]]]], np.int16)
+    assert codec.decode(q, (1, 1, 1, 1)).item() == pytest.approx(1.7188, abs=1e-3)
