@@ -98,3 +98,23 @@ def test_sigmoid_requantize_grid_figures(stages):
     assert codec.scale[0] / fixed_point_codec(a, "822").scale[0] == pytest.approx(32768 / 19064, rel=1e-12)
     q = np.array([[[[32767]]]], np.int16)
     assert codec.decode(q, (1, 1, 1, 1)).item() == pytest.approx(1.7188, abs=1e-3)
+
+
+def test_reference_put_on_the_concat_grid(stages):
+    """Each requantized tensor is read by a Concat whose calibrated namesake is followed by an HzCalibration on the
+    same grid, so the calibrated stage clips and rounds those values there: the change measured alone is compared
+    with them on that grid. Not so for a fixed-point tensor that no HzRequantize wrote, nor when the scales differ."""
+    from dataclasses import replace
+
+    from graphaudit.numeric.fixedpoint import _concat_grid
+
+    a, b = stages
+    for b_out, t, _s_in, _s_concat, _s_attr in _toolchain_grids():
+        codec = fixed_point_codec(a, t, b, b_out)
+        assert codec.reference_on_grid, b_out
+        assert not _concat_grid(a, replace(codec, scale=(codec.scale[0] * 1.001,)), b, b_out)
+        assert not fixed_point_codec(a, t, b, t + "_quantized").reference_on_grid
+    x = np.array([[0.25, 1.9, -3.0]])
+    got = fixed_point_codec(a, "822", b, "822_calibrated_Requantize_requantized_output").on_grid(x)
+    s = 3.051804378628731e-05 * 2 ** 15 / 19064  # 822_HzCalibration's scale, the HzRequantize's multiplier and shift
+    np.testing.assert_allclose(got, [[np.rint(0.25 / s) * s, 32767 * s, -32768 * s]], rtol=1e-12)

@@ -7,7 +7,7 @@ output moves it to another grid, given by the op's attributes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -38,11 +38,20 @@ class FixedPointCodec:
     a_value: str
     offset: int = 0  # 128 for qtype uint8: stored as int8 round(x / scale) - 128
     dtype: str = "INT8"
+    #: The calibrated stage puts ``a_value`` on this same grid one node later (an HzRequantize before a Concat whose
+    #: output HzCalibration has this scale: :func:`requantized_codec`); a change measured alone is compared with
+    #: ``a_value`` put on it (:meth:`on_grid`), else it counts the Concat's clip and rounding as its own.
+    reference_on_grid: bool = False
 
     def decode(self, q: np.ndarray, a_shape: tuple) -> np.ndarray:
         """Real values of ``q`` (float64) in ``a_shape``'s layout (NHWC -> NCHW where that is the difference)."""
         v = nhwc_as(np.asarray(q), a_shape).astype(np.float64) + self.offset
         return v * _broadcast(self.scale, self._axis(v.shape), v.ndim)
+
+    def on_grid(self, x: np.ndarray) -> np.ndarray:
+        """Real values ``x`` (a's layout) rounded and saturated to this grid: ``decode(encode(x))`` (float64)."""
+        q = self.encode(x, None, np.int16 if self.dtype == "INT16" else np.int8)
+        return self.decode(q, np.shape(x))
 
     def _axis(self, shape: tuple) -> int:
         """The scale axis for a tensor of ``shape`` (:func:`graphaudit.numeric.metrics.scale_axis`)."""
@@ -95,7 +104,10 @@ def fixed_point_codec(a: StageGraph, a_tensor: str, b: StageGraph | None = None,
     n = b.nodes.get(bt.producer) if bt is not None and bt.producer else None
     if n is None or n.op_type != "HzRequantize":
         return codec
-    return requantized_codec(codec, n.attributes)
+    out = requantized_codec(codec, n.attributes)
+    if out is not None and _concat_grid(a, out, b, b_tensor):
+        out = replace(out, reference_on_grid=True)
+    return out
 
 
 def requantized_codec(codec: FixedPointCodec, attrs: dict) -> FixedPointCodec | None:
@@ -128,6 +140,30 @@ def requantized_codec(codec: FixedPointCodec, attrs: dict) -> FixedPointCodec | 
         s_out = s_out[:1]
     return FixedPointCodec(tuple(float(x) for x in s_out), codec.axis, codec.a_value, offset=0,
                            dtype="INT16" if bits == 16 else "INT8")
+
+
+#: Relative difference allowed between an HzRequantize output's scale and the Concat's HzCalibration scale: its
+#: multiplier has 15-16 bits (seen: M = 16553-32656), so the ratio is rounded by 2**-15 relative at most (seen
+#: 1.4e-5).
+REQUANTIZE_SCALE_RTOL = 2.0 ** -14
+
+
+def _concat_grid(a: StageGraph, codec: FixedPointCodec, b: StageGraph, b_tensor: str) -> bool:
+    """Whether every reader of ``b_tensor`` (an HzRequantize output) is a Concat whose namesake in ``a`` reads
+    ``codec.a_value`` and is followed by an HzCalibration on ``codec``'s grid (same width, scale within
+    :data:`REQUANTIZE_SCALE_RTOL`): the calibrated stage clips and rounds those values to that grid there."""
+    readers = [b.nodes[c] for c, _k in b.tensors[b_tensor].consumers]
+    t = a.tensors.get(codec.a_value)
+    if not readers or t is None:
+        return False
+    in_a = {a.nodes[c].name: a.nodes[c] for c, _k in t.consumers if a.nodes[c].op_type == "Concat"}
+    for r in readers:
+        n = in_a.get(r.name) if r.op_type == "Concat" and r.name else None
+        after = _calibration_codec(a, n.outputs[0]) if n is not None and n.outputs else None
+        if after is None or after.dtype != codec.dtype or after.offset or len(after.scale) != len(codec.scale) \
+                or not np.allclose(after.scale, codec.scale, rtol=REQUANTIZE_SCALE_RTOL, atol=0):
+            return False
+    return True
 
 
 def _calibration_codec(a: StageGraph, a_tensor: str) -> FixedPointCodec | None:

@@ -248,6 +248,8 @@ class RegionRunner:
                     break
             if ref is None or (bv.dtype.kind in "iu" and codec is None):
                 continue
+            if codec is not None and codec.reference_on_grid:  # the Concat's HzCalibration clips a's there
+                ref = codec.on_grid(ref)
             # a fixed-point output is read on its own grid: its error in LSB of that grid (as a tensor's)
             updates.add(stats, ref, codec.decode(bv, np.shape(ref)) if codec else bv,
                         (codec.scale, codec.axis) if codec else None)
