@@ -118,3 +118,36 @@ def test_reference_put_on_the_concat_grid(stages):
     got = fixed_point_codec(a, "822", b, "822_calibrated_Requantize_requantized_output").on_grid(x)
     s = 3.051804378628731e-05 * 2 ** 15 / 19064  # 822_HzCalibration's scale, the HzRequantize's multiplier and shift
     np.testing.assert_allclose(got, [[np.rint(0.25 / s) * s, 32767 * s, -32768 * s]], rtol=1e-12)
+
+
+B2 = SET.parent.parent / "ddddocr_det_bernoulli2" / "model_output"
+
+
+@pytest.mark.skipif(not (B2 / "ddddocr_det_quantized_model.onnx").is_file(), reason="no ddddocr det bernoulli2 set")
+def test_dequantized_output_compared_with_the_fake_quantized_value():
+    """On bernoulli2 the int8 Sigmoid outputs leave the BPU through an HzDequantize whose ``y_scale`` initializer is
+    the ``scales`` of the calibrated HzCalibration on the same tensor (both read here with onnx): its float output is
+    that HzCalibration's output, not the unquantized Sigmoid output, so it is compared with ``<t>_calibrated``."""
+    from onnx import numpy_helper
+
+    from graphaudit.numeric.fixedpoint import dequantized_reference
+
+    q = onnx.load(str(B2 / "ddddocr_det_quantized_model.onnx"), load_external_data=False)
+    c = onnx.load(str(B2 / "ddddocr_det_calibrated_model.onnx"), load_external_data=False)
+    init = {i.name: numpy_helper.to_array(i) for i in q.graph.initializer}
+    cal = {n.input[0]: (_attrs(n), n.output[0]) for n in c.graph.node if n.op_type == "HzCalibration"}
+    a, b = load_stage(B2 / "ddddocr_det_calibrated_model.onnx"), load_stage(B2 / "ddddocr_det_quantized_model.onnx")
+    deq = [n for n in q.graph.node if n.op_type == "HzDequantize"]
+    assert len(deq) == 9
+    for n in deq:
+        if n.name.endswith("_calibrated_HzDequantize"):
+            continue
+        # an int32 Conv accumulator dequantized on its own per-channel scale: no HzCalibration grid, a's tensor
+        t = n.input[0].removesuffix("_quantized")
+        assert t not in cal and init[n.input[1]].size > 1
+        assert dequantized_reference(a, t, b, n.output[0]) == t
+    for n in (n for n in deq if n.name.endswith("_calibrated_HzDequantize")):
+        t = n.input[0].removesuffix("_quantized")
+        assert float(init[n.input[1]].ravel()[0]) == pytest.approx(cal[t][0]["scales"][0], rel=1e-7)
+        assert dequantized_reference(a, t, b, n.output[0]) == cal[t][1] == t + "_calibrated"
+        assert dequantized_reference(a, t, b, n.input[0]) == t  # not an HzDequantize output: a's own tensor

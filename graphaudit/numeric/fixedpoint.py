@@ -12,10 +12,10 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..stage import StageGraph
-from ..toolchains.ops import FIXED_POINT_STORAGE
+from ..toolchains.ops import DEQUANTIZE_OPS, FIXED_POINT_STORAGE
 from .metrics import scale_axis
 
-__all__ = ["FixedPointCodec", "fixed_point_codec", "requantized_codec", "nhwc_as"]
+__all__ = ["FixedPointCodec", "fixed_point_codec", "requantized_codec", "dequantized_reference", "nhwc_as"]
 
 
 @dataclass(frozen=True)
@@ -108,6 +108,23 @@ def fixed_point_codec(a: StageGraph, a_tensor: str, b: StageGraph | None = None,
     if out is not None and _concat_grid(a, out, b, b_tensor):
         out = replace(out, reference_on_grid=True)
     return out
+
+
+def dequantized_reference(a: StageGraph, a_tensor: str, b: StageGraph, b_tensor: str) -> str:
+    """The calibrated tensor a float ``b_tensor`` of the fixed-point stage is compared with: the output of the
+    HzCalibration on ``a_tensor`` (its codec's ``a_value``) when an HzDequantize wrote ``b_tensor`` with that
+    HzCalibration's scale (``q * scale`` on its grid: ddddocr det bernoulli2's Sigmoid outputs), else ``a_tensor``. Against the
+    unquantized ``a_tensor`` such an output, measured alone, would count the calibrated stage's own int8 rounding
+    (Sigmoid_305: 12.1 dB)."""
+    bt = b.tensors.get(b_tensor)
+    n = b.nodes.get(bt.producer) if bt is not None and bt.producer else None
+    codec = _calibration_codec(a, a_tensor) if n is not None and n.op_type in DEQUANTIZE_OPS else None
+    sc = b.tensors.get(n.inputs[1]) if codec is not None and len(n.inputs) > 1 else None
+    v = sc.value() if sc is not None else None
+    if v is None or codec.offset or np.size(v) not in (1, len(codec.scale)) \
+            or not np.allclose(np.ravel(v), codec.scale, rtol=1e-6, atol=0):
+        return a_tensor  # not on that grid (an int32 accumulator's own scale, a uint8 offset): a's tensor
+    return codec.a_value
 
 
 def requantized_codec(codec: FixedPointCodec, attrs: dict) -> FixedPointCodec | None:

@@ -10,7 +10,7 @@ from ..lineage import Alignment
 from ..stage import StageGraph
 from .backends import HORIZON_RUNTIME, make_session
 from .batch import ModelIndex, RegionBatch
-from .fixedpoint import fixed_point_codec
+from .fixedpoint import dequantized_reference, fixed_point_codec
 from .metrics import ErrorStats
 from .reduction import Updates
 from .runner import StageRunner
@@ -240,7 +240,7 @@ class RegionRunner:
         b_stage = self.runners[i + 1].stage
         for (a_out, b_out), bv in zip(outs, got):
             codec = fixed_point_codec(a_stage, a_out, b_stage, b_out) if bv.dtype.kind in "iu" else None
-            ref = va.get(codec.a_value if codec else a_out)
+            ref = va.get(codec.a_value if codec else dequantized_reference(a_stage, a_out, b_stage, b_out))
             if ref is None and a_stage.tensors.get(a_out) is not None and a_stage.tensors[a_out].is_param:
                 ref = a_stage.tensors[a_out].value()  # a weight: the fake-quantized copy vs the float one
                 if not self._same_weight(i, c, ref):

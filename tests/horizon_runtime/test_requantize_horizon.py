@@ -171,3 +171,28 @@ def test_no_int16_advice_for_int16_tensors(report):
     # nor for the int8 tensors requantized before Concat_166 / Concat_188, whose clipping is the Concats' own
     q = next(x for x in report["verdict"] if x["scope"] == "calibrated -> quantized")
     assert not {"Mul_97", "Mul_131", "Resize_165", "Resize_187"} & set(q["nodes"]) or "int16" not in q["action"], q
+
+
+B2 = SET.parent / "ddddocr_det_bernoulli2"
+
+
+@pytest.mark.skipif(not (B2 / "model_output" / "ddddocr_det_quantized_model.onnx").is_file(),
+                    reason="no real ddddocr det bernoulli2 set in samples/build/hb (built at set-up)")
+def test_bernoulli2_dequantize_alone_is_exact(tmp_path):
+    """bernoulli2 has no HzRequantize: its int8 Sigmoid outputs leave through HzDequantize nodes on the grid of the
+    calibrated HzCalibration, which computes that HzCalibration's output exactly. Compared with the unquantized
+    Sigmoid output they read 12.1-44.4 dB alone (the calibrated stage's own int8 rounding) and the verdict advised
+    int16 for Sigmoid_305, Sigmoid_263 and Sigmoid_284 in calibrated -> quantized."""
+    out = tmp_path / "r.json"
+    rc = main(["explain", str(B2 / "model_output"), "--config", str(B2 / "config.yaml"), "--data",
+               str(B2 / load_config(B2 / "config.yaml").inputs[0].cal_data_dir), "--runtime", "horizon",
+               "--max-samples", str(SAMPLES), "--no-report", "--json", str(out), "--fail-on", "never"])
+    assert rc == 0
+    rep = json.loads(out.read_text())
+    deq = [r for r in _quantized(rep)["regions"] if r["pattern"] == "HzDequantize" and r.get("samples")
+           and r["b_nodes"][0].endswith("_calibrated_HzDequantize")]
+    assert len(deq) == 6
+    for r in deq:
+        assert r["sqnr_db"] == "inf" or r["sqnr_db"] >= 100.0, r
+    q = next(x for x in rep["verdict"] if x["scope"] == "calibrated -> quantized")
+    assert not {"Sigmoid_263", "Sigmoid_284", "Sigmoid_305"} & set(q["nodes"]) or "int16" not in q["action"], q
