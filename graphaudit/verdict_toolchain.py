@@ -64,8 +64,7 @@ def systematic(t: TransitionSummary, output_db: float | None = None) -> list[Reg
 def offset_error(r: RegionSummary) -> bool:
     """Whether a change's isolated error is systematic: a mean of :data:`SYSTEMATIC_LSB` steps or more of its output's
     grid, spread over most elements (:data:`SYSTEMATIC_SPREAD`), some more than :data:`SYSTEMATIC_MAX_LSB` off. Inserted changes are left to the quantization line:
-    a requantization computes no function of the model (and graphaudit reads an HzRequantize's output on its input's
-    grid, so its figures there measure that grid, not the toolchain)."""
+    a requantization computes no function of the model, only moves values to another grid."""
     lsb, top = _num(r.lsb_mean), _num(r.lsb_max)
     if lsb is None or top is None or not (math.isfinite(lsb) and math.isfinite(top)) or top <= 0:
         return False

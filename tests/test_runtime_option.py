@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from graphaudit.numeric.backends import horizon_unavailable, resolve_runtime
-from graphaudit.numeric.fixedpoint import FixedPointCodec
+from graphaudit.numeric.fixedpoint import FixedPointCodec, requantized_codec
 
 pytestmark = pytest.mark.skipif(horizon_unavailable() is None, reason="horizon_nn imports here: auto is horizon")
 
@@ -71,3 +71,29 @@ def test_codec_adds_the_uint8_offset():
     codec = FixedPointCodec((0.5,), 1, "x", offset=128)
     np.testing.assert_array_equal(codec.decode(np.array([[-128, 0, 127]], np.int8), (1, 3)), [[0.0, 64.0, 127.5]])
     np.testing.assert_array_equal(codec.encode(np.array([[0.0, 64.0, 200.0]]), None, np.int8), [[-128, 0, 127]])
+
+
+def test_requantized_codec_from_multiplier_and_shift():
+    """HzRequantize computes q_out = round(q_in * M / 2**shift), so its output's scale is s_in * 2**shift / M: an int8
+    input on 0.5 with M = 16384, shift 15 (x 0.5) lands on a grid of step 1.0; per-channel multipliers give one scale
+    per channel, equal ones a single scale; ``bits`` sets the dtype."""
+    codec = FixedPointCodec((0.5,), 1, "x_calibrated")
+    out = requantized_codec(codec, {"output_scale": [16384] * 3, "output_right_shift": [15] * 3, "bits": 8})
+    assert out == FixedPointCodec((1.0,), 1, "x_calibrated", 0, "INT8")
+    out = requantized_codec(codec, {"output_scale": [16384, 32768], "output_right_shift": [15, 14], "bits": 16})
+    assert out == FixedPointCodec((1.0, 0.25), 1, "x_calibrated", 0, "INT16")
+    q_in = np.array([[100, -37]], np.int8)  # the integers the op would write, and their real values: carried over
+    q_out = np.rint(q_in.astype(np.int64) * 16384 / 2 ** 15).astype(np.int8)
+    assert np.abs(requantized_codec(codec, {"output_scale": [16384], "output_right_shift": [15]}).decode(
+        q_out, (1, 2)) - codec.decode(q_in, (1, 2))).max() <= 0.5
+
+
+def test_requantized_codec_refuses_what_it_cannot_read():
+    """No multiplier, a zero one, a count that fits no channel, or a uint8 input (stored with an offset): None."""
+    codec = FixedPointCodec((0.5,), 1, "x")
+    assert requantized_codec(codec, {}) is None
+    assert requantized_codec(codec, {"output_scale": [0], "output_right_shift": [15]}) is None
+    assert requantized_codec(codec, {"output_scale": [1, 2], "output_right_shift": [15, 15, 15]}) is None
+    assert requantized_codec(codec, {"output_scale": [1], "output_right_shift": [15], "bits": 4}) is None
+    assert requantized_codec(FixedPointCodec((0.5,), 1, "x", offset=128),
+                             {"output_scale": [1], "output_right_shift": [15]}) is None

@@ -122,7 +122,7 @@ def _pairs(al: Alignment, changes: list[Change]) -> list[TensorError]:
                 continue
             codec = None
             if b.tensors[bt].dtype and b.tensors[bt].dtype not in _FLOAT:
-                codec = fixed_point_codec(a, t)
+                codec = fixed_point_codec(a, t, b, bt)
                 if codec is None or codec.dtype != b.tensors[bt].dtype:
                     continue
             seen.add(t)

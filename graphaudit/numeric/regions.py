@@ -10,7 +10,7 @@ from ..lineage import Alignment
 from ..stage import StageGraph
 from .backends import HORIZON_RUNTIME, make_session
 from .batch import ModelIndex, RegionBatch
-from .fixedpoint import fixed_point_codec
+from .fixedpoint import dequantized_reference, fixed_point_codec
 from .metrics import ErrorStats
 from .reduction import Updates
 from .runner import StageRunner
@@ -124,7 +124,7 @@ class RegionRunner:
             v = va[a_in]
             bt = b.tensors.get(b_in)
             if bt is not None and bt.dtype in ("INT8", "INT16") and v.dtype.kind == "f":
-                codec = fixed_point_codec(a, a_in)
+                codec = fixed_point_codec(a, a_in, b, b_in)
                 if codec is None or codec.dtype != bt.dtype:
                     return None
                 v = codec.encode(va.get(codec.a_value, v), bt.shape if bt.shape and all(
@@ -237,9 +237,10 @@ class RegionRunner:
     def _add(self, i: int, j: int, c: Change, outs: list, got: list, stats: ErrorStats, va: dict,
              a_stage: StageGraph, updates: Updates) -> None:
         """One sample of region ``j``'s outputs against a's values (decoded where b holds integers)."""
-        for (a_out, _b_out), bv in zip(outs, got):
-            codec = fixed_point_codec(a_stage, a_out) if bv.dtype.kind in "iu" else None
-            ref = va.get(codec.a_value if codec else a_out)
+        b_stage = self.runners[i + 1].stage
+        for (a_out, b_out), bv in zip(outs, got):
+            codec = fixed_point_codec(a_stage, a_out, b_stage, b_out) if bv.dtype.kind in "iu" else None
+            ref = va.get(codec.a_value if codec else dequantized_reference(a_stage, a_out, b_stage, b_out))
             if ref is None and a_stage.tensors.get(a_out) is not None and a_stage.tensors[a_out].is_param:
                 ref = a_stage.tensors[a_out].value()  # a weight: the fake-quantized copy vs the float one
                 if not self._same_weight(i, c, ref):
@@ -247,6 +248,8 @@ class RegionRunner:
                     break
             if ref is None or (bv.dtype.kind in "iu" and codec is None):
                 continue
+            if codec is not None and codec.reference_on_grid:  # the Concat's HzCalibration clips a's there
+                ref = codec.on_grid(ref)
             # a fixed-point output is read on its own grid: its error in LSB of that grid (as a tensor's)
             updates.add(stats, ref, codec.decode(bv, np.shape(ref)) if codec else bv,
                         (codec.scale, codec.axis) if codec else None)
