@@ -52,7 +52,7 @@ def _runner(spec: PipelineSpec, i: int, runtime: str) -> EvalRunner:
     """Stage ``i``'s runner in a worker, converting samples as :func:`graphaudit.evaluate_stages` does."""
     stages = worker_pipeline(spec)[0]
     feeder = StageFeeder(stages, data_stage_of(stages), "tensor", spec.config, None)
-    return EvalRunner(stages[i], runtime, convert=lambda sample: feeder.feeds(i, sample, 0))
+    return EvalRunner(stages[i], runtime, convert=lambda sample, k: feeder.feeds(i, sample, k))
 
 
 def eval_task(spec: PipelineSpec, i: int, hook_spec: str, cwd: str, runtime: str, samples: str | None,

@@ -100,7 +100,7 @@ def evaluate_stages(stages, hook, samples: str | os.PathLike | None = None, *, r
 
     def make_runner(i: int) -> EvalRunner:
         return EvalRunner(stages[i], rt, model=(models or {}).get(i),
-                          convert=lambda sample, i=i: feeder.feeds(i, sample, 0))
+                          convert=lambda sample, k, i=i: feeder.feeds(i, sample, k))
 
     metrics = evaluate_on_runners(ev, stages, None if samples is None else str(samples),
                                   dict(unrunnable_stages(stages, rt)), make_runner, progress, max_samples)

