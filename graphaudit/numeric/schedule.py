@@ -4,6 +4,7 @@ reduced (on one thread per core when its tensors are large)."""
 from __future__ import annotations
 
 import os
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from itertools import islice
 from typing import Callable, Iterable
@@ -17,9 +18,11 @@ def stream(samples: Iterable[dict[str, np.ndarray]], run: Callable[[dict, int], 
     """For each sample ``k`` (at most ``max_samples``): ``values = run(sample, k)``, then ``reduce(values)``, then
     ``progress(k)``; returns the number of samples reduced. One sample's values are held at a time: they are freed
     before the next sample runs. (Running the next sample while one is reduced was measured: it holds two samples'
-    tensors, +20 MB of peak RSS on PP-OCR cls, for no gain the 2-core machine could show.)"""
+    tensors, +20 MB of peak RSS on PP-OCR cls, for no gain the 2-core machine could show.) A cap above
+    ``sys.maxsize`` (``--max-samples 99999999999999999999``) caps nothing."""
     n = 0
-    for k, sample in islice(enumerate(samples), max_samples):
+    stop = None if max_samples is None or max_samples > sys.maxsize else max_samples
+    for k, sample in islice(enumerate(samples), stop):
         values = run(sample, k)
         reduce(values)
         values = None  # noqa: F841 - freed before the next sample runs
