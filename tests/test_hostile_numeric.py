@@ -55,3 +55,21 @@ def test_max_samples_beyond_sys_maxsize_caps_nothing(tiny, tmp_path):
     no_traceback(p)
     assert p.returncode == 0, p.stderr
     assert json.loads((tmp_path / "r.json").read_text())["run"]["samples_used"] == 3
+
+
+def test_an_array_without_elements_holds_no_samples(tiny, tmp_path):
+    """A .npy of shape [0,4] for the [N,4] input (dynamic batch) was run as one sample of batch 0: every stage gave
+    empty outputs, compared as cosine 1.000000 and SQNR inf, counted among the samples (the verdict: the stages
+    compute the same values). It holds no samples: in a folder it is left out (P212), alone it is one line, exit 2."""
+    stages, data = tiny
+    np.save(data / "9_empty.npy", np.zeros((0, 4), np.float32))
+    p = run("compare", str(stages), "--data", str(data), "--json", str(tmp_path / "r.json"))
+    no_traceback(p)
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["run"]["samples_used"] == 3, report["run"]
+    p212 = [f for f in report["findings"] if f["code"] == "P212"]
+    assert len(p212) == 1 and "9_empty.npy" in p212[0]["message"] and "no samples" in p212[0]["message"], p212
+    alone = run("compare", str(stages), "--data", str(data / "9_empty.npy"))
+    assert alone.returncode == 2, (alone.stdout, alone.stderr)
+    lines = alone.stderr.strip().splitlines()
+    assert len(lines) == 1 and "9_empty.npy" in lines[0] and "no samples" in lines[0], alone.stderr

@@ -158,7 +158,7 @@ def array_chunk(refs: dict[str, ArrayRef], inputs: list[InputSpec], label: str) 
     Raises
     ------
     DataFileError
-        A dtype kind that cannot feed its input, or samples of more than
+        A dtype kind that cannot feed its input, an array without elements (no samples), or samples of more than
         :data:`graphaudit.data.spec.MAX_STATS_ELEMENTS` elements (from the header: no data read), naming the file.
     DataError
         A shape that does not fit its input, or inputs with different sample counts (naming ``label``).
@@ -173,7 +173,7 @@ def array_chunk(refs: dict[str, ArrayRef], inputs: list[InputSpec], label: str) 
         # the lint's view of a calibration folder, whose value ranges are read in blocks, whatever the file's size
         capped = spec.shape is not None
         try:
-            n, sample_shape = split_samples(spec, ref.shape, ref.label)
+            n, sample_shape = split_samples(spec, ref.shape, ref.label, ref.path)
         except DataError:  # read as it is when the shapes do not fit (the input checks say why): one sample
             if capped:
                 check_sample_size(ref.label, ref.shape, spec.name, ref.path)

@@ -225,7 +225,7 @@ def check_dtype(spec: InputSpec, dt: np.dtype, label: Any) -> None:
         raise file_error(label, f"dtype {dt.name} cannot feed input {spec.name!r} ({spec.dtype})")
 
 
-def split_samples(spec: InputSpec, shape: tuple[int, ...], label: Any) -> tuple[int, tuple[int, ...]]:
+def split_samples(spec: InputSpec, shape: tuple[int, ...], label: Any, path: Any = None) -> tuple[int, tuple[int, ...]]:
     """How an array of ``shape`` splits into samples of ``spec``: ``(count, sample shape)``.
 
     * rank == model rank + 1: a stack along axis 0, ``count = shape[0]`` samples of ``shape[1:]``;
@@ -233,7 +233,10 @@ def split_samples(spec: InputSpec, shape: tuple[int, ...], label: Any) -> tuple[
     * rank == model rank otherwise: one sample (a dynamic batch keeps the array's batch);
     * unknown model rank: one sample, unchecked.
 
-    Every static dim of the sample must equal the model's (DataError giving both shapes).
+    Every static dim of the sample must equal the model's (DataError giving both shapes). An array without elements
+    (a dim of size 0: ``[0,3,224,224]`` for a dynamic batch, an empty stack) holds no samples: a
+    :class:`DataFileError` naming ``label`` (``path`` as in :func:`file_error`), which a directory of data leaves
+    out; run as a sample of batch 0 it compared empty outputs as equal (cosine 1, SQNR inf).
     """
     if spec.shape is None:
         return 1, shape
@@ -248,8 +251,8 @@ def split_samples(spec: InputSpec, shape: tuple[int, ...], label: Any) -> tuple[
     if len(sample) != rank or any(is_static(d) and int(d) != s for d, s in zip(spec.shape, sample)):
         raise data_error(label, f"array shape {fmt_shape(shape)} does not match input {spec.name!r} "
                                 f"shape {fmt_shape(spec.shape)}")
-    if count == 0:
-        raise data_error(label, f"array shape {fmt_shape(shape)} holds no samples")
+    if count == 0 or 0 in sample:
+        raise file_error(label, f"array shape {fmt_shape(shape)} holds no samples (it has no elements)", path)
     return count, tuple(sample)
 
 
