@@ -73,3 +73,59 @@ def test_an_array_without_elements_holds_no_samples(tiny, tmp_path):
     assert alone.returncode == 2, (alone.stdout, alone.stderr)
     lines = alone.stderr.strip().splitlines()
     assert len(lines) == 1 and "9_empty.npy" in lines[0] and "no samples" in lines[0], alone.stderr
+
+
+HOOKS = '''
+import numpy as np
+
+
+def _top(run, samples):
+    x = np.full((1, 4), 0.5, np.float32)
+    return float(run({run.inputs[0].name: x})[run.outputs[0]].sum())
+
+
+def lib_number(run, samples):
+    return _top(run, samples)
+
+
+lib_number.lower_is_better = 5
+
+
+def name_none(run, samples):
+    return _top(run, samples)
+
+
+name_none.metric_name = None
+
+
+def nan_whole(run, samples):
+    return float("nan") if run.role == "quantized" else _top(run, samples)
+
+
+def nan_per_sample(run, path):
+    _top(run, path)
+    return float("nan") if path.endswith("1.npy") else 1.0
+
+
+nan_per_sample.per_sample = True
+'''
+
+
+@pytest.fixture
+def hooks(tmp_path):
+    p = tmp_path / "hooks.py"
+    p.write_text(HOOKS)
+    return p
+
+
+@pytest.mark.parametrize("hook, needle", [("lib_number", "lower_is_better"), ("name_none", "metric_name")])
+def test_hook_attributes_of_the_wrong_type_are_one_line(tiny, hooks, hook, needle):
+    """lower_is_better = 5 was a TypeError traceback (exit 1) out of iterating an int; metric_name = None named the
+    value "None". Both are one line naming the hook and the attribute, exit 2, before any stage runs."""
+    stages, data = tiny
+    p = run("compare", str(stages), "--data", str(data), "--eval", f"{hooks}:{hook}")
+    no_traceback(p)
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"hooks.py:{hook}" in lines[0] and needle in lines[0], p.stderr
+    assert "comparing stages" not in p.stderr + p.stdout

@@ -78,16 +78,26 @@ class EvalHook:
         Raises
         ------
         GraphAuditError
-            ``fn`` is not callable, or its ``lower_is_better`` is neither a bool nor a collection of names.
+            ``fn`` is not callable, its ``lower_is_better`` is neither a bool nor a list, tuple or set of names (a
+            number, ``lower_is_better = 5``, was a TypeError traceback), or its ``metric_name`` is not a non-empty
+            string (``None`` named the value "None").
         """
         name = spec or getattr(fn, "__qualname__", repr(fn))
         if not callable(fn):
             raise GraphAuditError(f"--eval {name}: {type(fn).__name__} is not callable")
         lib = getattr(fn, "lower_is_better", False)
+        if isinstance(lib, np.bool_):
+            lib = bool(lib)
         if not isinstance(lib, bool):
-            if isinstance(lib, str) or not all(isinstance(x, str) for x in lib):
-                raise GraphAuditError(f"--eval {name}: lower_is_better must be True/False or a list of value names")
+            if not isinstance(lib, (list, tuple, set, frozenset)) or not all(isinstance(x, str) for x in lib):
+                raise GraphAuditError(f"--eval {name}: lower_is_better must be True/False or a list of value names, "
+                                      f"not {type(lib).__name__} {str(lib)[:60]!r}")
             lib = tuple(lib)
+        metric_name = getattr(fn, "metric_name", "metric")
+        if not isinstance(metric_name, str) or not metric_name:
+            raise GraphAuditError(f"--eval {name}: metric_name must be a non-empty string (the name of the value "
+                                  f"a bare number stands for), not {type(metric_name).__name__} "
+                                  f"{str(metric_name)[:60]!r}")
         return cls(fn, name, lib, getattr(fn, "per_sample", False) is True)
 
     def lower_names(self, names: list[str]) -> list[str]:
