@@ -129,3 +129,32 @@ def test_hook_attributes_of_the_wrong_type_are_one_line(tiny, hooks, hook, needl
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and f"hooks.py:{hook}" in lines[0] and needle in lines[0], p.stderr
     assert "comparing stages" not in p.stderr + p.stdout
+
+
+def _metric(report: dict) -> dict:
+    return {s["stage"]: s for s in report["metric"]["stages"]}
+
+
+def test_a_nan_metric_is_the_hook_failing_on_that_stage(tiny, hooks, tmp_path):
+    """A per-sample hook that returns NaN for one sample file made the stage's mean NaN, on every stage, with no
+    word of which sample (exit 0, 'metric: original nan -> quantized nan'); a whole-set hook's NaN was printed as
+    the stage's value. NaN is no value to compare: N405 for that stage, naming the sample file, and the other
+    stages keep their values."""
+    stages, data = tiny
+    p = run("compare", str(stages), "--data", str(data), "--eval", f"{hooks}:nan_per_sample", "--eval-samples",
+            str(data), "--json", str(tmp_path / "per_sample.json"))
+    no_traceback(p)
+    report = json.loads((tmp_path / "per_sample.json").read_text())
+    for stage in ("original", "quantized"):
+        m = _metric(report)[stage]
+        assert m["values"] == {} and "1.npy" in m["error"] and "NaN" in m["error"], m
+    n405 = [f for f in report["findings"] if f["code"] == "N405"]
+    assert len(n405) == 2 and all("1.npy" in f["message"] for f in n405), n405
+    p = run("compare", str(stages), "--data", str(data), "--eval", f"{hooks}:nan_whole", "--json",
+            str(tmp_path / "whole.json"))
+    no_traceback(p)
+    m = _metric(json.loads((tmp_path / "whole.json").read_text()))
+    assert "NaN" in (m["quantized"]["error"] or "") and m["quantized"]["values"] == {}, m["quantized"]
+    # original: Relu then Sigmoid of 0.5 in each of the 4 values, summed
+    assert m["original"]["error"] is None
+    assert m["original"]["values"]["metric"] == pytest.approx(4 / (1 + np.exp(-0.5)), rel=1e-6)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import math
 import numbers
 import sys
 import time
@@ -253,15 +254,23 @@ class EvalRunner:
 
 def _values(got, hook: EvalHook) -> dict[str, float]:
     """The hook's return value as ``{name: float}``: a number is named by the callable's ``metric_name`` attribute
-    (default ``"metric"``). ValueError for anything else."""
+    (default ``"metric"``). ValueError for anything else, and for NaN: it is no value to compare, and one sample's
+    NaN made a per-sample hook's mean NaN on every stage without saying which sample (infinities are kept: an SQNR
+    or PSNR of identical outputs is +inf)."""
     def number(v) -> bool:
         return isinstance(v, numbers.Real) and not isinstance(v, bool)
 
     if number(got):
-        return {str(getattr(hook.fn, "metric_name", "metric")): float(got)}
-    if isinstance(got, dict) and got and all(isinstance(k, str) and number(v) for k, v in got.items()):
-        return {k: float(v) for k, v in got.items()}
-    raise ValueError(f"returned {type(got).__name__} {str(got)[:60]!r}, not a number or a dict of str -> number")
+        values = {str(getattr(hook.fn, "metric_name", "metric")): float(got)}
+    elif isinstance(got, dict) and got and all(isinstance(k, str) and number(v) for k, v in got.items()):
+        values = {k: float(v) for k, v in got.items()}
+    else:
+        raise ValueError(f"returned {type(got).__name__} {str(got)[:60]!r}, not a number or a dict of str -> number")
+    nan = [k for k, v in values.items() if math.isnan(v)]
+    if nan:
+        raise ValueError(f"returned NaN for {', '.join(repr(k[:60]) for k in nan[:3])}{' ...' if len(nan) > 3 else ''}"
+                         ", not a number to compare")
+    return values
 
 
 def sample_files(samples: str | None, limit: int | None = None) -> list[str]:
