@@ -274,22 +274,34 @@ class WorkerPool:
         ------
         Exception
             What the first failing task (in task order) raised; the later tasks are cancelled or awaited.
+        GraphAuditError
+            A local worker process died (killed, or ended by native code or ``os._exit`` in the user's ``--eval``
+            hook) instead of returning or raising: one line with its exit code or signal, as a dead Ray worker is
+            (it was concurrent.futures' BrokenProcessPool traceback).
         """
         if self._ray is not None:
             return self._map_ray(fn, tasks, tick)
+        from concurrent.futures.process import BrokenProcessPool
+
         ticks = _Ticks(self._manager.Queue(), tick) if tick is not None else None
         try:
             cwd = os.getcwd()
             with _sigint_held():  # the executor starts its processes in submit
                 futures = [self._executor.submit(run_task, fn, self.threads, cwd, *t, ticks.queue if ticks else None)
                            for t in tasks]
+                processes = dict(getattr(self._executor, "_processes", None) or {})  # to read their exit codes
             out = []
             for f in futures:
                 try:
                     out.append(f.result())
-                except BaseException:
+                except BaseException as e:
                     for g in futures:
                         g.cancel()
+                    if isinstance(e, BrokenProcessPool):
+                        raise GraphAuditError(f"--workers {self.scale.workers}: a worker process died "
+                                              f"({_how_ended(processes)}) before returning its shard: killed (out of "
+                                              "memory?), or ended by native code or os._exit in an --eval hook; "
+                                              "without --workers the same run shows where") from None
                     raise
             return out
         finally:
@@ -327,6 +339,31 @@ class WorkerPool:
             if ticks is not None:
                 ticks.close()
                 ticks.queue.shutdown()
+
+
+def _how_ended(processes: dict, wait: float = 1.0) -> str:
+    """How the local worker processes that ended did: ``"exit code 7"``, ``"killed by SIGKILL"`` (``"it ended"`` when
+    none says). The pool may see a worker's pipe close a moment before its exit status can be read: up to ``wait``
+    seconds are given for one to show."""
+    import time
+
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline and not any(getattr(p, "exitcode", None) for p in processes.values()):
+        time.sleep(0.02)
+    ends = []
+    for proc in processes.values():
+        code = getattr(proc, "exitcode", None)
+        if code is None or code == 0:
+            continue
+        if code < 0:
+            try:
+                ends.append(f"killed by {signal.Signals(-code).name}")
+            except ValueError:
+                ends.append(f"killed by signal {-code}")
+        else:
+            ends.append(f"exit code {code}")
+    own = [e for e in ends if e != "killed by SIGTERM"]  # SIGTERM: the pool stopping the others once one died
+    return ", ".join(dict.fromkeys(own or ends)) or "it ended"
 
 
 def _cancel(ray, refs: list, force: bool = False) -> None:

@@ -108,6 +108,17 @@ def nan_per_sample(run, path):
 
 
 nan_per_sample.per_sample = True
+
+
+def exit_on_1(run, path):
+    import os
+
+    if path.endswith("1.npy"):
+        os._exit(7)
+    return _top(run, path)
+
+
+exit_on_1.per_sample = True
 '''
 
 
@@ -158,3 +169,16 @@ def test_a_nan_metric_is_the_hook_failing_on_that_stage(tiny, hooks, tmp_path):
     # original: Relu then Sigmoid of 0.5 in each of the 4 values, summed
     assert m["original"]["error"] is None
     assert m["original"]["values"]["metric"] == pytest.approx(4 / (1 + np.exp(-0.5)), rel=1e-6)
+
+
+def test_a_worker_process_that_dies_is_one_line(tiny, hooks):
+    """A per-sample hook that ends its process (os._exit(7), as native code crashing or the OOM killer would) under
+    --workers 2 was concurrent.futures' BrokenProcessPool traceback (exit 1). It is one line saying a worker died and
+    how (its exit code), exit 2, as a dead Ray worker is."""
+    stages, data = tiny
+    p = run("compare", str(stages), "--data", str(data), "--eval", f"{hooks}:exit_on_1", "--eval-samples",
+            str(data), "--workers", "2", timeout=180)
+    no_traceback(p)
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    errors = [line for line in p.stderr.splitlines() if line.startswith("graphaudit: error")]
+    assert len(errors) == 1 and "worker process died" in errors[0] and "exit code 7" in errors[0], p.stderr
