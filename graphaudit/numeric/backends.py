@@ -122,10 +122,25 @@ def make_session(model: bytes, runtime: str, threads: int = 0, arena: bool = Tru
     if runtime == HORIZON_RUNTIME:
         from horizon_nn.executor.session import InferenceSession
 
+        _quiet_horizon_logger(InferenceSession)
         return InferenceSession(model)
     import onnxruntime as ort
 
     return ort.InferenceSession(model, session_options(threads, arena, parallel), providers=["CPUExecutionProvider"])
+
+
+@functools.lru_cache(maxsize=1)
+def _quiet_horizon_logger(session_class) -> None:
+    """Raise the log threshold of Horizon's onnxruntime fork to FATAL, as :func:`session_options` does for stock
+    onnxruntime: a stage it refuses reaches the user as one N403 line, not also as the fork's own
+    ``[E:onnxruntime:, inference_session.cc:886 Initialize] ...`` and ``[W:onnxruntime:...] MergeShapeInfo`` lines
+    on stderr. Only the default logger's severity: the session's own options (what it computes) are left as the
+    toolchain makes them."""
+    import importlib
+
+    binding = getattr(importlib.import_module(session_class.__module__), "onnxruntime_cpp2py_export", None)
+    if binding is not None and hasattr(binding, "set_default_logger_severity"):
+        binding.set_default_logger_severity(4)
 
 
 #: Longest one sample may run in a stage holding Loop nodes (stock onnxruntime): a Loop's trip count and condition
