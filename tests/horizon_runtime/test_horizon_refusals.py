@@ -38,3 +38,8 @@ def test_stages_horizon_refuses_are_n403_without_runtime_log_lines(tmp_path):
     assert set(n403) == {"optimized", "quantized"}, n403
     assert "Horizon's runtime cannot load the stage" in n403["optimized"]
     assert list(report["run"]["runtimes"]) == ["original"]
+    # the verdict's action for each: stock onnxruntime runs these stages (it said to run under Horizon's runtime)
+    actions = {v["stage"]: v["action"] for v in report["verdict"] if v["cause"] == "not-seen" and v.get("stage")}
+    assert len(actions) == 2, report["verdict"]
+    for action in actions.values():
+        assert "--runtime onnxruntime" in action and "--runtime horizon" not in action, action
