@@ -61,7 +61,7 @@ class HookOracle:
     def _values(self, i: int, model: onnx.ModelProto | None) -> dict[str, float]:
         runner = EvalRunner(self.stages[i], self.runtime, model=model,
                             convert=lambda sample, k, i=i: self.feeder.feeds(i, sample, k))
-        m = run_hook(self.hook, runner, self.samples, self.max_samples)
+        m = run_hook(self.hook, runner, self.samples, self.max_samples, allow_nan=True)  # NaN: a share not measured
         if m.error or not m.values:
             raise GraphAuditError(f"--eval {self.hook.spec} on {self.stages[i].name}"
                                   f"{' (a hybrid)' if model is not None else ''}: {m.error or 'no value returned'}")

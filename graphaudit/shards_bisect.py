@@ -142,7 +142,8 @@ def hook_task(spec: PipelineSpec, i: int, pair: int, hook_spec: str, runtime: st
         feeder = StageFeeder(stages, idx, "tensor", spec.config, None)
         model = None if revert is None else _hybrid_model(spec, pair, revert)
         runner = EvalRunner(stages[i], runtime, model=model, convert=lambda sample, k: feeder.feeds(i, sample, k))
-        acc, error, _left_out = per_sample_sums(hook, runner, sample_files(here(samples))[window[0]:window[1]])
+        acc, error, _left_out = per_sample_sums(hook, runner, sample_files(here(samples))[window[0]:window[1]],
+                                                allow_nan=True)  # as HookOracle: a NaN hybrid is a share not measured
         return acc, runner.samples_run, error
     except GraphAuditError as e:
         return Failure.of(e)

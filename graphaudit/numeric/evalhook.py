@@ -252,11 +252,12 @@ class EvalRunner:
         return self._convert(sample, self.samples_run) if self._convert is not None else dict(sample)
 
 
-def _values(got, hook: EvalHook) -> dict[str, float]:
+def _values(got, hook: EvalHook, allow_nan: bool = False) -> dict[str, float]:
     """The hook's return value as ``{name: float}``: a number is named by the callable's ``metric_name`` attribute
-    (default ``"metric"``). ValueError for anything else, and for NaN: it is no value to compare, and one sample's
-    NaN made a per-sample hook's mean NaN on every stage without saying which sample (infinities are kept: an SQNR
-    or PSNR of identical outputs is +inf)."""
+    (default ``"metric"``). ValueError for anything else, and for NaN unless ``allow_nan``: it is no value to
+    compare, and one sample's NaN made a per-sample hook's mean NaN on every stage without saying which sample
+    (infinities are kept: an SQNR or PSNR of identical outputs is +inf). The bisection allows it: a hybrid whose
+    metric is NaN is a share it cannot measure, not a failed run (``tests/test_bisect_inputs.py``)."""
     def number(v) -> bool:
         return isinstance(v, numbers.Real) and not isinstance(v, bool)
 
@@ -267,7 +268,7 @@ def _values(got, hook: EvalHook) -> dict[str, float]:
     else:
         raise ValueError(f"returned {type(got).__name__} {str(got)[:60]!r}, not a number or a dict of str -> number")
     nan = [k for k, v in values.items() if math.isnan(v)]
-    if nan:
+    if nan and not allow_nan:
         raise ValueError(f"returned NaN for {', '.join(repr(k[:60]) for k in nan[:3])}{' ...' if len(nan) > 3 else ''}"
                          ", not a number to compare")
     return values
@@ -296,7 +297,8 @@ def sample_files(samples: str | None, limit: int | None = None) -> list[str]:
 
 
 def per_sample_sums(hook: EvalHook, runner: "EvalRunner", files: list[str],
-                    tick: Callable[[int], None] | None = None) -> tuple[MeanAccumulator, str | None, list[str]]:
+                    tick: Callable[[int], None] | None = None,
+                    allow_nan: bool = False) -> tuple[MeanAccumulator, str | None, list[str]]:
     """A per-sample hook over ``files`` in order: the accumulated values, the first error (the exception's type
     and first line; the files after it are not run) or None, and the files left out because the runner refused
     their NaN or infinite values (NonFiniteSampleError out of the hook, as the numeric comparison leaves such
@@ -304,7 +306,7 @@ def per_sample_sums(hook: EvalHook, runner: "EvalRunner", files: list[str],
     acc, left_out = MeanAccumulator(), []
     for f in files:
         try:
-            acc.add(_values(hook.fn(runner, f), hook))
+            acc.add(_values(hook.fn(runner, f), hook, allow_nan))
         except NonFiniteSampleError:
             left_out.append(f)
         except (Exception, SystemExit) as e:  # noqa: BLE001 - the user's code, as in run_hook
@@ -317,21 +319,23 @@ def per_sample_sums(hook: EvalHook, runner: "EvalRunner", files: list[str],
     return acc, None, left_out
 
 
-def run_hook(hook: EvalHook, runner: EvalRunner, samples: str | None, limit: int | None = None) -> StageMetric:
+def run_hook(hook: EvalHook, runner: EvalRunner, samples: str | None, limit: int | None = None,
+             allow_nan: bool = False) -> StageMetric:
     """Call the hook once on one stage's runner (a per-sample hook once per sample file, on the first ``limit`` files
     when given, values averaged; a whole-set hook reads ``samples`` itself, ``limit`` cannot cap it). A hook
-    that raises (or returns something else than a number or a dict of numbers) gives a StageMetric with ``error``
-    set (the exception's type and first line), not an exception: the other stages are still evaluated."""
+    that raises (or returns something else than a number or a dict of numbers, or NaN unless ``allow_nan``) gives a
+    StageMetric with ``error`` set (the exception's type and first line), not an exception: the other stages are
+    still evaluated."""
     t0 = time.perf_counter()
     if hook.per_sample:
         try:
-            acc, error, left_out = per_sample_sums(hook, runner, sample_files(samples, limit))
+            acc, error, left_out = per_sample_sums(hook, runner, sample_files(samples, limit), allow_nan=allow_nan)
         except GraphAuditError as e:
             acc, error, left_out = MeanAccumulator(), str(e), []
         return stage_metric(runner.stage, runner.runtime, acc, runner.samples_run, error, time.perf_counter() - t0,
                             left_out)
     try:
-        values, error = _values(hook.fn(runner, samples), hook), None
+        values, error = _values(hook.fn(runner, samples), hook, allow_nan), None
     except (Exception, SystemExit) as e:  # noqa: BLE001 - the user's code: anything it raises (sys.exit too)
         # becomes a finding; KeyboardInterrupt still stops the run
         values, error = {}, _one_line(e)
