@@ -38,7 +38,7 @@ class HybridEvaluator:
     def __init__(self, stages, pair: int, al: Alignment, changes: list[Change], source, idx: int, config,
                  runtime: str, max_samples: int, window: tuple[int, int] | None = None):
         self.al, self.changes, self.pair, self.runtime = al, changes, pair, runtime
-        self.path_b = stages[pair + 1].path
+        self.path_a, self.path_b = stages[pair].path, stages[pair + 1].path
         self.model_a, self.model_b = onnx.load(stages[pair].path), onnx.load(self.path_b)
         files = getattr(source, "files", [])  # sample k named by its file where each file is one sample (as compare)
         self.feeder = StageFeeder(stages, idx, source.domain, config,
@@ -88,13 +88,16 @@ class HybridEvaluator:
             except NonFiniteSampleError as e:
                 self.left_out[k] = str(e)
                 continue
-            ref = self.sess_a.run(self.a_outputs, feeds_a)
+            try:
+                ref = self.sess_a.run(self.a_outputs, feeds_a)
+            except Exception as e:  # noqa: BLE001 - onnxruntime (stock or Horizon's fork) raises several types
+                raise GraphAuditError(f"{self.path_a}: the runtime fails on {self.feeder.label(k)} ({_first(e)})"
+                                      ) from e
             try:
                 got = sess.run(self.b_outputs, feeds_b)
             except Exception as e:  # noqa: BLE001 - onnxruntime (stock or Horizon's fork) raises several types
                 raise GraphAuditError(f"{self.path_b}: the hybrid with {len(revert)} change(s) reverted does not "
-                                      f"run ({str(e).strip().splitlines()[0][:300] if str(e).strip() else type(e).__name__})"
-                                      ) from e
+                                      f"run on {self.feeder.label(k)} ({_first(e)})") from e
             n, s = output_noise(ref, got)
             noise, signal = noise + n, signal + s
         if not self.count and not self._shard:
@@ -107,6 +110,11 @@ class HybridEvaluator:
         """(noise, signal) of b as the hb_mapper fix of the changes ``unit_changes`` would make it
         (:func:`fix_model`)."""
         return self.noise([], fix_model(self, unit_changes))
+
+
+def _first(e: Exception) -> str:
+    """The first line of a runtime's error (300 characters at most), or its type's name."""
+    return str(e).strip().splitlines()[0][:300] if str(e).strip() else type(e).__name__
 
 
 def fix_model(ev: HybridEvaluator, unit_changes: list[int]):

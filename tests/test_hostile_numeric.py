@@ -208,3 +208,58 @@ def test_not_seen_action_for_a_stage_horizon_s_runtime_refused(samples):
     rep.run.numeric_not_run = [f"{ptq.path}: Horizon's runtime failed on the data (a reason)"]
     (line,) = [v for v in not_seen_lines(rep) if v.stage == ptq.path]
     assert line.action == "See finding N403.", line.action
+
+
+RESHAPES = H + """
+g (float[N,4] x) => (float[1,4] y) {
+ s = Constant <value = int64[2] {1, 4}> ()
+ r = Reshape (x, s)
+ y = Sigmoid (r)
+}"""
+PLAIN = H + "\ng (float[N,4] x) => (float[N,4] y) { t = Relu (x)\n y = Sigmoid (t) }"
+
+
+@pytest.fixture
+def fails_on_one(tmp_path):
+    """Samples [1,4] x 3 then one of batch 2 (the dynamic batch takes it), and a stage that reshapes its input to
+    [1,4]: onnxruntime runs it on the first three samples and fails on the fourth."""
+    data = tmp_path / "data"
+    data.mkdir()
+    rng = np.random.default_rng(1)
+    for i in range(3):
+        np.save(data / f"{i}.npy", rng.standard_normal((1, 4)).astype(np.float32))
+    np.save(data / "3_two.npy", rng.standard_normal((2, 4)).astype(np.float32))
+    return data
+
+
+def test_a_stage_that_fails_on_one_sample_is_named_with_that_sample(tmp_path, fails_on_one):
+    """The quantized stage fails on the fourth sample only: N403 said 'onnxruntime failed on the data (...)'; it
+    names the sample file, in one process and on workers."""
+    stages = tmp_path / "b_fails"
+    stages.mkdir()
+    save_text(stages, "m_original.onnx", PLAIN)
+    save_text(stages, "m_qdq.onnx", RESHAPES)
+    for extra in ([], ["--workers", "2"]):
+        out = tmp_path / f"r{len(extra)}.json"
+        p = run("compare", str(stages), "--data", str(fails_on_one), "--json", str(out), *extra, timeout=180)
+        no_traceback(p)
+        n403 = [f for f in json.loads(out.read_text())["findings"] if f["code"] == "N403"]
+        assert len(n403) == 1 and f"failed on {fails_on_one / '3_two.npy'} (" in n403[0]["message"], n403
+
+
+def test_bisect_where_a_stage_fails_on_one_sample_is_one_line(tmp_path, fails_on_one):
+    """bisect runs stage a and each hybrid of b on every sample: stage a failing on the fourth sample was
+    onnxruntime's Fail traceback (exit 1), also on workers; a hybrid failing said 'does not run' without the sample.
+    Both are one line naming the stage file and the sample, exit 2."""
+    a_fails, b_fails = tmp_path / "a_fails", tmp_path / "b_fails"
+    for d, (orig, qdq) in ((a_fails, (RESHAPES, PLAIN)), (b_fails, (PLAIN, RESHAPES))):
+        d.mkdir()
+        save_text(d, "m_original.onnx", orig)
+        save_text(d, "m_qdq.onnx", qdq)
+    for stages, failing in ((a_fails, "m_original.onnx"), (b_fails, "m_qdq.onnx")):
+        for extra in ([], ["--workers", "2"]):
+            p = run("bisect", str(stages), "--data", str(fails_on_one), *extra, timeout=180)
+            no_traceback(p)
+            assert p.returncode == 2, (stages, extra, p.stdout, p.stderr)
+            err = p.stderr.strip().splitlines()[-1]
+            assert err.startswith("graphaudit: error:") and failing in err and "3_two.npy" in err, p.stderr

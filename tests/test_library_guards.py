@@ -192,7 +192,7 @@ def test_a_stage_the_runtime_fails_on_is_a_finding(tmp_path):
     au = graphaudit.audit([d / "m_original.onnx", d / "m_optimized.onnx", d / "m_quantized.onnx"],
                           numeric=graphaudit.NumericOptions(random=2))
     n403 = [f for f in au.report.findings if f.code == "N403"]
-    assert len(n403) == 1 and "m_quantized.onnx" in n403[0].message and "failed on the data" in n403[0].message
+    assert len(n403) == 1 and "m_quantized.onnx" in n403[0].message and "failed on sample 0 (" in n403[0].message
     assert len(au.report.numeric) == 1  # original -> optimized still compared
     r = subprocess.run([sys.executable, "-m", "graphaudit", "explain", str(d / "m_original.onnx"),
                         str(d / "m_optimized.onnx"), str(d / "m_quantized.onnx"), "--random", "2", "--no-report"],

@@ -366,6 +366,10 @@ class _Feeder:
         self.domain = data_domain
         self.names = sample_names
 
+    def label(self, k: int) -> str:
+        """How errors name sample ``k``: its file, or ``sample K``."""
+        return _label(self.names, k)
+
     def feeds(self, i: int, sample: dict[str, np.ndarray], k: int) -> dict[str, np.ndarray]:
         s, contracts, out = self.stages[i], self.contracts[i], {}
         for name, ic in contracts.items():
@@ -421,7 +425,9 @@ class _Comparison:
         except NonFiniteSampleError as e:
             self.left_out.append((e.label, e.input))
             return None
-        return run_all([lambda i=i: self.runners[i].run(feeds[i]) for i in range(len(self.stages))], self.concurrent)
+        label = self.feeder.label(k)
+        return run_all([lambda i=i: self.runners[i].run(feeds[i], label) for i in range(len(self.stages))],
+                       self.concurrent)
 
     def reduce(self, values: list[dict[str, np.ndarray]] | None) -> None:
         """Add one sample's values to every transition's accumulated and isolated error (None: a sample left out)."""

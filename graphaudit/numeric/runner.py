@@ -92,8 +92,9 @@ class StageRunner:
                    else _first_line(e))
             raise StageRunError(f"{stage.path}: {who} cannot load the stage ({why})", stage.path) from e
 
-    def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """Run one sample; returns every exposed tensor by name.
+    def run(self, feeds: dict[str, np.ndarray], sample: str | None = None) -> dict[str, np.ndarray]:
+        """Run one sample; returns every exposed tensor by name. ``sample`` names it (its file, or ``sample K``) in
+        the error when the runtime fails on it.
 
         Raises
         ------
@@ -101,7 +102,7 @@ class StageRunner:
             No data for one of the stage's inputs.
         StageRunError
             The runtime fails on the data (shapes, dtypes, a kernel error): the comparison reports the stage as not
-            run (N403) and goes on with the stages before it.
+            run (N403, naming ``sample`` when given) and goes on with the stages before it.
         """
         limit = LOOP_RUN_SECONDS if self.loops and self.runtime != HORIZON_RUNTIME else None
         try:
@@ -114,7 +115,8 @@ class StageRunner:
             if isinstance(e, TimeoutError):
                 why = (f"{why} on one sample; its Loop node(s) {', '.join(repr(x) for x in self.loops[:3])} may not "
                        "end (trip count and condition are data)")
-            raise StageRunError(f"{self.stage.path}: {who} failed on the data ({why})", str(self.stage.path)) from e
+            raise StageRunError(f"{self.stage.path}: {who} failed on {sample or 'the data'} ({why})",
+                                str(self.stage.path)) from e
         return dict(zip(self.output_names, values))
 
 
