@@ -471,11 +471,18 @@ def _run_info(stages, cfg, plan: _DataPlan, log_path, run: NumericRun | None, sk
     """The report's ``run`` section: what the run was given and which runtime ran what."""
     return RunInfo(config=str(cfg.path) if cfg is not None else None,
                    config_family=cfg.family if cfg is not None else None,
-                   data=plan.shown, random=plan.opts.random,
+                   data=plan.shown, random=_random_run(plan.opts),
                    log=str(log_path) if log_path is not None else None, numeric_skipped=skipped,
                    numeric_not_run=run.not_run if run else [], runtime=run.runtime if run else None,
                    runtimes=run.runtimes(stages) if run else None, data_from_config=plan.from_config,
                    samples_used=run.samples if run else None)
+
+
+def _random_run(opts: NumericOptions) -> int | None:
+    """How many random samples the run draws: ``--random N`` capped by ``--max-samples`` (None without random)."""
+    if opts.random is None or opts.max_samples is None:
+        return opts.random
+    return min(opts.random, opts.max_samples)
 
 
 def user_inputs(paths: list[str | os.PathLike], *extra: str | os.PathLike | None) -> list[Path]:

@@ -144,7 +144,8 @@ class RunInfo:
     data : str or None
         The data the stages ran on.
     random : int or None
-        Random samples run instead (``--random``).
+        Random samples run instead (``--random N``): N, or the ``--max-samples`` cap when it is lower (only that
+        many are drawn and run; the report said N).
     log : str or None
         The toolchain log or quant_info file read.
     numeric_skipped : str or None

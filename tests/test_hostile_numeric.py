@@ -263,3 +263,15 @@ def test_bisect_where_a_stage_fails_on_one_sample_is_one_line(tmp_path, fails_on
             assert p.returncode == 2, (stages, extra, p.stdout, p.stderr)
             err = p.stderr.strip().splitlines()[-1]
             assert err.startswith("graphaudit: error:") and failing in err and "3_two.npy" in err, p.stderr
+
+
+def test_random_samples_capped_by_max_samples_are_reported_as_run(tiny, tmp_path):
+    """--random 50 --max-samples 2 draws and runs 2 samples; the caution line, the run line and the not-seen
+    verdict line said '50 random samples' (run.random 50 beside samples_used 2)."""
+    stages, _data = tiny
+    p = run("explain", str(stages), "--random", "50", "--max-samples", "2", "--input-shape", "x=1x4", "--no-report",
+            "--json", str(tmp_path / "r.json"))
+    no_traceback(p)
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["run"]["random"] == 2 and report["run"]["samples_used"] == 2, report["run"]
+    assert "50 random" not in p.stdout and "Run: 2 random samples" in p.stdout, p.stdout
