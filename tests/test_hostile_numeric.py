@@ -275,3 +275,24 @@ def test_random_samples_capped_by_max_samples_are_reported_as_run(tiny, tmp_path
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["run"]["random"] == 2 and report["run"]["samples_used"] == 2, report["run"]
     assert "50 random" not in p.stdout and "Run: 2 random samples" in p.stdout, p.stdout
+
+
+@pytest.mark.parametrize("form", ["file", "module", "file-workers"])
+def test_the_hook_s_folder_gets_no_pycache(tiny, tmp_path, form):
+    """Loading the --eval hook (a path/to/file.py:function or a module:function, in this process or in each worker)
+    compiled it with Python's import, which wrote __pycache__/ beside the user's file (PYTHONDONTWRITEBYTECODE unset,
+    as for a user; the test environment may set it). Nothing is written next to what the user gave."""
+    stages, data = tiny
+    hooks = tmp_path / "myhooks"
+    hooks.mkdir()
+    (hooks / "myhook.py").write_text("def f(run, samples):\n    return 0.5\n")
+    spec = "myhook:f" if form == "module" else f"{hooks / 'myhook.py'}:f"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env.update(PYTHONPATH=str(REPO))
+    extra = ["--workers", "2"] if form.endswith("workers") else []
+    p = subprocess.run([sys.executable, "-m", "graphaudit", "compare", str(stages), "--data", str(data), "--eval",
+                        spec, *extra], capture_output=True, text=True, env=env, timeout=180,
+                       cwd=hooks if form == "module" else tmp_path)
+    no_traceback(p)
+    assert "metric: original 0.5000" in p.stdout, p.stdout + p.stderr
+    assert sorted(x.name for x in hooks.iterdir()) == ["myhook.py"]

@@ -19,6 +19,7 @@ stage per worker.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import math
@@ -122,14 +123,28 @@ def load_eval_hook(spec: str) -> EvalHook:
     where, _, attr = spec.rpartition(":")
     if not where or not attr or not all(p.isidentifier() for p in attr.split(".")):
         raise GraphAuditError(f"--eval {spec!r}: expected module:function or path/to/file.py:function")
-    module = _import_file(where, spec) if where.endswith(".py") or "/" in where or "\\" in where else \
-        _import_module(where, spec)
+    with _no_bytecode():
+        module = _import_file(where, spec) if where.endswith(".py") or "/" in where or "\\" in where else \
+            _import_module(where, spec)
     obj = module
     for part in attr.split("."):
         if not hasattr(obj, part):
             raise GraphAuditError(f"--eval {spec}: {where} has no attribute {attr!r}")
         obj = getattr(obj, part)
     return EvalHook.of(obj, spec)
+
+
+@contextlib.contextmanager
+def _no_bytecode():
+    """No ``__pycache__/`` written while the user's hook module (and what it imports) loads: Python's import writes
+    one beside each source file it compiles, which put a directory next to the user's hook file (nothing is written
+    next to what the user gave). Modules that already have their cache still use it."""
+    before = sys.dont_write_bytecode
+    sys.dont_write_bytecode = True
+    try:
+        yield
+    finally:
+        sys.dont_write_bytecode = before
 
 
 def _import_file(where: str, spec: str):
