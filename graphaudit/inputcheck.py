@@ -10,7 +10,7 @@ import numpy as np
 
 from .checks import RULES, run_checks
 from .checks.base import AuditContext
-from .errors import DataError
+from .errors import DataError, DataUnreadableError
 from .findings import Finding
 from .data.hbcal import open_stage_data
 from .data.source import open_data
@@ -70,6 +70,8 @@ def _open(stages: list[StageGraph], data, data_stage: int, raw_dtype, raw_shape,
     specs = input_specs(stages[data_stage])
     try:  # with the model's shapes, stacks split into samples as they would for the comparison
         return open_stage_data(data, specs, raw_dtype=raw_dtype, raw_shape=raw_shape, config=config)
+    except DataUnreadableError:  # no file holds a sample (an array without elements read as-is was one "sample")
+        raise
     except DataError as first:  # data that do not fit: read them as they are, the rules say what is wrong
         try:
             return open_data(data, [InputSpec(s.name, s.dtype, None) for s in specs], raw_dtype=raw_dtype,

@@ -296,3 +296,16 @@ def test_the_hook_s_folder_gets_no_pycache(tiny, tmp_path, form):
     no_traceback(p)
     assert "metric: original 0.5000" in p.stdout, p.stdout + p.stderr
     assert sorted(x.name for x in hooks.iterdir()) == ["myhook.py"]
+
+
+def test_check_inputs_on_an_array_without_elements(tiny):
+    """check-inputs read a [0,4] array again 'as it is' when it held no sample, and reported 1 sample, no finding,
+    exit 0; it is the same one line as for compare (exit 2)."""
+    stages, data = tiny
+    empty = data / "empty.npy"
+    np.save(empty, np.zeros((0, 4), np.float32))
+    p = run("check-inputs", str(stages), "--data", str(empty))
+    no_traceback(p)
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and "empty.npy" in lines[0] and "no samples" in lines[0], p.stderr
