@@ -309,3 +309,23 @@ def test_check_inputs_on_an_array_without_elements(tiny):
     assert p.returncode == 2, (p.stdout, p.stderr)
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and "empty.npy" in lines[0] and "no samples" in lines[0], p.stderr
+
+
+def test_a_per_sample_hook_takes_the_first_files_in_the_order_data_does(tiny, tmp_path):
+    """--max-samples 3 over files 0.npy .. 11.npy: the comparison runs 0, 1, 2 (natural order); the per-sample hook
+    ran 0.npy, 1.npy, 10.npy (sorted as strings). The hook returns each file's number: mean (0 + 1 + 2) / 3 = 1."""
+    stages, data = tiny
+    rng = np.random.default_rng(2)
+    for i in range(3, 12):
+        np.save(data / f"{i}.npy", rng.standard_normal((1, 4)).astype(np.float32))
+    hook = tmp_path / "numbered.py"
+    hook.write_text("from pathlib import Path\n\n\ndef f(run, path):\n    return float(Path(path).stem)\n\n\n"
+                    "f.per_sample = True\n")
+    out = tmp_path / "r.json"
+    p = run("compare", str(stages), "--data", str(data), "--max-samples", "3", "--eval", f"{hook}:f",
+            "--eval-samples", str(data), "--json", str(out))
+    no_traceback(p)
+    report = json.loads(out.read_text())
+    assert report["run"]["samples_used"] == 3
+    assert {s["stage"]: s["values"]["metric"] for s in report["metric"]["stages"]} == {"original": 1.0,
+                                                                                     "quantized": 1.0}

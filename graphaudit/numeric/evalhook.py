@@ -11,7 +11,7 @@ the one sample the hook is working on (streaming by construction; ``tests/test_e
 of the value names that are.
 
 A hook with ``per_sample = True`` is called once per sample instead: ``evaluate(run, sample_path)`` for each file
-of the ``--eval-samples`` directory (sorted by name), returning that sample's value(s); the stage's value is the mean
+of the ``--eval-samples`` directory (in natural order, as ``--data`` reads a folder), returning that sample's value(s); the stage's value is the mean
 over samples (float64 sum / count, :class:`~graphaudit.numeric.merge.MeanAccumulator`). Such a metric merges across
 shards of the samples (``--workers``/``--ray``); a hook that computes one value over the whole set is run whole, one
 stage per worker.
@@ -33,6 +33,7 @@ from typing import Callable
 import numpy as np
 import onnx
 
+from ..data.spec import natural_key
 from ..errors import GraphAuditError, NonFiniteSampleError, StageRunError
 from ..jsonvalues import json_number
 from ..stage import StageGraph
@@ -290,7 +291,8 @@ def _values(got, hook: EvalHook, allow_nan: bool = False) -> dict[str, float]:
 
 
 def sample_files(samples: str | None, limit: int | None = None) -> list[str]:
-    """The samples of a per-sample hook: the files of the ``--eval-samples`` directory sorted by name (hidden
+    """The samples of a per-sample hook: the files of the ``--eval-samples`` directory in natural order (``2.npy``
+    before ``10.npy``, as ``--data`` reads a folder: ``--max-samples N`` takes the same first N files for both; hidden
     files left out), or the one file given; the first ``limit`` of them (``--max-samples``) when given.
 
     Raises
@@ -305,7 +307,8 @@ def sample_files(samples: str | None, limit: int | None = None) -> list[str]:
         return [str(p)]
     if not p.is_dir():
         raise GraphAuditError(f"--eval-samples {samples}: no such file or directory")
-    files = sorted(str(f) for f in p.iterdir() if f.is_file() and not f.name.startswith("."))
+    files = [str(f) for f in sorted((f for f in p.iterdir() if f.is_file() and not f.name.startswith(".")),
+                                    key=lambda f: natural_key(f.name))]
     if not files:
         raise GraphAuditError(f"--eval-samples {samples}: no files in the directory")
     return files if limit is None else files[:limit]
