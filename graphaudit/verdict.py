@@ -185,8 +185,12 @@ def _outputs(t: TransitionSummary) -> tuple[float | None, float | None, str]:
     return c, d, text
 
 
-def _samples_phrase(t: TransitionSummary, random: int | None) -> str:
-    n = max((o.samples for o in t.outputs), default=0)
+def _samples_phrase(t: TransitionSummary, random: int | None, report: AuditReport | None = None) -> str:
+    """``"your data (N samples)"`` or ``"N random samples"``: N the samples the outputs were compared on, else those
+    of the tensors compared (outputs of integer type are not compared: it said "0 random samples"), else the run's."""
+    n = max((o.samples for o in t.outputs), default=0) or max((ts.samples for ts in t.tensors), default=0)
+    if not n and report is not None and report.run is not None:
+        n = report.run.samples_used or 0
     if random:
         return f"{n} random sample{'s' if n != 1 else ''}"
     return f"your data ({n} sample{'s' if n != 1 else ''})" if n else "your data"
@@ -195,11 +199,13 @@ def _samples_phrase(t: TransitionSummary, random: int | None) -> str:
 def _transition_line(i: int, t: TransitionSummary, report: AuditReport, random: int | None) -> VerdictLine:
     scope = f"{t.a} -> {t.b}"
     c, d, figures = _outputs(t)
-    on = _samples_phrase(t, random)
+    on = _samples_phrase(t, random, report)
     documented_equal = t.sqnr_threshold is not None
     part = nonfinite_parting((ts, *(list(ts.nonfinite) + [0, 0])[:2]) for ts in t.tensors if ts.samples)
     if part is not None and (t.first_divergence is None or part.order <= t.first_divergence.order):
         return _nonfinite_line(t, part, report, scope, figures, d, on)
+    if not t.outputs and t.first_divergence is None:  # nothing says the outputs agree: not "the same values"
+        return _outputs_not_compared(t, scope, on)
     if t.first_divergence is None and (documented_equal or d is None or d >= EQUAL_OUTPUT_SQNR_DB):
         text = f"{t.a} and {t.b} compute the same values on {on}"
         action = ""
@@ -216,6 +222,22 @@ def _transition_line(i: int, t: TransitionSummary, report: AuditReport, random: 
     if documented_equal:
         return _rewrite_line(i, t, report, scope, figures, d)
     return _quantization_line(t, report, scope, figures, d, on, random)
+
+
+def _outputs_not_compared(t: TransitionSummary, scope: str, on: str) -> VerdictLine:
+    """The line of a transition none of whose outputs was compared (integer outputs, such as an ArgMax's indices or
+    a detector's int64 labels: graphaudit compares float tensors) and where no compared tensor diverged: that is no
+    evidence that the stages compute the same outputs (it said they did, also with nothing compared at all)."""
+    agree = (f" The {t.tensors_compared} float tensor(s) compared before them agree." if t.tensors_compared else
+             " No float tensor of theirs was compared either.")
+    text = (f"The outputs of {t.a} and {t.b} were not compared on {on}: graphaudit compares float tensors, and no "
+            f"output of {t.b} is one it could pair (integer outputs such as an ArgMax's indices are not compared)."
+            + agree)
+    action = ("Measure what your application reads from these outputs with --eval MODULE:FUNCTION (your metric per "
+              "stage), or give the stages the float tensor they are computed from (the scores an ArgMax reads) as a "
+              "graph output.")
+    return VerdictLine(cause="not-seen", scope=scope, text=text, evidence="outputs: not compared", action=action,
+                       stage=t.b)
 
 
 def _nonfinite_line(t: TransitionSummary, part: TensorSummary, report: AuditReport, scope: str, figures: str,

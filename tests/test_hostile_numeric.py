@@ -329,3 +329,25 @@ def test_a_per_sample_hook_takes_the_first_files_in_the_order_data_does(tiny, tm
     assert report["run"]["samples_used"] == 3
     assert {s["stage"]: s["values"]["metric"] for s in report["metric"]["stages"]} == {"original": 1.0,
                                                                                      "quantized": 1.0}
+
+
+def test_integer_outputs_are_not_called_equal(tmp_path):
+    """Two stages whose only output is int64 (x * 2 then Neg, against x * 3 then Neg): graphaudit compares float
+    tensors, so nothing was compared, and the verdict said 'original and quantized compute the same values on 0
+    random samples' (4 had run). The line says the outputs were not compared, on the 4 samples that ran."""
+    stages = tmp_path / "int_out"
+    stages.mkdir()
+    for name, k in (("m_original.onnx", 2), ("m_qdq.onnx", 3)):
+        save_text(stages, name, H + f"""
+g (int64[1,4] x) => (int64[1,4] y) {{
+ k = Constant <value = int64 {{{k}}}> ()
+ t = Mul (x, k)
+ y = Neg (t)
+}}""")
+    p = run("explain", str(stages), "--random", "4", "--no-report", "--json", str(tmp_path / "r.json"))
+    no_traceback(p)
+    verdict = json.loads((tmp_path / "r.json").read_text())["verdict"]
+    assert not [v for v in verdict if v["cause"] == "equal"], verdict
+    (line,) = [v for v in verdict if v["scope"] == "original -> quantized"]
+    assert line["cause"] == "not-seen" and "not compared on 4 random samples" in line["text"], line
+    assert "Numeric comparison on 4 samples" in p.stdout, p.stdout

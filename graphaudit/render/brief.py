@@ -154,7 +154,8 @@ def _numeric(report: AuditReport, console: Console) -> None:
             console.print(Text(f"Numeric comparison skipped: {report.run.numeric_skipped}", style="bold yellow"),
                           no_wrap=True, overflow=line_overflow(console), crop=console.is_terminal)
         return
-    n = max((o.samples for tr in report.numeric for o in tr.outputs), default=0)
+    n = max((o.samples for tr in report.numeric for o in (tr.outputs or tr.tensors)), default=0) or (
+        report.run.samples_used if report.run is not None and report.run.samples_used else 0)  # integer outputs
     console.print(Text(f"Numeric comparison on {n} sample{'s' if n != 1 else ''}: outputs against the stage before "
                        "(-v: tensors)", style="bold"))
     ref = report.numeric[0].reference if len(report.numeric) > 1 else None
