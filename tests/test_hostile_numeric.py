@@ -351,3 +351,20 @@ g (int64[1,4] x) => (int64[1,4] y) {{
     (line,) = [v for v in verdict if v["scope"] == "original -> quantized"]
     assert line["cause"] == "not-seen" and "not compared on 4 random samples" in line["text"], line
     assert "Numeric comparison on 4 samples" in p.stdout, p.stdout
+
+
+def test_a_hook_that_changes_directory_moves_no_output(tiny, tmp_path):
+    """A hook that does os.chdir (to its data set, as evaluation scripts do) moved graphaudit's relative outputs:
+    --json r.json and the default ./graphaudit_report/ were written in the hook's directory, past the checks that
+    keep outputs out of the inputs. The working directory is restored after each call of the hook."""
+    stages, data = tiny
+    work, elsewhere = tmp_path / "work", tmp_path / "elsewhere"
+    work.mkdir()
+    elsewhere.mkdir()
+    hook = tmp_path / "chdir_hook.py"
+    hook.write_text(f"import os\n\n\ndef f(run, samples):\n    os.chdir({str(elsewhere)!r})\n    return 0.5\n")
+    p = run("explain", str(stages), "--data", str(data), "--eval", f"{hook}:f", "--json", "r.json", cwd=work)
+    no_traceback(p)
+    assert "metric: original 0.5000" in p.stdout, p.stdout + p.stderr
+    assert list(elsewhere.iterdir()) == []
+    assert (work / "r.json").is_file() and (work / "graphaudit_report" / "report.html").is_file()

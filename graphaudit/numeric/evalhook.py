@@ -24,6 +24,7 @@ import importlib
 import importlib.util
 import math
 import numbers
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -268,6 +269,18 @@ class EvalRunner:
         return self._convert(sample, self.samples_run) if self._convert is not None else dict(sample)
 
 
+def _call_hook(hook: EvalHook, runner: "EvalRunner", samples):
+    """``hook.fn(runner, samples)`` in graphaudit's working directory, which is restored when the hook returns or
+    raises: a hook that changes directory (``os.chdir`` to its data set, as evaluation scripts do) moved every
+    relative path after it, the report's ``--json``/``--out`` and the default ``./graphaudit_report/`` included,
+    to where it went (past the checks that keep outputs out of the inputs) and the next sample file's path."""
+    cwd = os.getcwd()
+    try:
+        return hook.fn(runner, samples)
+    finally:
+        os.chdir(cwd)  # an OSError (the hook removed it) is the hook's error on this stage, N405
+
+
 def _values(got, hook: EvalHook, allow_nan: bool = False) -> dict[str, float]:
     """The hook's return value as ``{name: float}``: a number is named by the callable's ``metric_name`` attribute
     (default ``"metric"``). ValueError for anything else, and for NaN unless ``allow_nan``: it is no value to
@@ -324,7 +337,7 @@ def per_sample_sums(hook: EvalHook, runner: "EvalRunner", files: list[str],
     acc, left_out = MeanAccumulator(), []
     for f in files:
         try:
-            acc.add(_values(hook.fn(runner, f), hook, allow_nan))
+            acc.add(_values(_call_hook(hook, runner, f), hook, allow_nan))
         except NonFiniteSampleError:
             left_out.append(f)
         except (Exception, SystemExit) as e:  # noqa: BLE001 - the user's code, as in run_hook
@@ -353,7 +366,7 @@ def run_hook(hook: EvalHook, runner: EvalRunner, samples: str | None, limit: int
         return stage_metric(runner.stage, runner.runtime, acc, runner.samples_run, error, time.perf_counter() - t0,
                             left_out)
     try:
-        values, error = _values(hook.fn(runner, samples), hook, allow_nan), None
+        values, error = _values(_call_hook(hook, runner, samples), hook, allow_nan), None
     except (Exception, SystemExit) as e:  # noqa: BLE001 - the user's code: anything it raises (sys.exit too)
         # becomes a finding; KeyboardInterrupt still stops the run
         values, error = {}, _one_line(e)
