@@ -12,11 +12,13 @@ import contextlib
 import os
 import signal
 import socket
+import sys
 import threading
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from .errors import GraphAuditError
+from .workerprocs import end_processes, how_ended
 
 __all__ = ["ScaleOut", "WorkerPool", "ray_available", "shard_ranges", "run_task", "usable_cpus", "here",
            "SMALL_JOB_SAMPLES"]
@@ -204,6 +206,10 @@ def _sigint_held():
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
+#: Seconds a local worker process is given to end once the pool closes, before it is terminated.
+EXIT_WAIT = 10.0
+
+
 class WorkerPool:
     """A pool of workers for one job (a context manager; workers and their caches live until it closes).
 
@@ -255,13 +261,21 @@ class WorkerPool:
 
     def close(self, stop: bool = False) -> None:
         """Stop the local workers, after their running tasks end, or at once (``stop``: SIGTERM, after a Ctrl-C;
-        they block SIGINT). A Ray cluster stays up, this process's local Ray instance too (Ray shuts it down when
-        this process exits; :meth:`map` cancels its Ray tasks on a Ctrl-C)."""
+        they block SIGINT). A worker that has not ended :data:`EXIT_WAIT` seconds after its last task (its exit
+        waits for a thread an ``--eval`` hook left running: the run hung there) is terminated, with a note on
+        stderr. A Ray cluster stays up, this process's local Ray instance too (Ray shuts it down when this process
+        exits; :meth:`map` cancels its Ray tasks on a Ctrl-C)."""
         if self._executor is not None:
+            procs = list((getattr(self._executor, "_processes", None) or {}).values())
             if stop:
-                for proc in list((getattr(self._executor, "_processes", None) or {}).values()):
+                for proc in procs:
                     with contextlib.suppress(Exception):
                         proc.terminate()
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            stuck = end_processes(procs, EXIT_WAIT)
+            if stuck and not stop:
+                print(f"graphaudit: note: {stuck} worker process(es) had not ended {EXIT_WAIT:g} s after their work "
+                      "(a thread the --eval hook left running?) and were stopped", file=sys.stderr)
             self._executor.shutdown(wait=True, cancel_futures=True)
             self._manager.shutdown()
             self._executor = None
@@ -299,7 +313,7 @@ class WorkerPool:
                         g.cancel()
                     if isinstance(e, BrokenProcessPool):
                         raise GraphAuditError(f"--workers {self.scale.workers}: a worker process died "
-                                              f"({_how_ended(processes)}) before returning its shard: killed (out of "
+                                              f"({how_ended(processes)}) before returning its shard: killed (out of "
                                               "memory?), or ended by native code or os._exit in an --eval hook; "
                                               "without --workers the same run shows where") from None
                     raise
@@ -339,31 +353,6 @@ class WorkerPool:
             if ticks is not None:
                 ticks.close()
                 ticks.queue.shutdown()
-
-
-def _how_ended(processes: dict, wait: float = 1.0) -> str:
-    """How the local worker processes that ended did: ``"exit code 7"``, ``"killed by SIGKILL"`` (``"it ended"`` when
-    none says). The pool may see a worker's pipe close a moment before its exit status can be read: up to ``wait``
-    seconds are given for one to show."""
-    import time
-
-    deadline = time.monotonic() + wait
-    while time.monotonic() < deadline and not any(getattr(p, "exitcode", None) for p in processes.values()):
-        time.sleep(0.02)
-    ends = []
-    for proc in processes.values():
-        code = getattr(proc, "exitcode", None)
-        if code is None or code == 0:
-            continue
-        if code < 0:
-            try:
-                ends.append(f"killed by {signal.Signals(-code).name}")
-            except ValueError:
-                ends.append(f"killed by signal {-code}")
-        else:
-            ends.append(f"exit code {code}")
-    own = [e for e in ends if e != "killed by SIGTERM"]  # SIGTERM: the pool stopping the others once one died
-    return ", ".join(dict.fromkeys(own or ends)) or "it ended"
 
 
 def _cancel(ray, refs: list, force: bool = False) -> None:

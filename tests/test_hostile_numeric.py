@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -368,3 +369,32 @@ def test_a_hook_that_changes_directory_moves_no_output(tiny, tmp_path):
     assert "metric: original 0.5000" in p.stdout, p.stdout + p.stderr
     assert list(elsewhere.iterdir()) == []
     assert (work / "r.json").is_file() and (work / "graphaudit_report" / "report.html").is_file()
+
+
+@pytest.mark.parametrize("workers", [[], ["--workers", "2"]])
+def test_a_hook_that_leaves_a_thread_running_does_not_hang_the_run(tiny, tmp_path, workers):
+    """A hook that starts a thread and leaves it running (a prefetch loop that never ends): Python's exit waited for
+    it for ever after the report was printed, with Ctrl-C ignored by then; on workers the pool waited for worker
+    processes that could not exit. The run ends, the report printed, one note on stderr saying why."""
+    stages, data = tiny
+    hook = tmp_path / "thread_hook.py"
+    hook.write_text("import threading\nimport time\n\n\ndef f(run, samples):\n"
+                    "    threading.Thread(target=time.sleep, args=(3600,), name='prefetch').start()\n"
+                    "    return 0.5\n")
+    cmd = [sys.executable, "-m", "graphaudit", "compare", str(stages), "--data", str(data), "--eval", f"{hook}:f",
+           *workers]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            env=dict(os.environ, PYTHONPATH=str(REPO), COLUMNS="200"))
+    try:
+        out, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # the run and its workers: nothing left behind
+        proc.communicate()
+        pytest.fail("the run did not end within 60 s")
+    p = subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+    no_traceback(p)
+    assert p.returncode == 0, p.stderr
+    assert "metric: original 0.5000" in p.stdout, p.stdout
+    notes = [line for line in p.stderr.splitlines() if line.startswith("graphaudit: note:") and "thread" in line]
+    assert len(notes) == 1, p.stderr
+    assert ("prefetch" in notes[0]) if not workers else ("worker process" in notes[0]), notes

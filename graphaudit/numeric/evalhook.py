@@ -26,6 +26,7 @@ import math
 import numbers
 import os
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -269,15 +270,32 @@ class EvalRunner:
         return self._convert(sample, self.samples_run) if self._convert is not None else dict(sample)
 
 
+#: Threads the hook started that were still running, not daemonic, when it returned: Python's exit waits for them,
+#: so a hook that leaves one running (a prefetch loop, a data loader's worker) kept the finished run from ending, and
+#: graphaudit, which ignores Ctrl-C once its work is done, could then not be stopped with it. The console script
+#: gives them a moment and then exits without them (``graphaudit.cli.run``), saying so.
+LEFT_RUNNING: list[threading.Thread] = []
+
+
+def threads_left(wait: float) -> list[str]:
+    """The names of the threads of :data:`LEFT_RUNNING` still running after up to ``wait`` seconds in all."""
+    deadline = time.monotonic() + wait
+    for t in LEFT_RUNNING:
+        t.join(max(0.0, deadline - time.monotonic()))
+    return [t.name for t in LEFT_RUNNING if t.is_alive()]
+
+
 def _call_hook(hook: EvalHook, runner: "EvalRunner", samples):
     """``hook.fn(runner, samples)`` in graphaudit's working directory, which is restored when the hook returns or
     raises: a hook that changes directory (``os.chdir`` to its data set, as evaluation scripts do) moved every
     relative path after it, the report's ``--json``/``--out`` and the default ``./graphaudit_report/`` included,
-    to where it went (past the checks that keep outputs out of the inputs) and the next sample file's path."""
-    cwd = os.getcwd()
+    to where it went (past the checks that keep outputs out of the inputs) and the next sample file's path. The
+    non-daemonic threads it leaves running are added to :data:`LEFT_RUNNING`."""
+    cwd, before = os.getcwd(), set(threading.enumerate())
     try:
         return hook.fn(runner, samples)
     finally:
+        LEFT_RUNNING.extend(t for t in threading.enumerate() if t not in before and not t.daemon and t.is_alive())
         os.chdir(cwd)  # an OSError (the hook removed it) is the hook's error on this stage, N405
 
 
