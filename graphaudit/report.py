@@ -23,7 +23,7 @@ __all__ = ["SCHEMA_VERSION", "VERDICT_CAUSES", "VerdictLine", "AuditReport", "St
            "summarize_stage", "make_transition"]
 
 #: Version of the JSON layout written by :meth:`AuditReport.to_dict` (documented in README.md).
-SCHEMA_VERSION = "1.8"
+SCHEMA_VERSION = "1.9"
 
 
 @dataclass

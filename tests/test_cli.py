@@ -190,7 +190,7 @@ def test_json_report_schema(tmp_path, two_stages):
     p = run("explain", str(two_stages[0].parent), "--json", str(out / "r.json"), "--no-report")
     assert p.returncode == 0, p.stderr
     d = json.loads((out / "r.json").read_text())
-    assert d["schema_version"] == "1.8"
+    assert d["schema_version"] == "1.9"
     assert [s["role"] for s in d["stages"]] == ["original", "optimized"]
     (tr,) = d["transitions"]
     assert tr["counts"]["kept"] == 2 and tr["coverage"]["a_ratio"] == 1.0

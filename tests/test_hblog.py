@@ -316,7 +316,7 @@ def test_cli_explain_with_log(samples, tmp_path):
     shown = p.stdout[p.stdout.index("Toolchain similarity"):]
     assert shown.index("Conv.1") < shown.index("Softmax.0") < shown.index("HzHardSwish_0")  # worst first
     d = json.loads(out.read_text())
-    assert d["schema_version"] == "1.8" and d["toolchain"]["nodes_mapped"] == 6
+    assert d["schema_version"] == "1.9" and d["toolchain"]["nodes_mapped"] == 6
 
 
 def test_cli_bad_log_is_one_line_error(samples, tmp_path):

@@ -169,6 +169,10 @@ def _numeric(report: AuditReport, console: Console) -> None:
             crit = f"cosine {tr.threshold}" + (f" or SQNR {tr.sqnr_threshold:g} dB"
                                                if tr.sqnr_threshold is not None else "")
             div = Text(f"none (no tensor below {crit})", style="green")
+            if tr.inner_divergence:
+                k = len(tr.inner_divergence)
+                div = Text(f"none; {k} tensor(s) below {crit} heal at the linear op reading them, e.g. "
+                           f"{tr.inner_divergence[0]}: a scale the toolchain folded forward, not a loss", style="green")
         else:
             node = fd.b_node or fd.b_tensor
             div = Text(f"{node} (cosine {fmt(fd.cosine, '.6f')}, SQNR {fmt(fd.sqnr_db, '.1f')} dB)", style="red")

@@ -248,6 +248,12 @@ def _numeric(report: AuditReport, console: Console) -> None:
                                         f"{fd.a_tensor}{_by_node(fd.a_node)} in {tr.a}): cosine "
                                         f"{_fmt(fd.cosine, '.6f')}, SQNR {_fmt(fd.sqnr_db, '.1f')} dB; "
                                         f"{fd.change or 'kept node'}"))
+        elif tr.inner_divergence:
+            k = len(tr.inner_divergence)
+            print_line(console, Text(f"  no first divergence; {k} tensor(s) with {crit} heal at the Conv/MatMul "
+                                     f"reading them ({', '.join(tr.inner_divergence[:3])}{', ...' if k > 3 else ''}): "
+                                     "a scale the toolchain folded forward into its weights, so each pair holds two "
+                                     "different quantities, not a loss", style="green"))
         else:
             print_line(console, Text(f"  no tensor with {crit}", style="green"))
         if tr.worst_regions:
