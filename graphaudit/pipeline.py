@@ -173,29 +173,12 @@ def _structure(stages: list[StageGraph]) -> tuple[Lineage, list[list[Change]], l
 def _read_log(paths: list, stages: list[StageGraph], log,
               find_log: bool) -> tuple[ToolchainLog | None, Path | None, str | None]:
     """The toolchain log given (``log``) or found beside the stages, parsed and checked to name the stages' nodes
-    before the (slow) numeric run, as ``(log, its path, why a found one was left out)``. A log that cannot be read,
-    or none of whose node rows names a node of the stages, is refused when given (GraphAuditError); found, it is
-    left out and the audit goes on (the unreadable one said in the report's ``run.log_skipped``)."""
+    before the (slow) numeric run: :func:`graphaudit.toolchain_log.read_toolchain_log`."""
     if not (log or (find_log and paths)):
         return None, None, None
-    from .toolchain_log import load_toolchain_file, pick_toolchain_file, toolchain_section
+    from .toolchain_log import read_toolchain_log
 
-    found = log or (pick_toolchain_file(paths) if find_log and paths else None)
-    if found is None:
-        return None, None, None
-    try:
-        tlog = load_toolchain_file(found)
-    except GraphAuditError as e:
-        if log:
-            raise
-        return None, None, f"{e} (found beside the stages; left out, --no-log skips it)"
-    probe = toolchain_section(tlog, stages, None)
-    if probe.nodes_total and not probe.nodes_mapped:  # every row names a node the stages lack
-        if log:
-            raise GraphAuditError(f"{found}: none of its {probe.nodes_total} node rows names a node of the "
-                                  "stages: a log of another model?")
-        return None, None, None
-    return tlog, Path(found), None
+    return read_toolchain_log(stages, log, paths if find_log else [])
 
 
 def _config_fields(cfg, stages: list[StageGraph], lineage: Lineage) -> dict:
@@ -280,7 +263,9 @@ def audit(paths, *, source: str | os.PathLike | None = None, title: str = "", co
         ``report.run.data_from_config`` is True); a folder that cannot be read is said in
         ``report.run.numeric_skipped``, and the audit goes on.
     log : path-like, optional
-        A toolchain log or ``*_quant_info.json``; ``find_log`` looks for one beside the stages instead.
+        A toolchain log or ``*_quant_info.json`` (unreadable, or of another model: GraphAuditError); ``find_log``
+        looks for one beside the stages instead, falling back to the next file found when one cannot be used
+        (:func:`graphaudit.toolchain_log.read_toolchain_log`; ``report.run.log_skipped`` says the ones left out).
     numeric : NumericOptions, optional
         How to run the stages (``numeric.random``: random samples when no ``data`` are given).
     min_stages, config_data : int, bool

@@ -99,7 +99,7 @@ def run_line(report: AuditReport, console: Console, blank_before: bool = True) -
         console.print(Text("Run: " + "; ".join(parts), style="dim"))
     else:
         console.print(Text("Run: " + "; ".join(parts), style="dim"), no_wrap=True, overflow="ignore", crop=False)
-    if run.log_skipped:  # a found log that could not be read: said, and the report goes on without it
+    if run.log_skipped:  # found logs left out (unreadable, of another model): said, and the report goes on
         console.print(Text(f"Toolchain log not read: {run.log_skipped}", style="yellow"), no_wrap=True,
                       overflow=line_overflow(console), crop=console.is_terminal)
 
