@@ -274,7 +274,8 @@ def audit(paths, *, source: str | os.PathLike | None = None, title: str = "", co
     eval_hook, eval_samples : optional
         The user's metric (``--eval``: ``"module:function"``, ``"file.py:function"`` or a callable) run on every
         stage with ``eval_samples`` (:func:`graphaudit.evaluate_stages`) into ``report.metric``; a failing hook is N405.
-        ``numeric.max_samples`` caps a per-sample hook's files (a whole-set hook reads ``eval_samples`` itself).
+        ``numeric.max_samples`` caps a per-sample hook's files (a whole-set hook reads ``eval_samples`` itself); a
+        per-sample hook without ``eval_samples`` is refused before any work (GraphAuditError).
 
     Returns
     -------
@@ -307,7 +308,7 @@ def _audit(paths, source, title, config, data, log, find_log, numeric, min_stage
     loaded = bool(paths) and isinstance(paths[0], StageGraph)
     stages = list(paths) if loaded else load_pipeline(paths, source, single=min_stages < 2)
     cfg = _as_config(config)
-    opts, hook = _options(numeric, eval_hook)
+    opts, hook = _options(numeric, eval_hook, eval_samples)
     lineage, changes, covs = _structure(stages)
     tlog, log_path, log_skipped = _read_log([] if loaded else list(paths), stages, log, find_log)
     idx = data_stage_of(stages)
@@ -343,9 +344,9 @@ def _audit(paths, source, title, config, data, log, find_log, numeric, min_stage
     return Audit(stages, lineage, changes, covs, report, cfg, run.results if run else [], inputs, given)
 
 
-def _options(numeric, eval_hook) -> tuple[NumericOptions, object]:
-    """The validated NumericOptions (default ones for None) and the loaded eval hook (None without one): a bad value
-    or hook spec fails here, before any work."""
+def _options(numeric, eval_hook, eval_samples=None) -> tuple[NumericOptions, object]:
+    """The validated NumericOptions (default ones for None) and the loaded eval hook (None without one): a bad value,
+    a bad hook spec or a per-sample hook without ``eval_samples`` fails here, before any work."""
     opts = numeric if numeric is not None else NumericOptions()
     if not isinstance(opts, NumericOptions):
         raise GraphAuditError(f"numeric: expected NumericOptions, got {type(opts).__name__}")
@@ -353,8 +354,11 @@ def _options(numeric, eval_hook) -> tuple[NumericOptions, object]:
     if eval_hook is None:
         return opts, None
     from .evaluate import as_eval_hook
+    from .numeric.evalhook import check_hook_samples
 
-    return opts, as_eval_hook(eval_hook)
+    hook = as_eval_hook(eval_hook)
+    check_hook_samples(hook, eval_samples)
+    return opts, hook
 
 
 def _metric(stages, hook, eval_samples, opts: NumericOptions, cfg):
