@@ -276,7 +276,8 @@ def _eval_args(p: argparse.ArgumentParser) -> None:
                    help="your own metric per stage: a function evaluate(run, samples) -> number or dict of numbers, "
                         "called once per stage with that stage's runner (module:function or path/to/file.py:function;"
                         " README 'Your own metric')")
-    p.add_argument("--eval-samples", metavar="PATH", help="passed to the --eval function as its samples argument")
+    p.add_argument("--eval-samples", metavar="PATH", help="passed to the --eval function as its samples argument "
+                   "(needed by a per_sample hook: it is called once per file there)")
 
 
 def _rankdir(text: str) -> str:

@@ -103,8 +103,8 @@ def audit_args(args: argparse.Namespace, notes: list[str] | None = None) -> dict
     printed on stderr at once and the first is not said.
 
     Raises:
-        GraphAuditError: ``--eval-samples`` without ``--eval``, a bad hook spec, or a per-sample hook's missing
-            ``--eval-samples`` path (exit 2 before any work).
+        GraphAuditError: ``--eval-samples`` without ``--eval``, a bad hook spec, or a per-sample hook without
+            ``--eval-samples`` or with a path that does not exist (exit 2 before any work).
     """
     hook = getattr(args, "eval_hook", None)
     if getattr(args, "eval_samples", None) and not hook:
@@ -116,7 +116,10 @@ def audit_args(args: argparse.Namespace, notes: list[str] | None = None) -> dict
     if hook:  # loaded here: a bad spec is exit 2 before any work
         from .evaluate import as_eval_hook
 
+        from .numeric.evalhook import check_hook_samples
+
         kw.update(eval_hook=as_eval_hook(hook), eval_samples=args.eval_samples)
+        check_hook_samples(kw["eval_hook"], args.eval_samples)
         if kw["eval_hook"].per_sample and args.eval_samples and not os.path.exists(args.eval_samples):
             # graphaudit lists a per-sample hook's files itself: a missing path is bad input, not a finding
             raise GraphAuditError(f"{args.eval_samples}: no such file or directory (--eval-samples of a per-sample "

@@ -173,29 +173,12 @@ def _structure(stages: list[StageGraph]) -> tuple[Lineage, list[list[Change]], l
 def _read_log(paths: list, stages: list[StageGraph], log,
               find_log: bool) -> tuple[ToolchainLog | None, Path | None, str | None]:
     """The toolchain log given (``log``) or found beside the stages, parsed and checked to name the stages' nodes
-    before the (slow) numeric run, as ``(log, its path, why a found one was left out)``. A log that cannot be read,
-    or none of whose node rows names a node of the stages, is refused when given (GraphAuditError); found, it is
-    left out and the audit goes on (the unreadable one said in the report's ``run.log_skipped``)."""
+    before the (slow) numeric run: :func:`graphaudit.toolchain_log.read_toolchain_log`."""
     if not (log or (find_log and paths)):
         return None, None, None
-    from .toolchain_log import load_toolchain_file, pick_toolchain_file, toolchain_section
+    from .toolchain_log import read_toolchain_log
 
-    found = log or (pick_toolchain_file(paths) if find_log and paths else None)
-    if found is None:
-        return None, None, None
-    try:
-        tlog = load_toolchain_file(found)
-    except GraphAuditError as e:
-        if log:
-            raise
-        return None, None, f"{e} (found beside the stages; left out, --no-log skips it)"
-    probe = toolchain_section(tlog, stages, None)
-    if probe.nodes_total and not probe.nodes_mapped:  # every row names a node the stages lack
-        if log:
-            raise GraphAuditError(f"{found}: none of its {probe.nodes_total} node rows names a node of the "
-                                  "stages: a log of another model?")
-        return None, None, None
-    return tlog, Path(found), None
+    return read_toolchain_log(stages, log, paths if find_log else [])
 
 
 def _config_fields(cfg, stages: list[StageGraph], lineage: Lineage) -> dict:
@@ -280,7 +263,9 @@ def audit(paths, *, source: str | os.PathLike | None = None, title: str = "", co
         ``report.run.data_from_config`` is True); a folder that cannot be read is said in
         ``report.run.numeric_skipped``, and the audit goes on.
     log : path-like, optional
-        A toolchain log or ``*_quant_info.json``; ``find_log`` looks for one beside the stages instead.
+        A toolchain log or ``*_quant_info.json`` (unreadable, or of another model: GraphAuditError); ``find_log``
+        looks for one beside the stages instead, falling back to the next file found when one cannot be used
+        (:func:`graphaudit.toolchain_log.read_toolchain_log`; ``report.run.log_skipped`` says the ones left out).
     numeric : NumericOptions, optional
         How to run the stages (``numeric.random``: random samples when no ``data`` are given).
     min_stages, config_data : int, bool
@@ -289,7 +274,8 @@ def audit(paths, *, source: str | os.PathLike | None = None, title: str = "", co
     eval_hook, eval_samples : optional
         The user's metric (``--eval``: ``"module:function"``, ``"file.py:function"`` or a callable) run on every
         stage with ``eval_samples`` (:func:`graphaudit.evaluate_stages`) into ``report.metric``; a failing hook is N405.
-        ``numeric.max_samples`` caps a per-sample hook's files (a whole-set hook reads ``eval_samples`` itself).
+        ``numeric.max_samples`` caps a per-sample hook's files (a whole-set hook reads ``eval_samples`` itself); a
+        per-sample hook without ``eval_samples`` is refused before any work (GraphAuditError).
 
     Returns
     -------
@@ -322,7 +308,7 @@ def _audit(paths, source, title, config, data, log, find_log, numeric, min_stage
     loaded = bool(paths) and isinstance(paths[0], StageGraph)
     stages = list(paths) if loaded else load_pipeline(paths, source, single=min_stages < 2)
     cfg = _as_config(config)
-    opts, hook = _options(numeric, eval_hook)
+    opts, hook = _options(numeric, eval_hook, eval_samples)
     lineage, changes, covs = _structure(stages)
     tlog, log_path, log_skipped = _read_log([] if loaded else list(paths), stages, log, find_log)
     idx = data_stage_of(stages)
@@ -358,9 +344,9 @@ def _audit(paths, source, title, config, data, log, find_log, numeric, min_stage
     return Audit(stages, lineage, changes, covs, report, cfg, run.results if run else [], inputs, given)
 
 
-def _options(numeric, eval_hook) -> tuple[NumericOptions, object]:
-    """The validated NumericOptions (default ones for None) and the loaded eval hook (None without one): a bad value
-    or hook spec fails here, before any work."""
+def _options(numeric, eval_hook, eval_samples=None) -> tuple[NumericOptions, object]:
+    """The validated NumericOptions (default ones for None) and the loaded eval hook (None without one): a bad value,
+    a bad hook spec or a per-sample hook without ``eval_samples`` fails here, before any work."""
     opts = numeric if numeric is not None else NumericOptions()
     if not isinstance(opts, NumericOptions):
         raise GraphAuditError(f"numeric: expected NumericOptions, got {type(opts).__name__}")
@@ -368,8 +354,11 @@ def _options(numeric, eval_hook) -> tuple[NumericOptions, object]:
     if eval_hook is None:
         return opts, None
     from .evaluate import as_eval_hook
+    from .numeric.evalhook import check_hook_samples
 
-    return opts, as_eval_hook(eval_hook)
+    hook = as_eval_hook(eval_hook)
+    check_hook_samples(hook, eval_samples)
+    return opts, hook
 
 
 def _metric(stages, hook, eval_samples, opts: NumericOptions, cfg):

