@@ -78,7 +78,7 @@ def read_toolchain_log(stages: list[StageGraph], log: str | os.PathLike | None =
         except GraphAuditError as e:
             skipped.append(str(e))
             continue
-        foreign = _foreign_log(tlog, stages, found)
+        foreign = _foreign_log(tlog, stages, found) or _other_build(tlog, stages, found)
         if foreign:
             skipped.append(foreign)
             continue
@@ -92,6 +92,34 @@ def _foreign_log(tlog: ToolchainLog, stages: list[StageGraph], path) -> str | No
     if probe.nodes_total and not probe.nodes_mapped:
         return (f"{path}: none of its {probe.nodes_total} node rows names a node of the stages: "
                 "a log of another model?")
+    return None
+
+
+def _other_build(tlog: ToolchainLog, stages: list[StageGraph], path) -> str | None:
+    """Why a log found beside the stages is of another build of their model, else None: the config it echoes writes
+    into a ``working_dir`` that exists (resolved against the log's directory, where hb_mapper runs and writes its
+    log) and is not the directory holding the stages, or names an ``output_model_file_prefix`` none of the stage
+    files carries. Two builds in one project folder share the log's name, ``hb_mapper_makertbin.log``, and the
+    later one overwrites it; their node names mostly agree, so the rows alone do not tell (a new user's second
+    PP-OCRv4 rec build, ``working_dir: model_output_fix``: 195 of 229 rows named nodes of ``model_output``)."""
+    if not tlog.config_text:
+        return None
+    from .config import parse_config_text
+
+    try:
+        cfg = parse_config_text(tlog.config_text, str(path))
+    except GraphAuditError:
+        return None  # an echo that does not parse says nothing about the build
+    wd, prefix = cfg.get("model_parameters", "working_dir"), cfg.get("model_parameters", "output_model_file_prefix")
+    homes = {Path(st.path).resolve().parent for st in stages}
+    if isinstance(wd, str) and wd.strip():
+        w = Path(wd) if Path(wd).is_absolute() else Path(path).parent / wd
+        if w.is_dir() and w.resolve() not in homes:
+            return (f"{path}: the config it echoes writes the stages to working_dir {wd!r} ({w}), not to the "
+                    "directory of these stages: a log of another build?")
+    if isinstance(prefix, str) and prefix and not any(Path(st.path).name.startswith(f"{prefix}_") for st in stages):
+        return (f"{path}: the config it echoes names output_model_file_prefix {prefix!r}, which no stage file "
+                "carries: a log of another build?")
     return None
 
 

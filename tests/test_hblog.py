@@ -457,3 +457,24 @@ def test_corrupt_quant_info_beside_a_good_log_is_not_needed(samples, tmp_path):
     a = audit([wd], find_log=True)
     assert a.report.run.log_skipped is None and a.report.toolchain.source == str(log)
     assert a.report.toolchain.tool == "hb_mapper makertbin"
+
+
+def test_log_of_another_build_in_the_same_folder_is_said_and_the_next_file_read(samples, tmp_path):
+    """Two builds of one model in one project folder (a new user's PP-OCRv4 rec: model_output/, then
+    model_output_fix/ with a second config): the folder's hb_mapper_makertbin.log is the second build's, and most of
+    its node rows name nodes of the first one too. Here the real PP-OCR cls log with its echoed ``working_dir:
+    model_output`` (line 54 of the real log) edited to ``model_output_fix``, which exists: for model_output/ it is
+    left out with that reason and the quant_info beside the stages is read; the log as written is read."""
+    real = (samples / "hb" / "ppocr_cls_bayes-e" / "hb_mapper_makertbin.log").read_bytes()
+    assert real.count(b"\n  working_dir: model_output\n") == 1
+    wd, qi, log = _hb_project(samples, tmp_path, log=real.replace(b"\n  working_dir: model_output\n",
+                                                                   b"\n  working_dir: model_output_fix\n"))
+    (tmp_path / "model_output_fix").mkdir()
+    a = audit([wd], find_log=True)
+    why = a.report.run.log_skipped
+    assert why.startswith(f"{log}: the config it echoes writes the stages to working_dir 'model_output_fix'")
+    assert why.endswith(f"(found beside the stages; left out, read {qi} instead)")
+    assert a.report.run.log == str(qi) and a.report.toolchain.tool == "quant_info.json"
+    log.write_bytes(real)  # the first build's own log
+    a = audit([wd], find_log=True)
+    assert a.report.run.log == str(log) and a.report.run.log_skipped is None
