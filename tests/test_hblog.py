@@ -478,3 +478,27 @@ def test_log_of_another_build_in_the_same_folder_is_said_and_the_next_file_read(
     log.write_bytes(real)  # the first build's own log
     a = audit([wd], find_log=True)
     assert a.report.run.log == str(log) and a.report.run.log_skipped is None
+
+
+def test_console_output_saved_with_colour_codes_parses_as_the_log(samples, tmp_path):
+    """hb_mapper's console output saved to a file (``hb_mapper makertbin ... | tee makertbin.out``) has each message
+    as ``DATE TIME \\x1b[92mINFO\\x1b[0m message`` (a new user's capture, PP-OCRv4 rec) instead of the log file's
+    ``DATE TIME file: F func: G line No: N message``; the tables are the same. The real PP-OCR cls log rewritten
+    that way gives the same node rows and output rows as the file: before, the colour codes hid the message
+    prefix, the output table ran on into the node table and its row was read as a node (Chebyshev distance as
+    cosine)."""
+    src = samples / "hb" / "ppocr_cls_bayes-e" / "hb_mapper_makertbin.log"
+    if not src.is_file():
+        pytest.skip("real hb_mapper sets not built (samples/build/hb)")
+    text = src.read_text()
+    console, n = re.subn(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) file: \S+ func: \S+ line No: \d+ ?",
+                         "\\1 \x1b[92mINFO\x1b[0m ", text, flags=re.M)
+    assert n > 100 and "\x1b[92mINFO\x1b[0m The quantized model output:" in console
+    out = tmp_path / "makertbin.out"
+    out.write_text(console)
+    want, got = parse_log(src), parse_log(out)
+    assert got.tool == want.tool and got.toolchain_version == want.toolchain_version
+    assert [(r.node, r.cosine) for r in got.nodes] == [(r.node, r.cosine) for r in want.nodes]
+    assert len(want.nodes) > 100 and [o.output for o in want.outputs] == ["save_infer_model/scale_0.tmp_1"]
+    assert [(o.output, o.cosine, o.chebyshev) for o in got.outputs] == [(o.output, o.cosine, o.chebyshev)
+                                                                          for o in want.outputs]
