@@ -502,3 +502,27 @@ def test_console_output_saved_with_colour_codes_parses_as_the_log(samples, tmp_p
     assert len(want.nodes) > 100 and [o.output for o in want.outputs] == ["save_infer_model/scale_0.tmp_1"]
     assert [(o.output, o.cosine, o.chebyshev) for o in got.outputs] == [(o.output, o.cosine, o.chebyshev)
                                                                           for o in want.outputs]
+
+
+def test_html_page_carries_the_toolchain_similarity_table(samples, tmp_path):
+    """The HTML report shows the toolchain's per-node cosines as the console does: every row of the real PP-OCR cls
+    log's node table that has a cosine (104, counted here with a regular expression over the log's text), worst
+    first, and the output row. It had none of them (a new user looked there for hb_mapper's 0.793328)."""
+    wd, _qi, log = _hb_project(samples, tmp_path)
+    text = log.read_text()
+    rows = re.findall(r"^(\S+)\s+(?:BPU|CPU)\s+\S+\s+\S+\s+([0-9]\.[0-9]+|nan)\s", text, flags=re.M)
+    assert len(rows) == 104
+    page = tmp_path / "r.html"
+    p = run("explain", str(wd), "--no-report", "--html", str(page), "--fail-on", "never", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    doc = page.read_text()
+    table = doc[doc.index('<table class="toolchain-rows">'):]
+    table = table[:table.index("</table>")]
+    cells = [[html.unescape(re.sub(r"<[^>]+>", "", c)) for c in re.findall(r"<td[^>]*>(.*?)</td>", tr, flags=re.S)]
+             for tr in re.findall(r"<tr>(.*?)</tr>", table.split("<tbody>", 1)[1], flags=re.S)]
+    assert len(cells) == 104
+    assert sorted((c[0], float(c[3])) for c in cells) == sorted((n, float(c)) for n, c in rows)
+    assert [float(c[3]) for c in cells] == sorted(float(c) for _n, c in rows)  # worst first
+    (out,) = re.findall(r"^(save_infer_model/scale_0\.tmp_1)\s+([0-9.]+)", text, flags=re.M)
+    shown = " ".join(html.unescape(re.sub(r"<[^>]+>", "", doc)).split())
+    assert f"output {out[0]}: toolchain cosine {float(out[1]):.6f}" in shown
