@@ -402,6 +402,19 @@ def _precision_action(report: AuditReport, t: TransitionSummary, names: list[str
     return action
 
 
+#: The action of a loss spread over the model in the step from Horizon's calibrated stage to its fixed-point one.
+_FIXED_POINT_SPREAD = ("This step keeps the calibrated stage's thresholds, so another calibration does not target "
+                       "it: what it adds is the integer arithmetic's rounding (requantizations, table lookups) "
+                       "spread over the model. Compare with the toolchain's quantized cosines (its log); where one "
+                       "node dominates, keep it in int16 (node_info OutputType) or on the CPU, else accept it.")
+
+
+def _fixed_point_step(report: AuditReport, t: TransitionSummary) -> bool:
+    """Whether transition ``t`` runs from Horizon's calibrated stage into its fixed-point (quantized) stage."""
+    roles = {s.name: s.role for s in report.stages}
+    return roles.get(t.a) == "calibrated" and roles.get(t.b) == "quantized" and is_horizon(report, t.b)
+
+
 def _quantization_line(t: TransitionSummary, report: AuditReport, scope: str, figures: str, d: float | None,
                        on: str, random: int | None) -> VerdictLine:
     landed = _landed(report, t)
@@ -431,8 +444,9 @@ def _quantization_line(t: TransitionSummary, report: AuditReport, scope: str, fi
         text += (f" (worst change alone: {_alone(_region_name(t, worst[0])[0] + ' at SQNR', worst[0], landed)})."
                  if worst else ".")
         named = [(*_region_name(t, worst[0]), worst[0], None, 0)] if worst else []
-        action = ("Improve calibration rather than single nodes: more and more representative samples, another "
-                  "calibration_type, or per-channel weights.")
+        action = _FIXED_POINT_SPREAD if _fixed_point_step(report, t) else (
+            "Improve calibration rather than single nodes: more and more representative samples, another "
+            "calibration_type, or per-channel weights.")
     if small:
         action = "Nothing to do here for accuracy; if you still measure a drop, look at the harness and the device."
     if random and not small:
