@@ -142,15 +142,20 @@ def check_default_place(p: str | os.PathLike, inputs: list[Path] | None, what: s
                                   f"{q}; give {option} outside it")
 
 
-def check_output_path(path: str | os.PathLike, protect: list[Path] | None = None) -> Path:
+def check_output_path(path: str | os.PathLike, protect: list[Path] | None = None, probe: bool = True) -> Path:
     """Validate an output file path before any work is done (see :func:`write_atomic` for the rules).
+
+    With ``probe``, that the file can be written is proven, not guessed: a temporary file is made and removed at
+    once in its directory, where the atomic write makes its own (permission bits say nothing for root, nor on
+    /proc or a read-only mount).
 
     Raises
     ------
     GraphAuditError
         Empty path; one of the inputs or inside an input directory; an existing directory or other non-regular
         file (a device such as /dev/null, a FIFO: an atomic write would replace it); a missing parent directory;
-        a path that cannot be resolved (symlink loop).
+        a path that cannot be resolved (symlink loop); a directory no file can be written in (the reason from the
+        operating system).
     """
     if not str(path):
         raise GraphAuditError("empty output file name")
@@ -162,6 +167,13 @@ def check_output_path(path: str | os.PathLike, protect: list[Path] | None = None
         raise GraphAuditError(f"{p}: exists and is not a regular file (a device or FIFO); refusing to replace it")
     if not p.parent.is_dir():
         raise GraphAuditError(f"{p}: {p.parent} is not an existing directory")
+    if probe:
+        try:
+            fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=".graphaudit-probe-")
+            os.close(fd)
+            os.unlink(tmp)
+        except OSError as e:
+            raise GraphAuditError(f"{p}: cannot write in {p.parent}: {e.strerror or e}") from None
     return p
 
 
@@ -176,7 +188,7 @@ def write_atomic(path: str | os.PathLike, text: str, protect: list[Path] | None 
         Empty path, a protected file, a missing parent directory, a directory or non-regular file as target,
         or an unwritable location. No temporary file is left behind.
     """
-    p = check_output_path(path, protect)
+    p = check_output_path(path, protect, probe=False)  # the write itself says whether it can be written
     try:
         atomic_write(p, text)
     except OSError as e:

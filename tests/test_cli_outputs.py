@@ -167,3 +167,39 @@ def test_write_reports_keeps_out_of_the_stage_files_directory(cls_stages, tmp_pa
     src = shutil.copy(cls_stages / "ppocr_cls_original.onnx", project / "float.onnx")
     au = graphaudit.audit([qdq], source=src)
     assert [p.name for _w, p in graphaudit.write_reports(au, project / "rep")] == ["report.json", "report.html"]
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="Linux: procfs takes no new files, not even from root")
+@pytest.mark.parametrize("cmd", [
+    ("explain", "{a}", "{b}", "--no-report", "--json", "/proc/r.json"),
+    ("explain", "{a}", "{b}", "--no-report", "--html", "/proc/r.html"),
+    ("diff", "{a}", "{b}", "--json", "/proc/r.json"),
+    ("compare", "{a}", "{b}", "--random", "1", "--json", "/proc/r.json"),
+    ("bisect", "{a}", "{b}", "--random", "1", "--json", "/proc/r.json"),
+    ("render", "{a}", "{b}", "-o", "/proc/r.svg"),
+    ("check-inputs", "{b}", "--data", "{data}", "--json", "/proc/r.json"),
+    ("lint", "{cfg}", "--data", "{missing}", "-o", "/proc/r.txt"),  # the missing --data would be said after
+    ("lower", "{quantized}", "-o", "/proc/r.onnx"),  # fixed-point ops: lowering fails, after the output check
+])
+def test_output_files_that_cannot_be_written_are_refused_before_any_work(cls_stages, samples, cmd):
+    """An output file in a directory no file can be written in (here /proc, which refuses even root) was found out
+    after the whole run: the report printed, then 'cannot write'; lint and lower did their work (and said its error)
+    first. Now: one line naming the path and the directory, nothing on stdout."""
+    a, b = cls_stages / "ppocr_cls_original.onnx", cls_stages / "ppocr_cls_qdq.onnx"
+    hb = samples / "hb" / "mtcnn_pnet_bernoulli2"
+    p = run(*[x.format(a=a, b=b, data=samples / "data" / "ppocr_cls" / "x", cfg=hb / "config.yaml",
+                       missing=cls_stages / "no_such_dir", quantized=hb / "model_output" / "mtcnn_pnet_quantized_model.onnx")
+              for x in cmd])
+    assert_user_error(p, f"{cmd[-1]}: cannot write in /proc: ")
+    assert p.stdout == ""
+
+
+def test_report_files_of_an_existing_out_directory_are_checked_before_any_work(cls_stages, tmp_path):
+    """--out DIR whose report.json (or report.html) is a directory: the report was printed, then the write failed."""
+    for name in ("report.json", "report.html"):
+        out = tmp_path / f"out_{name}"
+        (out / name).mkdir(parents=True)
+        p = run("explain", str(cls_stages / "ppocr_cls_original.onnx"), str(cls_stages / "ppocr_cls_qdq.onnx"),
+                "--out", str(out))
+        assert_user_error(p, f"{out / name}: is a directory")
+        assert p.stdout == "" and [q.name for q in out.iterdir()] == [name]
