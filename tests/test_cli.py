@@ -364,6 +364,25 @@ def test_numeric_bad_arguments_and_data(samples, tmp_path):
     assert_user_error(run("compare", *pair), "compare needs samples: give --data PATH, --random N, or --config")
 
 
+@pytest.mark.parametrize("args", [
+    ("explain", "{a}", "{b}", "--log", ""), ("explain", "{a}", "{b}", "--config", ""),
+    ("explain", "{a}", "{b}", "--data", ""), ("explain", "{a}", "{b}", "--source", ""),
+    ("explain", "{a}", "{b}", "--eval", "m:f", "--eval-samples", ""), ("explain", "", "{b}"), ("explain", ""),
+    ("compare", "{a}", "{b}", "--random", "1", "--config", ""), ("check-inputs", "{b}", "--data", ""),
+    ("render", "{a}", "{b}", "-o", "{tmp}/x.svg", "--config", ""), ("lower", "", "-o", "{tmp}/x.onnx"),
+])
+def test_empty_input_paths_are_refused(samples, tmp_path, args):
+    """``--log ""`` was taken as no --log (and ``--config ""``, ``--eval-samples ""`` as not given); ``--data ""``
+    and a stage path ``""`` were Path("") == ".", the working directory. Now: exit 2, one line naming the option."""
+    cls = samples / "ort" / "ppocr_cls"
+    a, b = cls / "ppocr_cls_original.onnx", cls / "ppocr_cls_qdq.onnx"
+    flag = next((x for x, y in zip(args, args[1:]) if x.startswith("-") and y == ""), None)
+    p = run(*[x.format(a=a, b=b, tmp=tmp_path) for x in args], *(["--no-report"] if args[0] == "explain" else []),
+            cwd=tmp_path)
+    assert_user_error(p, f"argument {flag or ('stage' if args[0] == 'lower' else 'paths')}: empty path")
+    assert p.stdout == "" and list(tmp_path.iterdir()) == []
+
+
 def test_nan_data_are_the_same_error_finding_for_one_stage_and_for_several(samples, tmp_path):
     """explain --data with a NaN value: P209 at error severity and exit 1 whether it is given one stage file (no
     comparison to run) or the stage directory (the comparison leaves the NaN sample out and compares the other); it
