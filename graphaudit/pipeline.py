@@ -26,7 +26,7 @@ from .load import load_stage
 from .measure import CONFIG_DATA_SAMPLES, NumericOptions, NumericRun, config_data, data_stage_of
 from .numeric.summary import transition_summary
 from .report import AuditReport, RunInfo, make_transition, summarize_stage
-from .stage import StageGraph
+from .stage import StageGraph, stage_arguments
 from .toolchains import discover_stages
 from .verdict import build_verdict
 
@@ -227,24 +227,6 @@ def _as_config(config):
     return load_config_or_log(config)
 
 
-def _as_paths(paths) -> list:
-    """``paths`` as a list: one path-like alone is a list of one; a list holds path-likes or StageGraphs, not both.
-
-    Raises
-    ------
-    GraphAuditError
-        Anything else (a mixed list, numbers, None).
-    """
-    if isinstance(paths, (str, os.PathLike)):
-        return [paths]
-    if not isinstance(paths, (list, tuple)) or not paths:
-        raise GraphAuditError(f"paths: expected a stage directory, stage files or loaded stages, got {paths!r:.80}")
-    if not (all(isinstance(p, StageGraph) for p in paths) or all(isinstance(p, (str, os.PathLike)) for p in paths)):
-        kinds = sorted({type(p).__name__ for p in paths})
-        raise GraphAuditError(f"paths: give either paths or loaded StageGraphs, not a mix of {', '.join(kinds)}")
-    return list(paths)
-
-
 def audit(paths, *, source: str | os.PathLike | None = None, title: str = "", config=None,
           data: str | os.PathLike | None = None, log: str | os.PathLike | None = None, find_log: bool = False,
           numeric: NumericOptions | None = None, min_stages: int = 1, config_data: bool = True, eval_hook=None,
@@ -302,7 +284,7 @@ def audit(paths, *, source: str | os.PathLike | None = None, title: str = "", co
     >>> au.report.transitions[0].counts["fused"] > 0
     True
     """
-    paths = _as_paths(paths)
+    paths = stage_arguments(paths)
     with _spared():
         return _audit(paths, source, title, config, data, log, find_log, numeric, min_stages, config_data, eval_hook,
                       eval_samples)
