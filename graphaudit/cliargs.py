@@ -13,7 +13,7 @@ from .numeric.thresholds import DEFAULT_COSINE_THRESHOLD
 from .outputs import DEFAULT_OUT
 from .scaleout import ScaleOut
 
-__all__ = ["build_parser"]
+__all__ = ["build_parser", "sample_option_defaults"]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -253,6 +253,14 @@ def _no_config_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-config", action="store_true",
                    help="do not use a conversion config found next to the stages (one whose working_dir is the "
                         "stage directory); --config names one")
+
+
+def sample_option_defaults() -> dict:
+    """The defaults of the options that act on the samples run through the stages (``--data``, ``--max-samples``,
+    ``--threshold``, ``--workers``, ...), by their ``dest``."""
+    p = argparse.ArgumentParser()
+    _numeric_args(p, required=False)
+    return vars(p.parse_args([]))
 
 
 def _numeric_args(p: argparse.ArgumentParser, required: bool) -> None:

@@ -383,6 +383,26 @@ def test_empty_input_paths_are_refused(samples, tmp_path, args):
     assert p.stdout == "" and list(tmp_path.iterdir()) == []
 
 
+def test_options_acting_on_samples_say_when_no_sample_runs(samples, tmp_path):
+    """``explain a b --max-samples 3`` (no --data, --random, --config, --eval) was accepted in silence, as were
+    --threshold, --workers and the other options acting on samples: the user believed a capped run happened. Now
+    one note line on stderr names them; the report goes on with the same exit status. With samples, no note."""
+    cls = samples / "ort" / "ppocr_cls"
+    a, b = str(cls / "ppocr_cls_original.onnx"), str(cls / "ppocr_cls_qdq.onnx")
+    plain = run("explain", a, b, "--no-report", cwd=tmp_path)
+    p = run("explain", a, b, "--no-report", "--max-samples", "3", cwd=tmp_path)
+    assert p.returncode == plain.returncode and p.stdout == plain.stdout
+    assert p.stderr == ("graphaudit: note: --max-samples 3 has no effect: no samples run (give --data PATH, "
+                        "--random N or --config YAML)\n")
+    p = run("explain", a, b, "--no-report", "--threshold", "0.9", "--max-samples", "3", "--no-isolated", cwd=tmp_path)
+    assert p.stderr.startswith("graphaudit: note: --max-samples 3, --threshold 0.9, --no-isolated have no effect: ")
+    p = run("render", a, b, "-o", str(tmp_path / "g.dot"), "--max-samples", "2", cwd=tmp_path)
+    assert p.returncode == 0 and p.stderr.startswith("graphaudit: note: --max-samples 2 has no effect"), p.stderr
+    p = run("explain", a, b, "--no-report", "--random", "2", "--input-shape", "x=1x3x48x192", "--max-samples", "1",
+            cwd=tmp_path)
+    assert p.returncode in (0, 1) and "note" not in p.stderr and "sample 1/1 done" in p.stderr, p.stderr
+
+
 def test_nan_data_are_the_same_error_finding_for_one_stage_and_for_several(samples, tmp_path):
     """explain --data with a NaN value: P209 at error severity and exit 1 whether it is given one stage file (no
     comparison to run) or the stage directory (the comparison leaves the NaN sample out and compares the other); it
