@@ -63,8 +63,7 @@ DEFAULT_SAMPLE_RUN = 4
 def _lower(args: argparse.Namespace, console: Console) -> int:
     from .numeric.lower import lower_file
 
-    if Path(args.output).exists() and Path(args.stage).exists() and Path(args.output).resolve() == Path(args.stage).resolve():
-        raise GraphAuditError(f"{args.output}: is the input stage; refusing to overwrite it")
+    check_output_path(args.output, user_inputs([args.stage]))  # not the stage, nor beside it; before the work
     res = lower_file(args.stage, args.output)
     done = ", ".join(f"{op} x{c}" for op, c in sorted(res.lowered.items()))
     console.print(Text(f"{args.output}: " + (f"lowered {done}" if done else "no Horizon op to lower; written unchanged")),

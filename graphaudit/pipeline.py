@@ -19,13 +19,14 @@ from .checks import AuditContext, run_checks
 from .checks.structure import custom_ops
 from .classify import Change, Coverage, classify, coverage
 from .errors import DataError, DataUnreadableError, GraphAuditError, StagesUnrelatedError
+from .fileio import user_inputs
 from .findings import Finding
 from .lineage import Lineage, align, align_chain
 from .load import load_stage
 from .measure import CONFIG_DATA_SAMPLES, NumericOptions, NumericRun, config_data, data_stage_of
 from .numeric.summary import transition_summary
 from .report import AuditReport, RunInfo, make_transition, summarize_stage
-from .stage import StageGraph
+from .stage import StageGraph, stage_arguments
 from .toolchains import discover_stages
 from .verdict import build_verdict
 
@@ -78,11 +79,16 @@ class Audit:
     given: list[Path] = field(default_factory=list)
 
     def user_files(self) -> list[Path]:
-        """Every file and directory the user gave this audit (stage files and their directories, config and the
-        paths it names, data, log): what report files must never overwrite or land in."""
+        """Every file and directory the user gave this audit (stage files, the directories given and those holding
+        the stage files, source model, config and the paths it names, data, log): what report files must never
+        overwrite or land in (:func:`graphaudit.fileio.user_inputs`)."""
         run = self.report.run
-        extra = [run.config, run.data, run.log] if run is not None else []
-        files = user_inputs(self.given + [Path(s.path) for s in self.stages if s.path], *extra)
+        source = [Path(s.path) for s in self.stages if s.path and s.role == "source"]  # its directory is the
+        # project's, where users run from: not a stage file's directory (kept clear of outputs)
+        real = {os.path.realpath(p) for p in source}
+        stages = [p for p in self.given + [Path(s.path) for s in self.stages if s.path]
+                  if os.path.realpath(p) not in real]
+        files = user_inputs(stages, *source, *([run.config, run.data, run.log] if run is not None else []))
         if self.config is not None:
             from .config.refs import config_inputs
 
@@ -221,24 +227,6 @@ def _as_config(config):
     return load_config_or_log(config)
 
 
-def _as_paths(paths) -> list:
-    """``paths`` as a list: one path-like alone is a list of one; a list holds path-likes or StageGraphs, not both.
-
-    Raises
-    ------
-    GraphAuditError
-        Anything else (a mixed list, numbers, None).
-    """
-    if isinstance(paths, (str, os.PathLike)):
-        return [paths]
-    if not isinstance(paths, (list, tuple)) or not paths:
-        raise GraphAuditError(f"paths: expected a stage directory, stage files or loaded stages, got {paths!r:.80}")
-    if not (all(isinstance(p, StageGraph) for p in paths) or all(isinstance(p, (str, os.PathLike)) for p in paths)):
-        kinds = sorted({type(p).__name__ for p in paths})
-        raise GraphAuditError(f"paths: give either paths or loaded StageGraphs, not a mix of {', '.join(kinds)}")
-    return list(paths)
-
-
 def audit(paths, *, source: str | os.PathLike | None = None, title: str = "", config=None,
           data: str | os.PathLike | None = None, log: str | os.PathLike | None = None, find_log: bool = False,
           numeric: NumericOptions | None = None, min_stages: int = 1, config_data: bool = True, eval_hook=None,
@@ -296,7 +284,7 @@ def audit(paths, *, source: str | os.PathLike | None = None, title: str = "", co
     >>> au.report.transitions[0].counts["fused"] > 0
     True
     """
-    paths = _as_paths(paths)
+    paths = stage_arguments(paths)
     with _spared():
         return _audit(paths, source, title, config, data, log, find_log, numeric, min_stages, config_data, eval_hook,
                       eval_samples)
@@ -465,17 +453,3 @@ def _run_info(stages, cfg, plan: _DataPlan, log_path, run: NumericRun | None, sk
                    numeric_not_run=run.not_run if run else [], runtime=run.runtime if run else None,
                    runtimes=run.runtimes(stages) if run else None, data_from_config=plan.from_config,
                    samples_used=run.samples if run else None)
-
-
-def user_inputs(paths: list[str | os.PathLike], *extra: str | os.PathLike | None) -> list[Path]:
-    """Everything the user gave us, which outputs must never overwrite or land in: the stage paths (directories
-    and the files in them) and the ``extra`` files or directories (source model, config, data, log; None skipped)."""
-    out: list[Path] = [Path(x) for x in extra if x]
-    for p in map(Path, paths):
-        out.append(p)
-        try:
-            if p.is_dir():
-                out.extend(q for q in p.iterdir() if q.is_file())
-        except OSError:
-            pass
-    return out
