@@ -402,13 +402,13 @@ def _found_config(paths: list, runs_data: bool) -> tuple[object, Text | None]:
 
 
 def _found_logs(paths: list, find_log: bool) -> list[Path]:
-    """The toolchain log explain would pick up beside the stages (an input too: never overwritten)."""
+    """The toolchain logs explain may read beside the stages, the first that can be used and those it falls back
+    to (inputs too: never overwritten)."""
     if not find_log:
         return []
-    from .toolchain_log import pick_toolchain_file
+    from .toolchain_log import toolchain_candidates
 
-    found = pick_toolchain_file(paths)
-    return [Path(found)] if found is not None else []
+    return [Path(f) for f in toolchain_candidates(paths)]
 
 
 class _TrimmedLines:

@@ -526,3 +526,16 @@ def test_html_page_carries_the_toolchain_similarity_table(samples, tmp_path):
     (out,) = re.findall(r"^(save_infer_model/scale_0\.tmp_1)\s+([0-9.]+)", text, flags=re.M)
     shown = " ".join(html.unescape(re.sub(r"<[^>]+>", "", doc)).split())
     assert f"output {out[0]}: toolchain cosine {float(out[1]):.6f}" in shown
+
+
+def test_a_fallback_log_is_an_input_too(samples, tmp_path):
+    """explain may fall back from the makertbin log to another hb_mapper log beside the stages (here a copy of the
+    real log named hb_mapper_checker.log, the third in the order): --json naming that file is refused (exit 2, one
+    line) and the file is left as it was; before, only the first candidate was protected."""
+    wd, _qi, log = _hb_project(samples, tmp_path)
+    other = tmp_path / "hb_mapper_checker.log"
+    other.write_bytes(log.read_bytes())
+    before = other.read_bytes()
+    assert_user_error(run("explain", str(wd), "--no-report", "--json", str(other), cwd=tmp_path.parent),
+                      "hb_mapper_checker.log")
+    assert other.read_bytes() == before
