@@ -39,7 +39,7 @@ def as_layout_of(v: np.ndarray, shape: tuple) -> np.ndarray:
     unit axes differ).
 
     - Rank 4, ``v`` NHWC and the reference NCHW (``v.shape[0, 3, 1, 2] == shape``): transposed (0, 3, 1, 2),
-      also when H == W (the fixed-point stage's layout, HORIZON.md section 7).
+      also when H == W (the fixed-point stage's layout, docs/HORIZON.md section 7).
     - Otherwise the one permutation of the non-unit axes (:func:`axes_permutation`); with repeated dims nothing
       is moved.
 
