@@ -10,7 +10,7 @@ import onnx
 from .errors import GraphAuditError
 from .evaluate import as_eval_hook
 from .numeric.compare import StageFeeder
-from .numeric.evalhook import EvalRunner, run_hook
+from .numeric.evalhook import EvalRunner, check_hook_samples, run_hook
 
 __all__ = ["HookOracle"]
 
@@ -57,6 +57,12 @@ class HookOracle:
         if self._gain(self.a, self.b) <= 0:
             raise GraphAuditError(f"--eval {self.hook.spec}: {self.name} does not drop from {stages[pair].name} "
                                   f"({self.a}) to {stages[pair + 1].name} ({self.b}): no drop to bisect")
+
+    @staticmethod
+    def check(hook, samples: str | os.PathLike | None) -> None:
+        """Refuse, before any work, a bad hook spec or a per-sample hook without ``samples`` (GraphAuditError,
+        :func:`graphaudit.numeric.evalhook.check_hook_samples`)."""
+        check_hook_samples(as_eval_hook(hook), samples)
 
     def _values(self, i: int, model: onnx.ModelProto | None) -> dict[str, float]:
         runner = EvalRunner(self.stages[i], self.runtime, model=model,

@@ -91,7 +91,8 @@ def bisect(paths, pair: int | None = None, *, source: str | os.PathLike | None =
     eval_hook, eval_samples : optional
         The user's metric (``--eval``, :class:`graphaudit.bisect_eval.HookOracle`) instead of the output SQNR: the
         share recovered is ``(m(hybrid) - m(b)) / (m(a) - m(b))`` in its first value. Without data, 4 random
-        samples order the units by isolated error. ``numeric.max_samples`` given caps a per-sample hook's files.
+        samples order the units by isolated error. ``numeric.max_samples`` given caps a per-sample hook's files; a
+        per-sample hook without ``eval_samples`` is refused before any work.
 
     Returns
     -------
@@ -103,6 +104,8 @@ def bisect(paths, pair: int | None = None, *, source: str | os.PathLike | None =
         Bad paths, data or options; a transition without a drop or without revertible changes; stages the runtime
         cannot run (one line each).
     """
+    if eval_hook is not None:  # a bad spec, or a per-sample hook without samples: refused before any work
+        HookOracle.check(eval_hook, eval_samples)
     stages = load_pipeline(paths if isinstance(paths, (list, tuple)) else [paths], source)
     cfg = _as_config(config)
     opts = numeric if numeric is not None else NumericOptions()

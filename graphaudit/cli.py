@@ -63,8 +63,7 @@ DEFAULT_SAMPLE_RUN = 4
 def _lower(args: argparse.Namespace, console: Console) -> int:
     from .numeric.lower import lower_file
 
-    if Path(args.output).exists() and Path(args.stage).exists() and Path(args.output).resolve() == Path(args.stage).resolve():
-        raise GraphAuditError(f"{args.output}: is the input stage; refusing to overwrite it")
+    check_output_path(args.output, user_inputs([args.stage]))  # not the stage, nor beside it; before the work
     res = lower_file(args.stage, args.output)
     done = ", ".join(f"{op} x{c}" for op, c in sorted(res.lowered.items()))
     console.print(Text(f"{args.output}: " + (f"lowered {done}" if done else "no Horizon op to lower; written unchanged")),
@@ -403,13 +402,13 @@ def _found_config(paths: list, runs_data: bool) -> tuple[object, Text | None]:
 
 
 def _found_logs(paths: list, find_log: bool) -> list[Path]:
-    """The toolchain log explain would pick up beside the stages (an input too: never overwritten)."""
+    """The toolchain logs explain may read beside the stages, the first that can be used and those it falls back
+    to (inputs too: never overwritten)."""
     if not find_log:
         return []
-    from .toolchain_log import pick_toolchain_file
+    from .toolchain_log import toolchain_candidates
 
-    found = pick_toolchain_file(paths)
-    return [Path(found)] if found is not None else []
+    return [Path(f) for f in toolchain_candidates(paths)]
 
 
 class _TrimmedLines:

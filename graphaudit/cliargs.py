@@ -13,7 +13,7 @@ from .numeric.thresholds import DEFAULT_COSINE_THRESHOLD
 from .outputs import DEFAULT_OUT
 from .scaleout import ScaleOut
 
-__all__ = ["build_parser"]
+__all__ = ["build_parser", "sample_option_defaults"]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -38,6 +38,14 @@ def out_file(text: str) -> str:
     """argparse type of an output file option (``--json``, ``--html``, ``-o``): a non-empty path."""
     if not text:
         raise argparse.ArgumentTypeError("empty file name")
+    return text
+
+
+def in_path(text: str) -> str:
+    """argparse type of an input path (stage paths, ``--source``, ``--config``, ``--data``, ``--log``,
+    ``--eval-samples``): a non-empty path (``""`` would be ``.``, or taken as no path at all)."""
+    if not text:
+        raise argparse.ArgumentTypeError("empty path")
     return text
 
 
@@ -86,8 +94,8 @@ def build_parser() -> argparse.ArgumentParser:
 def _add_explain(sub) -> None:
     e = sub.add_parser("explain", help="explain a pipeline: stages, changes per transition, findings",
                        description="Explain a stage pipeline. With no paths, explains the bundled samples.")
-    e.add_argument("paths", nargs="*", help="a stage directory, or stage files in pipeline order")
-    e.add_argument("--source", help="the pre-toolchain float model, added as stage 0")
+    e.add_argument("paths", type=in_path, nargs="*", help="a stage directory, or stage files in pipeline order")
+    e.add_argument("--source", type=in_path, help="the pre-toolchain float model, added as stage 0")
     e.add_argument("--json", metavar="FILE", type=out_file, help="write the report as JSON (schema in README)")
     e.add_argument("--fail-on", choices=[*SEVERITIES, "never"], default="error",
                    help="exit 1 when a finding at or above this severity exists (default: error)")
@@ -96,16 +104,18 @@ def _add_explain(sub) -> None:
     _eval_args(e)
     _config_arg(e)
     _report_args(e)
-    e.add_argument("--log", metavar="FILE", help="hb_mapper/hb_compile log or *_quant_info.json: show the toolchain's "
-                                              "per-node similarity (default: found next to the stages)")
+    e.add_argument("--log", type=in_path, metavar="FILE",
+                   help="hb_mapper/hb_compile log or *_quant_info.json: show the toolchain's "
+                        "per-node similarity (default: found next to the stages)")
     e.add_argument("--no-log", action="store_true", help="do not look for a toolchain log next to the stages")
     _no_config_arg(e)
 
 
 def _add_diff(sub) -> None:
     d = sub.add_parser("diff", help="changes between consecutive stages")
-    d.add_argument("paths", nargs="+", help="two or more stage files in pipeline order, or a stage directory")
-    d.add_argument("--source", help="the pre-toolchain float model, added as stage 0")
+    d.add_argument("paths", type=in_path, nargs="+",
+                   help="two or more stage files in pipeline order, or a stage directory")
+    d.add_argument("--source", type=in_path, help="the pre-toolchain float model, added as stage 0")
     d.add_argument("--json", metavar="FILE", type=out_file, help="write the report as JSON")
     d.add_argument("-v", "--verbose", action="store_true", help="list every change")
 
@@ -114,8 +124,8 @@ def _add_compare(sub) -> None:
     c = sub.add_parser("compare", help="run every stage on the same samples: per-tensor error, first divergence",
                        description="Run the stages in onnxruntime (custom ops lowered) on the same samples and "
                                    "compare aligned tensors.")
-    c.add_argument("paths", nargs="+", help="a stage directory, or stage files in pipeline order")
-    c.add_argument("--source", help="the pre-toolchain float model, added as stage 0")
+    c.add_argument("paths", type=in_path, nargs="+", help="a stage directory, or stage files in pipeline order")
+    c.add_argument("--source", type=in_path, help="the pre-toolchain float model, added as stage 0")
     c.add_argument("--json", metavar="FILE", type=out_file, help="write the report as JSON")
     c.add_argument("--fail-on", choices=[*SEVERITIES, "never"], default="error")
     _numeric_args(c, required=False)  # one of --data, --random, --config (its cal_data_dir): checked by the CLI
@@ -153,7 +163,7 @@ def _add_bisect(sub) -> None:
                        description="Revert sets of a transition's changes in stage b (aligned regions as splice "
                                    "units) and search, by group testing over the units ordered by isolated error, "
                                    "a small set whose reversion recovers a share of the drop of the outputs.")
-    b.add_argument("paths", nargs="+", help="a stage directory, or stage files in pipeline order")
+    b.add_argument("paths", type=in_path, nargs="+", help="a stage directory, or stage files in pipeline order")
     b.add_argument("--pair", type=int, metavar="I", help="transition stages[I] -> stages[I+1] (default: the last "
                                                         "one the runtime runs where quantization happens; under "
                                                         "Horizon's runtime the one into calibrated)")
@@ -161,7 +171,7 @@ def _add_bisect(sub) -> None:
                    help="share of the drop to recover (default 0.8)")
     b.add_argument("--budget", type=_budget, metavar="N", help="most hybrid evaluations (default: stated "
                                                                     "before the search, 1 + log2(units) + 13)")
-    b.add_argument("--source", help="the pre-toolchain float model, added as stage 0")
+    b.add_argument("--source", type=in_path, help="the pre-toolchain float model, added as stage 0")
     b.add_argument("--json", metavar="FILE", type=out_file, help="write the bisection as JSON")
     _numeric_args(b, required=False)  # --data, --random or --config (its cal_data_dir)
     _eval_args(b)
@@ -172,10 +182,11 @@ def _add_bisect(sub) -> None:
 def _add_check_inputs(sub) -> None:
     ci = sub.add_parser("check-inputs", help="check data against a stage's input contract (layout, dtype, range, "
                                              "normalization done once)")
-    ci.add_argument("paths", nargs="+", help="a stage file, a stage directory or stage files (the data follow the "
-                                             "first toolchain stage)")
-    ci.add_argument("--data", required=True, metavar="PATH", help="the data, as for compare")
-    ci.add_argument("--source", help="the pre-toolchain float model, added as stage 0")
+    ci.add_argument("paths", type=in_path, nargs="+",
+                    help="a stage file, a stage directory or stage files (the data follow the "
+                         "first toolchain stage)")
+    ci.add_argument("--data", type=in_path, required=True, metavar="PATH", help="the data, as for compare")
+    ci.add_argument("--source", type=in_path, help="the pre-toolchain float model, added as stage 0")
     ci.add_argument("--raw-dtype", help="dtype of raw .bin/.rgb files")
     ci.add_argument("--raw-shape", help="shape of raw files, e.g. 1x3x224x224")
     ci.add_argument("--max-samples", type=positive_int, metavar="N", help="use only the first N samples")
@@ -187,7 +198,7 @@ def _add_check_inputs(sub) -> None:
 
 def _add_lower(sub) -> None:
     lo = sub.add_parser("lower", help="rewrite custom (Horizon) ops as standard ONNX so stock onnxruntime runs the stage")
-    lo.add_argument("stage", help="the stage .onnx file")
+    lo.add_argument("stage", type=in_path, help="the stage .onnx file")
     lo.add_argument("-o", "--output", required=True, type=out_file, help="where to write the lowered model")
 
 
@@ -195,8 +206,8 @@ def _add_render(sub) -> None:
     rd = sub.add_parser("render", help="draw the annotated diff graph (SVG, PNG or DOT) of a stage pair or of the "
                                        "whole lineage", description="Draw the stages' diff graph: nodes filled by "
                                        "change kind, wrappers as badges, error shading with --data/--random.")
-    rd.add_argument("paths", nargs="+", help="a stage directory, or stage files in pipeline order")
-    rd.add_argument("--source", help="the pre-toolchain float model, added as stage 0")
+    rd.add_argument("paths", type=in_path, nargs="+", help="a stage directory, or stage files in pipeline order")
+    rd.add_argument("--source", type=in_path, help="the pre-toolchain float model, added as stage 0")
     rd.add_argument("-o", "--output", required=True, type=out_file, metavar="FILE", help="out.svg, out.png or out.dot (by suffix)")
     rd.add_argument("--pair", type=int, metavar="I", help="draw stages[I] -> stages[I+1] (default: every stage pair "
                                                           "in one lineage view, drawn on the last stage)")
@@ -233,8 +244,9 @@ def _add_rules(sub) -> None:
 
 
 def _config_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", metavar="YAML", help="the hb_mapper/hb_compile conversion config: linted against the "
-                                                   "stages; declares input layout and colour order")
+    p.add_argument("--config", type=in_path, metavar="YAML",
+                   help="the hb_mapper/hb_compile conversion config: linted against the "
+                        "stages; declares input layout and colour order")
 
 
 def _no_config_arg(p: argparse.ArgumentParser) -> None:
@@ -243,10 +255,19 @@ def _no_config_arg(p: argparse.ArgumentParser) -> None:
                         "stage directory); --config names one")
 
 
+def sample_option_defaults() -> dict:
+    """The defaults of the options that act on the samples run through the stages (``--data``, ``--max-samples``,
+    ``--threshold``, ``--workers``, ...), by their ``dest``."""
+    p = argparse.ArgumentParser()
+    _numeric_args(p, required=False)
+    return vars(p.parse_args([]))
+
+
 def _numeric_args(p: argparse.ArgumentParser, required: bool) -> None:
     g = p.add_mutually_exclusive_group(required=required)
-    g.add_argument("--data", metavar="PATH", help=".npy/.npz file or directory, Horizon calibration_data/, raw "
-                                                  ".bin files (with --raw-dtype/--raw-shape) or images")
+    g.add_argument("--data", type=in_path, metavar="PATH",
+                   help=".npy/.npz file or directory, Horizon calibration_data/, raw "
+                        ".bin files (with --raw-dtype/--raw-shape) or images")
     g.add_argument("--random", metavar="N", type=int, help="N random samples (seeded) instead of data")
     p.add_argument("--seed", type=int, default=0, help="seed for --random (default 0)")
     p.add_argument("--max-samples", type=positive_int, metavar="N",
@@ -276,7 +297,9 @@ def _eval_args(p: argparse.ArgumentParser) -> None:
                    help="your own metric per stage: a function evaluate(run, samples) -> number or dict of numbers, "
                         "called once per stage with that stage's runner (module:function or path/to/file.py:function;"
                         " README 'Your own metric')")
-    p.add_argument("--eval-samples", metavar="PATH", help="passed to the --eval function as its samples argument")
+    p.add_argument("--eval-samples", type=in_path, metavar="PATH",
+                   help="passed to the --eval function as its samples argument (needed by a per_sample hook: it "
+                        "is called once per file there)")
 
 
 def _rankdir(text: str) -> str:

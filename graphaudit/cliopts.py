@@ -1,6 +1,6 @@
 """The command line's options as library arguments: shapes, numeric options, the keyword arguments of
 :func:`graphaudit.audit`, and the notes a run's options call for (a whole-set ``--eval`` hook that ``--max-samples``
-cannot cap, ``--workers`` on a small job)."""
+cannot cap, ``--workers`` on a small job, options acting on samples when none run)."""
 
 from __future__ import annotations
 
@@ -10,14 +10,14 @@ import os
 import sys
 
 
-from .cliargs import scale_of
+from .cliargs import sample_option_defaults, scale_of
 from .errors import GraphAuditError
 from .measure import NumericOptions
 from .render.progress import progress_factory
 from .report import AuditReport
 
 __all__ = ["load_config", "raw_shape", "input_shapes", "numeric_options", "eval_progress", "audit_args",
-           "small_job_note", "MAX_ELEMENTS"]
+           "idle_sample_options", "small_job_note", "MAX_ELEMENTS"]
 
 
 def load_config(path):
@@ -99,12 +99,13 @@ def audit_args(args: argparse.Namespace, notes: list[str] | None = None) -> dict
     """Keyword arguments of :func:`graphaudit.pipeline.audit` for explain/compare/diff/render arguments. With a
     ``notes`` list, the notes of argument reading are appended to it, for the caller to say (:func:`say_notes`)
     once the outputs are checked, so that a refused output is the first line the user sees: ``--max-samples``
-    cannot cap the ``--eval`` hook (a whole-set hook), more ``--workers`` than CPUs. Without one, the second is
-    printed on stderr at once and the first is not said.
+    cannot cap the ``--eval`` hook (a whole-set hook), more ``--workers`` than CPUs, options acting on samples
+    when none run (:func:`idle_sample_options`). Without one, the second is printed on stderr at once and the
+    others are not said.
 
     Raises:
-        GraphAuditError: ``--eval-samples`` without ``--eval``, a bad hook spec, or a per-sample hook's missing
-            ``--eval-samples`` path (exit 2 before any work).
+        GraphAuditError: ``--eval-samples`` without ``--eval``, a bad hook spec, or a per-sample hook without
+            ``--eval-samples`` or with a path that does not exist (exit 2 before any work).
     """
     hook = getattr(args, "eval_hook", None)
     if getattr(args, "eval_samples", None) and not hook:
@@ -116,7 +117,10 @@ def audit_args(args: argparse.Namespace, notes: list[str] | None = None) -> dict
     if hook:  # loaded here: a bad spec is exit 2 before any work
         from .evaluate import as_eval_hook
 
+        from .numeric.evalhook import check_hook_samples
+
         kw.update(eval_hook=as_eval_hook(hook), eval_samples=args.eval_samples)
+        check_hook_samples(kw["eval_hook"], args.eval_samples)
         if kw["eval_hook"].per_sample and args.eval_samples and not os.path.exists(args.eval_samples):
             # graphaudit lists a per-sample hook's files itself: a missing path is bad input, not a finding
             raise GraphAuditError(f"{args.eval_samples}: no such file or directory (--eval-samples of a per-sample "
@@ -126,7 +130,31 @@ def audit_args(args: argparse.Namespace, notes: list[str] | None = None) -> dict
             notes.append(f"graphaudit: note: --max-samples {n} does not cap --eval {hook}: a whole-set hook reads "
                          "--eval-samples itself (a hook with per_sample = True runs on the first "
                          f"{n} files)")
+    idle = idle_sample_options(args)
+    if notes is not None and idle:
+        notes.append(f"graphaudit: note: {', '.join(idle)} {'has' if len(idle) == 1 else 'have'} no effect: no "
+                     "samples run (give --data PATH, --random N or --config YAML)")
     return kw
+
+
+def idle_sample_options(args: argparse.Namespace) -> list[str]:
+    """The options given (other than their defaults) that act only on samples run through the stages, as typed
+    (``["--max-samples 3"]``), when an ``explain`` of stage paths or a ``render`` runs none: no ``--data``,
+    ``--random``, ``--config`` (its cal_data_dir) or ``--eval`` hook. Empty otherwise (``explain`` without paths
+    runs the bundled samples; ``compare``, ``bisect`` and ``check-inputs`` refuse to run without samples)."""
+    if args.command not in ("explain", "render") or (args.command == "explain" and not args.paths) or any(
+            getattr(args, k, None) is not None for k in ("data", "random", "config", "eval_hook")):
+        return []
+    defaults = sample_option_defaults()
+    idle = []
+    for flag in ("--max-samples", "--seed", "--threshold", "--no-isolated", "--raw-dtype", "--raw-shape",
+                 "--input-shape", "--runtime", "--workers", "--ray"):
+        dest = flag[2:].replace("-", "_")
+        value = getattr(args, dest, None)
+        if value != defaults[dest]:
+            idle += [flag] if isinstance(value, bool) else [f"{flag} {v}" for v in (
+                value if isinstance(value, list) else [value])]
+    return idle
 
 
 def say_notes(notes: list[str]) -> None:

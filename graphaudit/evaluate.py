@@ -13,7 +13,7 @@ from .load import load_stage
 from .measure import data_stage_of, unrunnable_stages
 from .numeric.backends import resolve_runtime
 from .numeric.compare import _Feeder
-from .numeric.evalhook import EvalHook, EvalRunner, evaluate_on_runners, load_eval_hook
+from .numeric.evalhook import EvalHook, EvalRunner, check_hook_samples, evaluate_on_runners, load_eval_hook
 from .numeric.summary import MetricSection
 from .stage import StageGraph
 from .toolchains import discover_stages
@@ -53,7 +53,7 @@ def evaluate_stages(stages, hook, samples: str | os.PathLike | None = None, *, r
     hook : str, callable or EvalHook
         ``"module:function"``, ``"path/to/file.py:function"``, or the callable itself.
     samples : path-like, optional
-        Passed to the hook as a string (None when not given).
+        Passed to the hook as a string (None when not given); a per-sample hook runs on its files and needs it.
     runtime : {"auto", "onnxruntime", "horizon"}
     config : ConversionConfig, optional
     progress : callable(str), optional
@@ -73,7 +73,8 @@ def evaluate_stages(stages, hook, samples: str | os.PathLike | None = None, *, r
     Raises
     ------
     GraphAuditError
-        A bad hook spec, an unknown runtime, or stage paths that do not load.
+        A bad hook spec, a per-sample hook without ``samples``, an unknown runtime, or stage paths that do not
+        load.
 
     Examples
     --------
@@ -89,6 +90,7 @@ def evaluate_stages(stages, hook, samples: str | os.PathLike | None = None, *, r
     0.25
     """
     ev = as_eval_hook(hook)
+    check_hook_samples(ev, samples)
     if not (isinstance(stages, list) and stages and all(isinstance(s, StageGraph) for s in stages)):
         files = discover_stages(stages if isinstance(stages, list) else [stages], None, min_stages=1)
         stages = [load_stage(f.path, role=f.role, name=f.name) for f in files]

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from .errors import GraphAuditError
 
-__all__ = ["require_regular_file", "atomic_write", "write_atomic", "check_output_path", "check_output_dir", "check_not_input", "check_default_place", "resolve_path", "make_dir"]
+__all__ = ["require_regular_file", "atomic_write", "write_atomic", "check_output_path", "check_output_dir", "check_not_input", "check_default_place", "resolve_path", "make_dir",
+           "user_inputs", "StageFileDir"]
 
 
 def require_regular_file(path: str | os.PathLike, what: str, error: type[Exception] = GraphAuditError) -> Path:
@@ -92,8 +93,9 @@ def check_not_input(p: Path, protect: list[Path] | None, what: str = "overwrite"
         except (OSError, RuntimeError):
             continue
         if is_dir and (rq == rp or rq in rp.parents):
-            raise GraphAuditError(f"{p}: is or lies inside the input directory {q}; refusing to write there "
-                                  f"({hint})")
+            where = (f"{q}, the directory of the stage file {q.file}" if isinstance(q, StageFileDir) else
+                     f"the input directory {q}")
+            raise GraphAuditError(f"{p}: is or lies inside {where}; refusing to write there ({hint})")
         if not is_dir and rq == rp:
             raise GraphAuditError(f"{p}: is one of the input files; refusing to {what} it")
 
@@ -140,15 +142,20 @@ def check_default_place(p: str | os.PathLike, inputs: list[Path] | None, what: s
                                   f"{q}; give {option} outside it")
 
 
-def check_output_path(path: str | os.PathLike, protect: list[Path] | None = None) -> Path:
+def check_output_path(path: str | os.PathLike, protect: list[Path] | None = None, probe: bool = True) -> Path:
     """Validate an output file path before any work is done (see :func:`write_atomic` for the rules).
+
+    With ``probe``, that the file can be written is proven, not guessed: a temporary file is made and removed at
+    once in its directory, where the atomic write makes its own (permission bits say nothing for root, nor on
+    /proc or a read-only mount).
 
     Raises
     ------
     GraphAuditError
         Empty path; one of the inputs or inside an input directory; an existing directory or other non-regular
         file (a device such as /dev/null, a FIFO: an atomic write would replace it); a missing parent directory;
-        a path that cannot be resolved (symlink loop).
+        a path that cannot be resolved (symlink loop); a directory no file can be written in (the reason from the
+        operating system).
     """
     if not str(path):
         raise GraphAuditError("empty output file name")
@@ -160,6 +167,13 @@ def check_output_path(path: str | os.PathLike, protect: list[Path] | None = None
         raise GraphAuditError(f"{p}: exists and is not a regular file (a device or FIFO); refusing to replace it")
     if not p.parent.is_dir():
         raise GraphAuditError(f"{p}: {p.parent} is not an existing directory")
+    if probe:
+        try:
+            fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=".graphaudit-probe-")
+            os.close(fd)
+            os.unlink(tmp)
+        except OSError as e:
+            raise GraphAuditError(f"{p}: cannot write in {p.parent}: {e.strerror or e}") from None
     return p
 
 
@@ -174,7 +188,7 @@ def write_atomic(path: str | os.PathLike, text: str, protect: list[Path] | None 
         Empty path, a protected file, a missing parent directory, a directory or non-regular file as target,
         or an unwritable location. No temporary file is left behind.
     """
-    p = check_output_path(path, protect)
+    p = check_output_path(path, protect, probe=False)  # the write itself says whether it can be written
     try:
         atomic_write(p, text)
     except OSError as e:
@@ -245,3 +259,51 @@ def make_dir(path: Path) -> Path:
     except OSError as e:
         raise GraphAuditError(f"{path}: cannot create the directory ({e.strerror or e})") from None
     return path
+
+
+def user_inputs(paths: list[str | os.PathLike], *extra: str | os.PathLike | None) -> list[Path]:
+    """Everything the user gave us, which outputs must never overwrite or land in (``protect`` of the checks above).
+
+    Parameters
+    ----------
+    paths : list of path-like
+        The stage paths as given: a stage directory, or stage files.
+    extra : path-like or None
+        Other files or directories given (source model, config, data, log; None skipped).
+
+    Returns
+    -------
+    list of Path
+        The stage paths (a directory and the files in it), the ``extra`` paths, then the directory holding each
+        existing stage file given as a file (its symbolic link's and its target's): the toolchain's output directory,
+        kept clear of outputs as a stage directory given is. A directory holding only an ``extra`` path (a project
+        directory with the config or the float model given as source) is not listed.
+    """
+    out: list[Path] = [Path(x) for x in extra if x]
+    homes: dict[Path, Path] = {}  # directory -> the first stage file given in it
+    for p in map(Path, paths):
+        out.append(p)
+        try:
+            if p.is_dir():
+                out.extend(q for q in p.iterdir() if q.is_file())
+            elif p.exists():
+                for d in (p.parent, p.resolve().parent):
+                    if not any(os.path.samefile(d, h) for h in homes):
+                        homes[d] = p
+        except (OSError, RuntimeError):  # RuntimeError: a symlink loop (Python < 3.13)
+            pass
+    return out + [StageFileDir.of(d, f) for d, f in homes.items() if d not in out]
+
+
+class StageFileDir(type(Path())):
+    """The directory holding a stage file the user gave (``file``), in :func:`user_inputs`: kept clear of outputs
+    as a stage directory given is; the refusal names the stage file."""
+
+    file: Path | None = None
+
+    @classmethod
+    def of(cls, directory: str | os.PathLike, file: str | os.PathLike) -> StageFileDir:
+        """``directory`` as the home of the stage file ``file``."""
+        home = cls(directory)
+        home.file = Path(file)
+        return home

@@ -12,7 +12,8 @@ from .errors import ConfigError, DataError, StagesUnrelatedError
 from .findings import Finding, report_order
 from .lineage import Lineage, align_chain
 from .load import load_stage
-from .stage import StageGraph
+from .stage import StageGraph, stage_arguments
+from .toolchains import discover_stages
 from .checks.config_cross import cal_dir_candidates
 from .config.parse import ConversionConfig, is_unset, load_config
 from .config.refs import config_path
@@ -84,10 +85,11 @@ class LintScope:
 
 
 def lint_scope(cfg: ConversionConfig, model: str | os.PathLike | None = None,
-               stages: list[StageGraph] | None = None, data: str | os.PathLike | None = None) -> LintScope:
+               stages: str | os.PathLike | list | None = None, data: str | os.PathLike | None = None) -> LintScope:
     """Which cross-checks :func:`lint_config` runs for these arguments and which it skips, and why.
 
-    Looks only at file metadata (``stat``), never opens a file. ``model`` and ``data`` as for :func:`lint_config`.
+    Looks only at file metadata (``stat``) of ``model`` and ``data`` (never opens them); ``model``, ``stages`` and
+    ``data`` as for :func:`lint_config` (stages given as paths are loaded, and refused as there).
 
     Raises
     ------
@@ -96,6 +98,7 @@ def lint_scope(cfg: ConversionConfig, model: str | os.PathLike | None = None,
         ``data`` is given but empty or not a directory.
     """
     sc = LintScope()
+    stages = _stage_graphs(stages)
     if model is not None:
         if not str(model):
             raise ConfigError("--model: empty path")
@@ -146,6 +149,25 @@ def lint_scope(cfg: ConversionConfig, model: str | os.PathLike | None = None,
     return sc
 
 
+def _stage_graphs(stages) -> list[StageGraph]:
+    """``stages`` of :func:`lint_config` as loaded stages: a stage directory or stage files (path-likes, as
+    ``graphaudit lint --stages DIR`` takes them) are discovered, ordered and loaded; None or ``[]``: none.
+
+    Raises
+    ------
+    GraphAuditError
+        Not a path, a list of paths or a list of StageGraphs (:func:`graphaudit.stage.stage_arguments`).
+    StageDiscoveryError, ModelLoadError
+        As :func:`graphaudit.pipeline.load_pipeline` (fewer than two stages, a missing path, ...).
+    """
+    if stages is None or (isinstance(stages, (list, tuple)) and not stages):
+        return []
+    items = stage_arguments(stages, "stages")
+    if isinstance(items[0], StageGraph):
+        return items
+    return [load_stage(f.path, role=f.role, name=f.name) for f in discover_stages(items)]
+
+
 def _lineage(stages: list[StageGraph]) -> Lineage | None:
     """Lineage of the stages, or None when fewer than two or when they do not align (no mapping then)."""
     if len(stages) < 2:
@@ -157,7 +179,7 @@ def _lineage(stages: list[StageGraph]) -> Lineage | None:
 
 
 def lint_config(path_or_cfg: str | os.PathLike | ConversionConfig, model: str | os.PathLike | None = None,
-                stages: list[StageGraph] | None = None, data: str | os.PathLike | None = None,
+                stages: str | os.PathLike | list | None = None, data: str | os.PathLike | None = None,
                 toolchain: str | None = None, lineage: Lineage | None = None) -> list[Finding]:
     """Lint a hb_mapper / hb_compile conversion config: rules C301-C332 (``graphaudit/rules/config.yaml``).
 
@@ -168,10 +190,12 @@ def lint_config(path_or_cfg: str | os.PathLike | ConversionConfig, model: str | 
     model : path-like, optional
         The ONNX model the config converts; default: the config's ``onnx_model`` when that file exists (relative
         paths resolve against the config's directory). Enables C320-C322 and a model-based input count and shape.
-    stages : list of StageGraph, optional
-        Loaded stage models (:func:`graphaudit.pipeline.load_pipeline`), pipeline order. Enables C323 (node names
-        against the optimized_float stage; with the model as stage 0 the lineage names what a source node became)
-        and C324 (decoded HzPreprocess mean/scale against the YAML).
+    stages : path-like, list of path-like, or list of StageGraph, optional
+        The stage models: a stage directory (the config's ``working_dir``, as ``graphaudit lint --stages DIR``) or
+        stage files in pipeline order, loaded here, or stages already loaded
+        (:func:`graphaudit.pipeline.load_pipeline`). Enables C323 (node names against the optimized_float stage;
+        with the model as stage 0 the lineage names what a source node became) and C324 (decoded HzPreprocess
+        mean/scale against the YAML).
     data : path-like, optional
         Calibration data directory overriding ``cal_data_dir`` (``data/<input name>/`` for several inputs).
         Enables C325-C326 (default: the config's ``cal_data_dir`` when it exists).
@@ -196,7 +220,11 @@ def lint_config(path_or_cfg: str | os.PathLike | ConversionConfig, model: str | 
         with several inputs, ``data/<input name>/`` is missing. Problems of the config's own ``cal_data_dir``
         are not errors: :func:`lint_scope` lists them as skipped.
     ModelLoadError
-        The model (``model``, or the config's ``onnx_model``) cannot be loaded.
+        The model (``model``, or the config's ``onnx_model``) or a stage file cannot be loaded.
+    StageDiscoveryError
+        ``stages`` given as paths: missing, no stage files, fewer than two stages (as ``lint --stages``).
+    GraphAuditError
+        ``stages`` is neither paths nor StageGraphs, or a mix of both.
 
     Examples
     --------
@@ -212,6 +240,7 @@ def lint_config(path_or_cfg: str | os.PathLike | ConversionConfig, model: str | 
     [('C301', 6, 3)]
     """
     cfg = path_or_cfg if isinstance(path_or_cfg, ConversionConfig) else load_config(path_or_cfg, toolchain)
+    stages = _stage_graphs(stages)
     model_path = lint_scope(cfg, model, stages, data).model
     model_stage = None
     if model_path is not None:

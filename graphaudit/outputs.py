@@ -58,8 +58,9 @@ def plan_reports(out: str | os.PathLike | None = None, html: str | os.PathLike |
     ------
     GraphAuditError
         A path that is an input file, or is or lies inside an input directory, a file where a directory
-        is needed, a missing parent directory of an explicit file; the default directory beside an input; an
-        empty ``out`` or ``html`` (``Path("")`` would be the working directory).
+        is needed, a directory or device where a report file goes (also ``out/report.json`` of an existing
+        ``out``), a missing parent directory of an explicit file, a place no file can be written in; the default
+        directory beside an input; an empty ``out`` or ``html`` (``Path("")`` would be the working directory).
     """
     name = option.split()[0].split("=")[0]
     if out is not None and not str(out):  # Path("") is ".": the working directory, not what was meant
@@ -82,6 +83,8 @@ def plan_reports(out: str | os.PathLike | None = None, html: str | os.PathLike |
             check_default_place(out, protect if inputs is None else inputs, "the default report directory", option)
         check_output_dir(out, protect, hint=f"give {option} outside it" if default else
                          "name an output place outside it")
+        for f in in_out if out.is_dir() else []:  # an existing report.json that is a directory, a FIFO: now
+            check_output_path(f, protect)
     if plan.html is not None and plan.html.parent != out:
         check_output_path(plan.html, protect)
     if plan.model_explorer is not None:

@@ -19,13 +19,14 @@ from .checks import AuditContext, run_checks
 from .checks.structure import custom_ops
 from .classify import Change, Coverage, classify, coverage
 from .errors import DataError, DataUnreadableError, GraphAuditError, StagesUnrelatedError
+from .fileio import user_inputs
 from .findings import Finding
 from .lineage import Lineage, align, align_chain
 from .load import load_stage
 from .measure import CONFIG_DATA_SAMPLES, NumericOptions, NumericRun, config_data, data_stage_of
 from .numeric.summary import transition_summary
 from .report import AuditReport, RunInfo, make_transition, summarize_stage
-from .stage import StageGraph
+from .stage import StageGraph, stage_arguments
 from .toolchains import discover_stages
 from .verdict import build_verdict
 
@@ -78,11 +79,16 @@ class Audit:
     given: list[Path] = field(default_factory=list)
 
     def user_files(self) -> list[Path]:
-        """Every file and directory the user gave this audit (stage files and their directories, config and the
-        paths it names, data, log): what report files must never overwrite or land in."""
+        """Every file and directory the user gave this audit (stage files, the directories given and those holding
+        the stage files, source model, config and the paths it names, data, log): what report files must never
+        overwrite or land in (:func:`graphaudit.fileio.user_inputs`)."""
         run = self.report.run
-        extra = [run.config, run.data, run.log] if run is not None else []
-        files = user_inputs(self.given + [Path(s.path) for s in self.stages if s.path], *extra)
+        source = [Path(s.path) for s in self.stages if s.path and s.role == "source"]  # its directory is the
+        # project's, where users run from: not a stage file's directory (kept clear of outputs)
+        real = {os.path.realpath(p) for p in source}
+        stages = [p for p in self.given + [Path(s.path) for s in self.stages if s.path]
+                  if os.path.realpath(p) not in real]
+        files = user_inputs(stages, *source, *([run.config, run.data, run.log] if run is not None else []))
         if self.config is not None:
             from .config.refs import config_inputs
 
@@ -173,29 +179,12 @@ def _structure(stages: list[StageGraph]) -> tuple[Lineage, list[list[Change]], l
 def _read_log(paths: list, stages: list[StageGraph], log,
               find_log: bool) -> tuple[ToolchainLog | None, Path | None, str | None]:
     """The toolchain log given (``log``) or found beside the stages, parsed and checked to name the stages' nodes
-    before the (slow) numeric run, as ``(log, its path, why a found one was left out)``. A log that cannot be read,
-    or none of whose node rows names a node of the stages, is refused when given (GraphAuditError); found, it is
-    left out and the audit goes on (the unreadable one said in the report's ``run.log_skipped``)."""
+    before the (slow) numeric run: :func:`graphaudit.toolchain_log.read_toolchain_log`."""
     if not (log or (find_log and paths)):
         return None, None, None
-    from .toolchain_log import load_toolchain_file, pick_toolchain_file, toolchain_section
+    from .toolchain_log import read_toolchain_log
 
-    found = log or (pick_toolchain_file(paths) if find_log and paths else None)
-    if found is None:
-        return None, None, None
-    try:
-        tlog = load_toolchain_file(found)
-    except GraphAuditError as e:
-        if log:
-            raise
-        return None, None, f"{e} (found beside the stages; left out, --no-log skips it)"
-    probe = toolchain_section(tlog, stages, None)
-    if probe.nodes_total and not probe.nodes_mapped:  # every row names a node the stages lack
-        if log:
-            raise GraphAuditError(f"{found}: none of its {probe.nodes_total} node rows names a node of the "
-                                  "stages: a log of another model?")
-        return None, None, None
-    return tlog, Path(found), None
+    return read_toolchain_log(stages, log, paths if find_log else [])
 
 
 def _config_fields(cfg, stages: list[StageGraph], lineage: Lineage) -> dict:
@@ -238,24 +227,6 @@ def _as_config(config):
     return load_config_or_log(config)
 
 
-def _as_paths(paths) -> list:
-    """``paths`` as a list: one path-like alone is a list of one; a list holds path-likes or StageGraphs, not both.
-
-    Raises
-    ------
-    GraphAuditError
-        Anything else (a mixed list, numbers, None).
-    """
-    if isinstance(paths, (str, os.PathLike)):
-        return [paths]
-    if not isinstance(paths, (list, tuple)) or not paths:
-        raise GraphAuditError(f"paths: expected a stage directory, stage files or loaded stages, got {paths!r:.80}")
-    if not (all(isinstance(p, StageGraph) for p in paths) or all(isinstance(p, (str, os.PathLike)) for p in paths)):
-        kinds = sorted({type(p).__name__ for p in paths})
-        raise GraphAuditError(f"paths: give either paths or loaded StageGraphs, not a mix of {', '.join(kinds)}")
-    return list(paths)
-
-
 def audit(paths, *, source: str | os.PathLike | None = None, title: str = "", config=None,
           data: str | os.PathLike | None = None, log: str | os.PathLike | None = None, find_log: bool = False,
           numeric: NumericOptions | None = None, min_stages: int = 1, config_data: bool = True, eval_hook=None,
@@ -280,7 +251,9 @@ def audit(paths, *, source: str | os.PathLike | None = None, title: str = "", co
         ``report.run.data_from_config`` is True); a folder that cannot be read is said in
         ``report.run.numeric_skipped``, and the audit goes on.
     log : path-like, optional
-        A toolchain log or ``*_quant_info.json``; ``find_log`` looks for one beside the stages instead.
+        A toolchain log or ``*_quant_info.json`` (unreadable, or of another model: GraphAuditError); ``find_log``
+        looks for one beside the stages instead, falling back to the next file found when one cannot be used
+        (:func:`graphaudit.toolchain_log.read_toolchain_log`; ``report.run.log_skipped`` says the ones left out).
     numeric : NumericOptions, optional
         How to run the stages (``numeric.random``: random samples when no ``data`` are given).
     min_stages, config_data : int, bool
@@ -289,7 +262,8 @@ def audit(paths, *, source: str | os.PathLike | None = None, title: str = "", co
     eval_hook, eval_samples : optional
         The user's metric (``--eval``: ``"module:function"``, ``"file.py:function"`` or a callable) run on every
         stage with ``eval_samples`` (:func:`graphaudit.evaluate_stages`) into ``report.metric``; a failing hook is N405.
-        ``numeric.max_samples`` caps a per-sample hook's files (a whole-set hook reads ``eval_samples`` itself).
+        ``numeric.max_samples`` caps a per-sample hook's files (a whole-set hook reads ``eval_samples`` itself); a
+        per-sample hook without ``eval_samples`` is refused before any work (GraphAuditError).
 
     Returns
     -------
@@ -310,7 +284,7 @@ def audit(paths, *, source: str | os.PathLike | None = None, title: str = "", co
     >>> au.report.transitions[0].counts["fused"] > 0
     True
     """
-    paths = _as_paths(paths)
+    paths = stage_arguments(paths)
     with _spared():
         return _audit(paths, source, title, config, data, log, find_log, numeric, min_stages, config_data, eval_hook,
                       eval_samples)
@@ -322,7 +296,7 @@ def _audit(paths, source, title, config, data, log, find_log, numeric, min_stage
     loaded = bool(paths) and isinstance(paths[0], StageGraph)
     stages = list(paths) if loaded else load_pipeline(paths, source, single=min_stages < 2)
     cfg = _as_config(config)
-    opts, hook = _options(numeric, eval_hook)
+    opts, hook = _options(numeric, eval_hook, eval_samples)
     lineage, changes, covs = _structure(stages)
     tlog, log_path, log_skipped = _read_log([] if loaded else list(paths), stages, log, find_log)
     idx = data_stage_of(stages)
@@ -358,9 +332,9 @@ def _audit(paths, source, title, config, data, log, find_log, numeric, min_stage
     return Audit(stages, lineage, changes, covs, report, cfg, run.results if run else [], inputs, given)
 
 
-def _options(numeric, eval_hook) -> tuple[NumericOptions, object]:
-    """The validated NumericOptions (default ones for None) and the loaded eval hook (None without one): a bad value
-    or hook spec fails here, before any work."""
+def _options(numeric, eval_hook, eval_samples=None) -> tuple[NumericOptions, object]:
+    """The validated NumericOptions (default ones for None) and the loaded eval hook (None without one): a bad value,
+    a bad hook spec or a per-sample hook without ``eval_samples`` fails here, before any work."""
     opts = numeric if numeric is not None else NumericOptions()
     if not isinstance(opts, NumericOptions):
         raise GraphAuditError(f"numeric: expected NumericOptions, got {type(opts).__name__}")
@@ -368,8 +342,11 @@ def _options(numeric, eval_hook) -> tuple[NumericOptions, object]:
     if eval_hook is None:
         return opts, None
     from .evaluate import as_eval_hook
+    from .numeric.evalhook import check_hook_samples
 
-    return opts, as_eval_hook(eval_hook)
+    hook = as_eval_hook(eval_hook)
+    check_hook_samples(hook, eval_samples)
+    return opts, hook
 
 
 def _metric(stages, hook, eval_samples, opts: NumericOptions, cfg):
@@ -483,17 +460,3 @@ def _random_run(opts: NumericOptions) -> int | None:
     if opts.random is None or opts.max_samples is None:
         return opts.random
     return min(opts.random, opts.max_samples)
-
-
-def user_inputs(paths: list[str | os.PathLike], *extra: str | os.PathLike | None) -> list[Path]:
-    """Everything the user gave us, which outputs must never overwrite or land in: the stage paths (directories
-    and the files in them) and the ``extra`` files or directories (source model, config, data, log; None skipped)."""
-    out: list[Path] = [Path(x) for x in extra if x]
-    for p in map(Path, paths):
-        out.append(p)
-        try:
-            if p.is_dir():
-                out.extend(q for q in p.iterdir() if q.is_file())
-        except OSError:
-            pass
-    return out

@@ -23,7 +23,7 @@ __all__ = ["SCHEMA_VERSION", "VERDICT_CAUSES", "VerdictLine", "AuditReport", "St
            "summarize_stage", "make_transition"]
 
 #: Version of the JSON layout written by :meth:`AuditReport.to_dict` (documented in README.md).
-SCHEMA_VERSION = "1.8"
+SCHEMA_VERSION = "1.9"
 
 
 @dataclass
@@ -162,8 +162,10 @@ class RunInfo:
     samples_used : int or None
         1.6: samples run through the stages; None when nothing was measured.
     log_skipped : str or None
-        1.8: a toolchain log or ``*_quant_info.json`` found beside the stages (not given) that could not be read:
-        the file and why; the report goes on without the toolchain's figures. None otherwise.
+        1.8: the toolchain logs or ``*_quant_info.json`` found beside the stages (not given) that were left out --
+        unreadable, or none of whose node rows names a node of the stages (a log of another model) -- each file and
+        why ("; " between them), then what was read instead (``log``) or that nothing was; the report goes on
+        without the figures of the files left out. None when the first file found was read, or none was found.
     """
 
     config: str | None = None

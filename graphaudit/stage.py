@@ -7,15 +7,18 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
+import os
+
 import numpy as np
 import onnx
 
 from .digests import blake2b
+from .errors import GraphAuditError
 
 if TYPE_CHECKING:  # networkx is imported where a graph is built (about 0.2 s of start-up)
     import networkx as nx
 
-__all__ = ["StageGraph", "NodeInfo", "TensorInfo", "node_graph", "PARAM_KINDS"]
+__all__ = ["StageGraph", "NodeInfo", "TensorInfo", "node_graph", "PARAM_KINDS", "stage_arguments"]
 
 #: The :attr:`TensorInfo.kind` values of weights (:attr:`TensorInfo.is_param`); hot loops test ``t.kind in
 #: PARAM_KINDS`` instead of calling the property.
@@ -240,3 +243,23 @@ class StageGraph:
     def used_domains(self) -> Counter:
         """Counter of node domains actually used (``""`` normalised from ``ai.onnx``)."""
         return Counter("" if n.domain == "ai.onnx" else n.domain for n in self.nodes.values())
+
+
+def stage_arguments(paths, what: str = "paths") -> list:
+    """The stages a library call was given (``audit``'s ``paths``, ``lint_config``'s ``stages``) as a list: one
+    path-like alone is a list of one; a list holds path-likes (a stage directory, stage files) or loaded
+    StageGraphs, not both.
+
+    Raises
+    ------
+    GraphAuditError
+        Anything else (a mixed list, numbers, None, an empty list), naming ``what``.
+    """
+    if isinstance(paths, (str, os.PathLike)):
+        return [paths]
+    if not isinstance(paths, (list, tuple)) or not paths:
+        raise GraphAuditError(f"{what}: expected a stage directory, stage files or loaded stages, got {paths!r:.80}")
+    if not (all(isinstance(p, StageGraph) for p in paths) or all(isinstance(p, (str, os.PathLike)) for p in paths)):
+        kinds = sorted({type(p).__name__ for p in paths})
+        raise GraphAuditError(f"{what}: give either paths or loaded StageGraphs, not a mix of {', '.join(kinds)}")
+    return list(paths)

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from .errors import GraphAuditError
 from .jsonvalues import json_number
 from .stage import StageGraph
 from .numeric.summary import TensorSummary, TransitionSummary
@@ -14,7 +15,8 @@ from .toolchains.hblog import (TABLE_STAGE_ROLES, NodeRow, ToolchainLog, find_to
 from .toolchains.ops import QUANT_CHAIN_OPS, rescales_channels
 from .toolchains.section import ToolchainNode, ToolchainOutput, ToolchainSection
 
-__all__ = ["load_toolchain_file", "toolchain_section", "pick_toolchain_file"]
+__all__ = ["load_toolchain_file", "toolchain_section", "pick_toolchain_file", "toolchain_candidates",
+           "read_toolchain_log"]
 
 
 def load_toolchain_file(path: str | os.PathLike) -> ToolchainLog:
@@ -28,15 +30,105 @@ def load_toolchain_file(path: str | os.PathLike) -> ToolchainLog:
     return parse_quant_info(p) if p.suffix.lower() == ".json" else parse_log(p)
 
 
-def pick_toolchain_file(paths: list[str | os.PathLike]) -> Path | None:
-    """The best toolchain side file for the stage paths the user gave (see :func:`find_toolchain_files`):
-    a makertbin / hb_compile log, else a quant_info file, else another hb_mapper log (a checker log has
-    no similarity), else None. Nothing is parsed."""
+def toolchain_candidates(paths: list[str | os.PathLike]) -> list[Path]:
+    """The toolchain side files beside the stage paths the user gave (see :func:`find_toolchain_files`), best first:
+    makertbin / hb_compile logs, then quant_info files, then the other hb_mapper logs (a checker log has no
+    similarity); an empty list without paths or files. Nothing is parsed: the caller reads them in this order and
+    falls back to the next when one cannot be read."""
     if not paths:
-        return None
+        return []
     found = find_toolchain_files(Path(paths[0]))
     converting = [p for p in found.logs if p.name.startswith(("hb_mapper_makertbin", "hb_compile"))]
-    return (converting or found.quant_info or found.logs or [None])[0]
+    return converting + found.quant_info + [p for p in found.logs if p not in converting]
+
+
+def pick_toolchain_file(paths: list[str | os.PathLike]) -> Path | None:
+    """The best toolchain side file for the stage paths the user gave: the first of :func:`toolchain_candidates`
+    (a makertbin / hb_compile log, else a quant_info file, else another hb_mapper log), else None. Nothing is
+    parsed."""
+    return next(iter(toolchain_candidates(paths)), None)
+
+
+def read_toolchain_log(stages: list[StageGraph], log: str | os.PathLike | None = None,
+                       paths: list[str | os.PathLike] | None = None) -> tuple[ToolchainLog | None, Path | None,
+                                                                               str | None]:
+    """The toolchain log given (``log``) or found beside the stage ``paths``, parsed and checked to name a node of
+    ``stages``, as ``(log, its path, why found files were left out)``.
+
+    A log given that cannot be read, or none of whose node rows names a node of the stages (a log of another model),
+    is refused. Found ones are tried in the order of :func:`toolchain_candidates`: one that cannot be read or is of
+    another model is left out and the next is tried; the third value says each one left out, with why, and what was
+    read instead (None when the first was read or nothing was found) -- the report's ``run.log_skipped``.
+
+    Raises
+    ------
+    GraphAuditError
+        Only for ``log``: unreadable, not a toolchain log, or of another model (one line naming the file).
+    """
+    if log:
+        tlog = load_toolchain_file(log)
+        foreign = _foreign_log(tlog, stages, log)
+        if foreign:
+            raise GraphAuditError(foreign)
+        return tlog, Path(log), None
+    skipped: list[str] = []
+    for found in toolchain_candidates(paths or []):
+        try:
+            tlog = load_toolchain_file(found)
+        except GraphAuditError as e:
+            skipped.append(str(e))
+            continue
+        foreign = _foreign_log(tlog, stages, found) or _other_build(tlog, stages, found)
+        if foreign:
+            skipped.append(foreign)
+            continue
+        return tlog, found, _skipped_logs(skipped, found)
+    return None, None, _skipped_logs(skipped, None)
+
+
+def _foreign_log(tlog: ToolchainLog, stages: list[StageGraph], path) -> str | None:
+    """Why ``tlog`` is of another model (it has node rows and none names a node of the stages), else None."""
+    probe = toolchain_section(tlog, stages, None)
+    if probe.nodes_total and not probe.nodes_mapped:
+        return (f"{path}: none of its {probe.nodes_total} node rows names a node of the stages: "
+                "a log of another model?")
+    return None
+
+
+def _other_build(tlog: ToolchainLog, stages: list[StageGraph], path) -> str | None:
+    """Why a log found beside the stages is of another build of their model, else None: the config it echoes writes
+    into a ``working_dir`` that exists (resolved against the log's directory, where hb_mapper runs and writes its
+    log) and is not the directory holding the stages, or names an ``output_model_file_prefix`` none of the stage
+    files carries. Two builds in one project folder share the log's name, ``hb_mapper_makertbin.log``, and the
+    later one overwrites it; their node names mostly agree, so the rows alone do not tell (a new user's second
+    PP-OCRv4 rec build, ``working_dir: model_output_fix``: 195 of 229 rows named nodes of ``model_output``)."""
+    if not tlog.config_text:
+        return None
+    from .config import parse_config_text
+
+    try:
+        cfg = parse_config_text(tlog.config_text, str(path))
+    except GraphAuditError:
+        return None  # an echo that does not parse says nothing about the build
+    wd, prefix = cfg.get("model_parameters", "working_dir"), cfg.get("model_parameters", "output_model_file_prefix")
+    homes = {Path(st.path).resolve().parent for st in stages}
+    if isinstance(wd, str) and wd.strip():
+        w = Path(wd) if Path(wd).is_absolute() else Path(path).parent / wd
+        if w.is_dir() and w.resolve() not in homes:
+            return (f"{path}: the config it echoes writes the stages to working_dir {wd!r} ({w}), not to the "
+                    "directory of these stages: a log of another build?")
+    if isinstance(prefix, str) and prefix and not any(Path(st.path).name.startswith(f"{prefix}_") for st in stages):
+        return (f"{path}: the config it echoes names output_model_file_prefix {prefix!r}, which no stage file "
+                "carries: a log of another build?")
+    return None
+
+
+def _skipped_logs(reasons: list[str], used: Path | None) -> str | None:
+    """``run.log_skipped``: the found toolchain files left out, each with why, and what was read instead."""
+    if not reasons:
+        return None
+    how = f"read {used} instead" if used is not None else "--no-log skips it"
+    return "; ".join(reasons) + f" (found beside the stages; left out, {how})"
 
 
 def _map_stage(stages: list[StageGraph]) -> StageGraph | None:

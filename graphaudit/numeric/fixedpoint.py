@@ -13,9 +13,10 @@ import numpy as np
 
 from ..stage import StageGraph
 from ..toolchains.ops import DEQUANTIZE_OPS, FIXED_POINT_STORAGE
+from .layout import as_layout_of
 from .metrics import scale_axis
 
-__all__ = ["FixedPointCodec", "fixed_point_codec", "requantized_codec", "dequantized_reference", "nhwc_as"]
+__all__ = ["FixedPointCodec", "fixed_point_codec", "requantized_codec", "dequantized_reference"]
 
 
 @dataclass(frozen=True)
@@ -44,8 +45,9 @@ class FixedPointCodec:
     reference_on_grid: bool = False
 
     def decode(self, q: np.ndarray, a_shape: tuple) -> np.ndarray:
-        """Real values of ``q`` (float64) in ``a_shape``'s layout (NHWC -> NCHW where that is the difference)."""
-        v = nhwc_as(np.asarray(q), a_shape).astype(np.float64) + self.offset
+        """Real values of ``q`` (float64) in ``a_shape``'s layout (NHWC -> NCHW, or another permutation of the axes,
+        where that is the difference: :func:`graphaudit.numeric.layout.as_layout_of`)."""
+        v = as_layout_of(np.asarray(q), a_shape).astype(np.float64) + self.offset
         return v * _broadcast(self.scale, self._axis(v.shape), v.ndim)
 
     def on_grid(self, x: np.ndarray) -> np.ndarray:
@@ -79,14 +81,6 @@ def _broadcast(scale: tuple, axis: int, ndim: int) -> np.ndarray:
     shape = [1] * ndim
     shape[axis % ndim] = arr.size
     return arr.reshape(shape)
-
-
-def nhwc_as(v: np.ndarray, a_shape: tuple) -> np.ndarray:
-    """A rank-4 array of the fixed-point stage (NHWC) in the calibrated stage's NCHW shape ``a_shape``, when that is
-    how they differ; else ``v`` unchanged."""
-    if v.ndim == 4 and tuple(v.shape) != tuple(a_shape) and tuple(v.shape[i] for i in (0, 3, 1, 2)) == tuple(a_shape):
-        return np.transpose(v, (0, 3, 1, 2))
-    return v
 
 
 def fixed_point_codec(a: StageGraph, a_tensor: str, b: StageGraph | None = None,

@@ -18,7 +18,8 @@ import math
 from dataclasses import replace
 
 from ..classify import Change
-from .compare import TransitionNumeric, _first_divergence
+from .compare import TransitionNumeric
+from .divergence import set_divergence
 from .metrics import ErrorStats
 
 __all__ = ["merge_stats", "merge_transitions", "change_key", "MeanAccumulator"]
@@ -96,7 +97,7 @@ def merge_transitions(shards: list[list[TransitionNumeric]], changes: list[list[
         res.left_out = [x for s in shards for x in s[i].left_out]  # in sample order, as one process lists them
         res.regions = _ordered(list(regions.values()), changes[i] if changes is not None and i < len(changes)
                                else None)
-        res.first_divergence = _first_divergence(res)
+        set_divergence(res)
     return base
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from . import fastsum
-from .fixedpoint import nhwc_as
+from .layout import as_layout_of
 from .metrics import SMALL_TENSOR, ErrorStats, top1_agreement, update_many
 from .schedule import PARALLEL_MIN_BYTES, cores, for_each
 
@@ -20,7 +20,8 @@ __all__ = ["Updates", "reduce_pairs", "reduce_pair"]
 
 def _decoded(te: TensorError, ref: np.ndarray | None, got: np.ndarray | None):
     """``(ref, got)`` as reals of the reference's shape (integers of the fixed-point stage decoded with the pair's
-    codec, its NHWC float tensors transposed), or None when the pair is not compared (missing, or other dtypes)."""
+    codec, float tensors whose axes a toolchain moved transposed back: :func:`graphaudit.numeric.layout.as_layout_of`),
+    or None when the pair is not compared (missing, or other dtypes)."""
     if ref is None or got is None or ref.dtype.kind != "f":
         return None
     if te.codec is not None:
@@ -29,7 +30,8 @@ def _decoded(te: TensorError, ref: np.ndarray | None, got: np.ndarray | None):
         return ref, te.codec.decode(got, ref.shape)
     if got.dtype.kind != "f":
         return None
-    return ref, nhwc_as(got, ref.shape)  # the fixed-point stage's float tensors (HzDequantize outputs) are NHWC
+    # the fixed-point stage's float tensors (HzDequantize outputs) are NHWC; an optimizer may transpose a tensor
+    return ref, as_layout_of(got, ref.shape)
 
 
 def _top1(te: TensorError, ref: np.ndarray, got: np.ndarray) -> None:

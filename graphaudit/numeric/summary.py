@@ -16,7 +16,7 @@ if TYPE_CHECKING:  # the run's accumulators, read by attribute
     from .compare import RegionError, TensorError, TransitionNumeric
 
 __all__ = ["Figure", "ErrorFigures", "TensorSummary", "RegionSummary", "TransitionSummary", "transition_summary",
-           "StageMetric", "MetricSection"]
+           "StageMetric", "MetricSection", "least_top1"]
 
 #: A metric as the report holds it: a float, ``"nan"``/``"inf"``/``"-inf"``, or None (not measured).
 Figure = Union[float, str, None]
@@ -126,7 +126,9 @@ class TensorSummary(ErrorFigures):
     change : str
         The change that produced b's tensor (``"kind: pattern"``), ``""`` for a kept node.
     top1_agreement : list of int or None
-        ``[agreeing rows, rows]`` of argmax for classifier outputs ``[N, classes]``; None (not written) otherwise.
+        ``[agreeing rows, rows]`` of argmax for class-score outputs ``[N, classes]`` (a Softmax's output, through
+        ops that keep its values: :func:`graphaudit.numeric.tensorfacts.class_scores`); None (not written) otherwise,
+        e.g. for MTCNN's box and landmark regressions.
     a_node, b_node : str
         1.6: the ONNX names of the nodes computing the tensors (b's: the compute node behind its fake quantization,
         the name the toolchain's config and log use); ``""`` for a graph input.
@@ -231,6 +233,11 @@ class TransitionSummary:
         Every compared tensor, in b's topological order.
     reference : str or None
         1.6: the first stage of the comparison (the reference stage of the pipeline), None when not measured.
+    inner_divergence : list of str
+        1.9: between stages documented as numerically equal, the b tensors below the thresholds whose error ends
+        at the linear op reading them (it agrees to float rounding: a scale folded forward into its weights), in
+        b's order: pairs that do not hold the same quantity, not a first divergence
+        (:func:`graphaudit.numeric.divergence.set_divergence`).
     vs_reference : list of TensorSummary
         1.6: b's graph outputs against ``reference``'s outputs they descend from (followed through the output
         pairs of the transitions in between): the accumulated agreement of stage b with the reference stage, as the
@@ -253,6 +260,7 @@ class TransitionSummary:
     tensors: list[TensorSummary] = field(default_factory=list)
     reference: str | None = None
     vs_reference: list[TensorSummary] = field(default_factory=list)
+    inner_divergence: list[str] = field(default_factory=list)
 
     def __bool__(self) -> bool:
         return self.first_divergence is None
@@ -263,7 +271,7 @@ class TransitionSummary:
         return self.first_divergence is None
 
     def to_dict(self) -> dict[str, Any]:
-        """The report's ``numeric`` entry (README "JSON report", schema 1.6), keys in the schema's order."""
+        """The report's ``numeric`` entry (README "JSON report", schema 1.9), keys in the schema's order."""
         return {"a": self.a, "b": self.b, "threshold": self.threshold, "sqnr_threshold": self.sqnr_threshold,
                 "tensors_compared": self.tensors_compared, "min_cosine": self.min_cosine,
                 "worst_tensor": _opt(self.worst_tensor), "first_divergence": _opt(self.first_divergence),
@@ -272,7 +280,8 @@ class TransitionSummary:
                 "regions": [r.to_dict() for r in self.regions],
                 "regions_measured": self.regions_measured, "regions_skipped": self.regions_skipped,
                 "tensors": [t.to_dict() for t in self.tensors],
-                "reference": self.reference, "vs_reference": [t.to_dict() for t in self.vs_reference]}
+                "reference": self.reference, "vs_reference": [t.to_dict() for t in self.vs_reference],
+                "inner_divergence": list(self.inner_divergence)}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "TransitionSummary":
@@ -287,7 +296,7 @@ class TransitionSummary:
                   "regions_skipped", "reference"):
             if k in d:
                 _check_field(k, d[k])
-        for k in ("outputs", "worst_regions", "regions", "tensors", "vs_reference"):
+        for k in ("outputs", "worst_regions", "regions", "tensors", "vs_reference", "inner_divergence"):
             if not isinstance(d.get(k, []), list):
                 raise ValueError(f"{k!r} cannot be {_short(d[k])}")
         return cls(a=d["a"], b=d["b"], threshold=d["threshold"], sqnr_threshold=d.get("sqnr_threshold"),
@@ -299,7 +308,8 @@ class TransitionSummary:
                    regions_measured=d.get("regions_measured", 0), regions_skipped=d.get("regions_skipped", 0),
                    tensors=[TensorSummary.from_dict(t) for t in d.get("tensors", [])],
                    reference=d.get("reference"),
-                   vs_reference=[TensorSummary.from_dict(t) for t in d.get("vs_reference", [])])
+                   vs_reference=[TensorSummary.from_dict(t) for t in d.get("vs_reference", [])],
+                   inner_divergence=[str(x) for x in d.get("inner_divergence", [])])
 
 
 def _tensor_summary(te: TensorError) -> TensorSummary:
@@ -311,6 +321,15 @@ def _tensor_summary(te: TensorError) -> TensorSummary:
 def _region_summary(r: RegionError) -> RegionSummary:
     return RegionSummary(kind=r.change.kind, pattern=r.change.pattern, a_nodes=r.change.a_nodes,
                          b_nodes=r.change.b_nodes, source_nodes=r.source_nodes, outputs=[list(o) for o in r.outputs], **r.stats.to_dict())
+
+
+def least_top1(outputs: list["TensorSummary"]) -> tuple[str, list[int]] | None:
+    """``(b_tensor, [agreeing rows, rows])`` of the class-score output whose top-1 agrees least (the only one when one
+    carries top-1), or None when no output does. Summary lines that show the worst output's cosine and SQNR name
+    this output beside its top-1 when there are several outputs: the worst output may be a regression (MTCNN ONet's
+    ``dense_5`` box [1, 4]) that has no top-1."""
+    top = [(o.b_tensor, o.top1_agreement) for o in outputs if o.top1_agreement]
+    return min(top, key=lambda x: x[1][0] / max(x[1][1], 1)) if top else None
 
 
 def transition_summary(res: TransitionNumeric, worst: int = 10) -> TransitionSummary:
@@ -332,7 +351,8 @@ def transition_summary(res: TransitionNumeric, worst: int = 10) -> TransitionSum
         tensors=[_tensor_summary(t) for t in res.tensors if t.stats.samples],
         reference=res.reference or None,
         vs_reference=[_tensor_summary(t) for t in (res.outputs() if res.a == res.reference else res.vs_reference)
-                      if t.stats.samples])
+                      if t.stats.samples],
+        inner_divergence=[t.b_tensor for t in res.inner_divergence])
 
 
 @dataclass(kw_only=True)

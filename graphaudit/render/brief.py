@@ -17,6 +17,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
+from ..numeric.summary import least_top1
 from ..report import AuditReport, RunInfo
 from .styles import CAUSE_TAG, KIND_STYLE, SEV_STYLE, fmt
 
@@ -99,7 +100,7 @@ def run_line(report: AuditReport, console: Console, blank_before: bool = True) -
         console.print(Text("Run: " + "; ".join(parts), style="dim"))
     else:
         console.print(Text("Run: " + "; ".join(parts), style="dim"), no_wrap=True, overflow="ignore", crop=False)
-    if run.log_skipped:  # a found log that could not be read: said, and the report goes on without it
+    if run.log_skipped:  # found logs left out (unreadable, of another model): said, and the report goes on
         console.print(Text(f"Toolchain log not read: {run.log_skipped}", style="yellow"), no_wrap=True,
                       overflow=line_overflow(console), crop=console.is_terminal)
 
@@ -163,13 +164,17 @@ def _numeric(report: AuditReport, console: Console) -> None:
     rows = []
     for tr in report.numeric:
         worst = min(tr.outputs, key=lambda o: _key(o.cosine), default=None)
-        top1 = (f"{worst.top1_agreement[0]}/{worst.top1_agreement[1]}"
-                if worst is not None and worst.top1_agreement else "-")
+        top = least_top1(tr.outputs)  # class-score outputs only, named when the cosine and SQNR may be another's
+        top1 = (f"{top[1][0]}/{top[1][1]}" + (f" ({top[0]})" if len(tr.outputs) > 1 else "")) if top else "-"
         fd = tr.first_divergence
         if fd is None:
             crit = f"cosine {tr.threshold}" + (f" or SQNR {tr.sqnr_threshold:g} dB"
                                                if tr.sqnr_threshold is not None else "")
             div = Text(f"none (no tensor below {crit})", style="green")
+            if tr.inner_divergence:
+                k = len(tr.inner_divergence)
+                div = Text(f"none; {k} tensor(s) below {crit} heal at the linear op reading them, e.g. "
+                           f"{tr.inner_divergence[0]}: a scale the toolchain folded forward, not a loss", style="green")
         else:
             node = fd.b_node or fd.b_tensor
             div = Text(f"{node} (cosine {fmt(fd.cosine, '.6f')}, SQNR {fmt(fd.sqnr_db, '.1f')} dB)", style="red")

@@ -18,6 +18,7 @@ from .metric import render_metric
 from .styles import KIND_STYLE as _KIND_STYLE
 from .styles import SEV_STYLE as _SEV_STYLE
 from .styles import fmt as _fmt
+from .styles import cosine_order
 from .text import needs_escape, print_line, printable
 
 __all__ = ["render_explain", "render_diff", "render_rules", "render_numeric", "render_findings", "render_input_stats",
@@ -248,6 +249,12 @@ def _numeric(report: AuditReport, console: Console) -> None:
                                         f"{fd.a_tensor}{_by_node(fd.a_node)} in {tr.a}): cosine "
                                         f"{_fmt(fd.cosine, '.6f')}, SQNR {_fmt(fd.sqnr_db, '.1f')} dB; "
                                         f"{fd.change or 'kept node'}"))
+        elif tr.inner_divergence:
+            k = len(tr.inner_divergence)
+            print_line(console, Text(f"  no first divergence; {k} tensor(s) with {crit} heal at the Conv/MatMul "
+                                     f"reading them ({', '.join(tr.inner_divergence[:3])}{', ...' if k > 3 else ''}): "
+                                     "a scale the toolchain folded forward into its weights, so each pair holds two "
+                                     "different quantities, not a loss", style="green"))
         else:
             print_line(console, Text(f"  no tensor with {crit}", style="green"))
         if tr.worst_regions:
@@ -291,15 +298,6 @@ def render_input_stats(stats: dict, stage, console: Console) -> None:
     console.print(t)
 
 
-def _cos_key(x) -> float:
-    """Sort key of a cosine: nan first (the toolchain could not compare), missing last."""
-    if x is None:
-        return 2.0
-    if isinstance(x, str):
-        return -2.0 if x == "nan" else 2.0
-    return x
-
-
 def render_toolchain(report: AuditReport, console: Console, verbose: bool = False, top: int = 10) -> None:
     """Print the toolchain's own per-node similarity beside graphaudit's: worst rows first, ``top`` unless verbose."""
     _toolchain(safe_report(report), console, verbose, top)
@@ -322,7 +320,7 @@ def _toolchain(report: AuditReport, console: Console, verbose: bool = False, top
                                                      "when the data are the config's cal_data_dir) and on all samples"
                                                      if tc.compared else "no numeric run (see the Run line)"),
                            style="dim"))
-        rows.sort(key=lambda n: _cos_key(n.cosine))
+        rows.sort(key=lambda n: cosine_order(n.cosine))
         shown = rows if verbose else rows[:top]
         t = Table(box=None, pad_edge=False)
         for col in ("node", "type", "ON", "toolchain cosine", "graphaudit, 1st sample", "graphaudit, all samples",

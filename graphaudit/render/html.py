@@ -20,6 +20,7 @@ from ..report import AuditReport
 from .chart import SQNR_CAP_DB, chart_json, error_chart, plotly_js
 from .diffmodel import DiffSource
 from .graphlinks import Linker, add_measured_tensors, graph_index, start_element
+from .styles import cosine_order
 from .stagechart import stage_chart
 
 __all__ = ["GraphPanel", "diff_graph_panels", "render_html", "write_html", "html_from_json", "GRAPHVIZ_HINT"]
@@ -167,6 +168,8 @@ def _section(sid: str, rep: AuditReport, pans: list[GraphPanel]) -> dict[str, An
     spec = stage_chart(rep)
     return {"id": sid, "report": rep, "numeric": [_numeric_view(n, link) for n in rep.numeric or []],
             "severity": sev, "contract_errors": bad, "link": link, "metric": _metric_view(rep.metric),
+            "toolchain_rows": sorted((n for n in rep.toolchain.nodes if n.cosine is not None),
+                                     key=lambda n: cosine_order(n.cosine)) if rep.toolchain else [],
             "stage_chart": Markup(chart_json(spec)) if spec else None,
             "panels": [{"panel": p, "svg": Markup(p.svg), "index": Markup(chart_json(p.index))} for p in pans]}
 

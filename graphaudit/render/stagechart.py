@@ -2,8 +2,8 @@
 
 The x axis is the stages of the pipeline in order (the user's 0.809 -> 0.778 -> 0.748). Two lines, each point at the
 stage it measures: the line is the stage's outputs against the reference stage (the first stage compared,
-``TransitionSummary.vs_reference``: the accumulated drop), labelled with its SQNR and top-1 agreement where the outputs
-are classifier scores; the open diamonds are the stage's outputs against the stage before (``TransitionSummary.outputs``:
+``TransitionSummary.vs_reference``: the accumulated drop), labelled with its SQNR and the top-1 agreement of the
+class-score output that agrees least (named when the stage has several outputs: the SQNR may be a regression's); the open diamonds are the stage's outputs against the stage before (``TransitionSummary.outputs``:
 what this one transition costs; not joined, since they measure different pairs). SQNR is the worst output's, every output's cosine is in the hover text, a stage
 not measured is a gap. Clicking a point opens the diff graph of the transition that ends in that stage.
 """
@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from ..numeric.summary import Figure, TensorSummary
+from ..numeric.summary import Figure, TensorSummary, least_top1
 from ..report import AuditReport
 from .chart import _ACC, _DIV, SQNR_CAP_DB, _float, _sqnr, _text
 
@@ -32,7 +32,9 @@ class StageAgreement:
     sqnr_db, cosine : Figure
         Over the outputs (the worst output).
     top1_agreement : list of int or None
-        ``[agreeing rows, rows]`` where the outputs are classifier scores.
+        ``[agreeing rows, rows]`` of the class-score output that agrees least (None: no output is class scores).
+    top1_output : str or None
+        That output's name, written beside its top-1 when the stage has several outputs.
     """
 
     stage: str
@@ -40,19 +42,19 @@ class StageAgreement:
     sqnr_db: Figure = None
     cosine: Figure = None
     top1_agreement: list[int] | None = None
+    top1_output: str | None = None
 
 
 def _fmt(v: Figure, spec: str) -> str:
     return v if isinstance(v, str) else ("-" if v is None else format(v, spec))
 
 
-def _worst(outputs: list[TensorSummary]) -> tuple[float | None, float | None, list[int] | None]:
-    """(lowest drawn SQNR, lowest cosine, summed top-1 ``[agree, rows]`` or None) over a transition's outputs."""
+def _worst(outputs: list[TensorSummary]) -> tuple[float | None, float | None, tuple[str, list[int]] | None]:
+    """(lowest drawn SQNR, lowest cosine, ``(output, [agree, rows])`` of the class-score output whose top-1 agrees
+    least, or None) over a transition's outputs."""
     sq = [x for x in (_sqnr(o.sqnr_db) for o in outputs) if x is not None]
     cos = [x for x in (_float(o.cosine) for o in outputs) if x is not None]
-    tops = [o.top1_agreement for o in outputs if o.top1_agreement]
-    top = [sum(t[0] for t in tops), sum(t[1] for t in tops)] if tops else None
-    return (min(sq) if sq else None), (min(cos) if cos else None), top
+    return (min(sq) if sq else None), (min(cos) if cos else None), least_top1(outputs)
 
 
 def _hover(stage: str, against: str, outputs: list[TensorSummary], first=None) -> str:
@@ -68,22 +70,26 @@ def _hover(stage: str, against: str, outputs: list[TensorSummary], first=None) -
     return "<br>".join(rows)
 
 
-def _label(outputs: list[TensorSummary], sqnr: float | None, top: list[int] | None) -> str:
-    """The text over a point: its SQNR ("identical" when every output is), and top-1 agreement where it applies."""
+def _top1_text(top: list[int] | None, name: str | None) -> str:
+    return (f" \u00b7 top-1 {top[0]}/{top[1]}" + (f" ({_text(name)})" if name else "")) if top else ""
+
+
+def _label(outputs: list[TensorSummary], sqnr: float | None, top: list[int] | None, name: str | None = None) -> str:
+    """The text over a point: its SQNR ("identical" when every output is), and top-1 agreement where it applies,
+    with the name of its output when there are several (the SQNR is the worst output's, maybe another one)."""
     if not outputs or sqnr is None:
         return ""
     same = all(_float(o.sqnr_db) == math.inf for o in outputs)
     text = "identical" if same else (f"\u2265 {SQNR_CAP_DB:g} dB" if sqnr >= SQNR_CAP_DB else f"{sqnr:.1f} dB")
-    return text + (f" \u00b7 top-1 {top[0]}/{top[1]}" if top else "")
+    return text + _top1_text(top, name if len(outputs) > 1 else None)
 
 
 def _ref_text(r: StageAgreement, outputs: list[TensorSummary]) -> str:
     """The label of a point of the solid line (its outputs' figures where the report has them)."""
     y = _sqnr(r.sqnr_db)
     if outputs:
-        return _label(outputs, y, r.top1_agreement)
-    return "" if y is None else f"{y:.1f} dB" + (f" \u00b7 top-1 {r.top1_agreement[0]}/{r.top1_agreement[1]}"
-                                                   if r.top1_agreement else "")
+        return _label(outputs, y, r.top1_agreement, r.top1_output)
+    return "" if y is None else f"{y:.1f} dB" + _top1_text(r.top1_agreement, r.top1_output)
 
 
 def _stage_order(report: AuditReport) -> list[str]:
@@ -99,12 +105,13 @@ def _stage_order(report: AuditReport) -> list[str]:
 
 def reference_agreement(report: AuditReport) -> list[StageAgreement]:
     """Each measured stage's outputs against the reference stage, from the report's ``vs_reference`` figures
-    (the worst output's SQNR and cosine, top-1 summed over outputs)."""
+    (the worst output's SQNR and cosine, the top-1 of the class-score output that agrees least, and its name)."""
     out = []
     for n in report.numeric or []:
         if n is not None and n.reference and n.vs_reference:
             sq, cos, top = _worst(n.vs_reference)
-            out.append(StageAgreement(n.b, n.reference, sqnr_db=sq, cosine=cos, top1_agreement=top))
+            out.append(StageAgreement(n.b, n.reference, sqnr_db=sq, cosine=cos, top1_agreement=top[1] if top else None,
+                                      top1_output=top[0] if top else None))
     return out
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["SEV_STYLE", "KIND_STYLE", "CAUSE_TAG", "fmt"]
+__all__ = ["SEV_STYLE", "KIND_STYLE", "CAUSE_TAG", "fmt", "cosine_order"]
 
 SEV_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 KIND_STYLE = {"fused": "magenta", "replaced": "blue", "modified": "yellow", "inserted": "green",
@@ -22,3 +22,13 @@ def fmt(x, spec: str) -> str:
     if isinstance(x, str):
         return x
     return format(x, spec)
+
+
+def cosine_order(x) -> float:
+    """Sort key of a cosine (a float, ``"nan"``/``"inf"`` as the report spells them, or None): nan first (the
+    toolchain could not compare), missing last."""
+    if x is None:
+        return 2.0
+    if isinstance(x, str):
+        return -2.0 if x == "nan" else 2.0
+    return x

@@ -30,6 +30,8 @@ MAX_QUANT_INFO_BYTES = 256 << 20
 # "2021-04-20 17:06:20,339 INFO msg" (older hb_mapper, as quoted in rdk_doc ptq_process.md).
 _PREFIX = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[,.]\d{3} "
                      r"(?:file: \S+ func: \S+ line No: \d+ ?|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) )")
+#: ANSI terminal escape sequences (CSI: ESC [ parameters final byte), as colour codes.
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 _VERSION = re.compile(r"\b(hb_mapper|hb_compile|horizon_nn|HorizonNN|hmct|HMCT|hbdk|HBDK)[ \t]+version[ \t]*:?[ \t]*"
                       r"([0-9][\w.+-]*)")
 _NAME_LIST = re.compile(r"(?:Model input names|input names)\s*:?\s*(\[.*\])")
@@ -104,7 +106,10 @@ def _lines(path: Path):
                                       "not an hb_mapper/hb_compile log")
             if b"\x00" in raw:
                 raise GraphAuditError(f"{path}: binary data (NUL byte) on line {n}; not an hb_mapper/hb_compile log")
-            yield n, raw.decode("utf-8", errors="replace").rstrip("\r\n")
+            text = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+            # hb_mapper's console output (what a terminal shows, saved with `| tee`) colours the level names with
+            # ANSI escapes: "2026-12-04 12:33:27,919 \x1b[92mINFO\x1b[0m The quantized model output:"
+            yield n, _ANSI.sub("", text) if "\x1b" in text else text
 
 
 def parse_log(path: str | Path) -> ToolchainLog:

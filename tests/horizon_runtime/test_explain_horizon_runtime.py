@@ -191,3 +191,17 @@ def test_layout_transpose_alone_is_exact(reports, set_dir):
                if r["pattern"] == "layout Transpose" and r.get("samples")]
     for r in regions:
         assert r["sqnr_db"] == "inf" or r["sqnr_db"] >= 120, r
+
+
+@pytest.mark.parametrize("set_dir", SETS, ids=[s.name for s in SETS])
+def test_fixed_point_step_is_not_told_to_recalibrate(reports, set_dir):
+    """calibrated -> quantized reuses the calibrated thresholds (hb_mapper quantizes with the scales of the
+    calibrated model's HzCalibration nodes: the codecs above read them from there), so a loss spread over that step
+    is the integer arithmetic's, not calibration's: its verdict line does not advise another calibration (a new
+    user's PP-OCRv4 rec build was told 'another calibration_type, or per-channel weights' there)."""
+    lines = [v for v in reports[set_dir.name]["verdict"] if v["scope"] == "calibrated -> quantized"
+             and v["cause"] == "quantization"]
+    for v in lines:
+        assert "another calibration_type" not in v["action"], v
+        if "spread over the model" in v["text"] and "First fix" not in v["action"]:
+            assert "keeps the calibrated stage's thresholds" in v["action"], v
