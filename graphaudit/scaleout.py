@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from .errors import GraphAuditError
-from .workerprocs import end_processes, how_ended
+from .workerprocs import close_executor, how_ended
 
 __all__ = ["ScaleOut", "WorkerPool", "ray_available", "shard_ranges", "run_task", "usable_cpus", "here",
            "SMALL_JOB_SAMPLES"]
@@ -271,12 +271,10 @@ class WorkerPool:
                 for proc in procs:
                     with contextlib.suppress(Exception):
                         proc.terminate()
-            self._executor.shutdown(wait=False, cancel_futures=True)
-            stuck = end_processes(procs, EXIT_WAIT)
+            stuck = close_executor(self._executor, procs, EXIT_WAIT)
             if stuck and not stop:
                 print(f"graphaudit: note: {stuck} worker process(es) had not ended {EXIT_WAIT:g} s after their work "
                       "(a thread the --eval hook left running?) and were stopped", file=sys.stderr)
-            self._executor.shutdown(wait=True, cancel_futures=True)
             self._manager.shutdown()
             self._executor = None
 

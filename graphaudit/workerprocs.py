@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import threading
 import time
 
-__all__ = ["how_ended", "end_processes"]
+__all__ = ["how_ended", "close_executor"]
 
 
 def how_ended(processes: dict, wait: float = 1.0) -> str:
@@ -32,16 +33,20 @@ def how_ended(processes: dict, wait: float = 1.0) -> str:
     return ", ".join(dict.fromkeys(own or ends)) or "it ended"
 
 
-def end_processes(procs: list, wait: float) -> int:
-    """Join the processes ``procs`` (multiprocessing) for up to ``wait`` seconds in all, then terminate those still
-    alive (SIGTERM: a worker's exit that waits for a thread the ``--eval`` hook left running); returns how many
-    were."""
-    deadline = time.monotonic() + wait
-    stuck = 0
-    for proc in procs:
-        proc.join(max(0.0, deadline - time.monotonic()))
-        if proc.is_alive():
-            stuck += 1
-            with contextlib.suppress(Exception):
-                proc.terminate()
-    return stuck
+def close_executor(executor, procs: list, wait: float) -> int:
+    """``executor.shutdown(wait=True, cancel_futures=True)`` (a ProcessPoolExecutor whose worker processes are
+    ``procs``), given ``wait`` seconds; then the processes still alive are terminated (SIGTERM: a worker whose exit
+    waits for a thread the ``--eval`` hook left running) and the shutdown is awaited. Returns how many were. The
+    executor's own thread reaps its processes: they are only looked at once the wait is over."""
+    closer = threading.Thread(target=executor.shutdown, kwargs={"wait": True, "cancel_futures": True},
+                              name="graphaudit-pool-close", daemon=True)
+    closer.start()
+    closer.join(wait)
+    if not closer.is_alive():
+        return 0
+    stuck = [p for p in procs if p.is_alive()]
+    for proc in stuck:
+        with contextlib.suppress(Exception):
+            proc.terminate()
+    closer.join()
+    return len(stuck)
