@@ -10,12 +10,14 @@ import time
 __all__ = ["how_ended", "close_executor"]
 
 
-def how_ended(processes: dict, wait: float = 1.0) -> str:
+def how_ended(processes: dict, wait: float = 3.0) -> str:
     """How the local worker processes that ended did: ``"exit code 7"``, ``"killed by SIGKILL"`` (``"it ended"`` when
-    none says). The pool may see a worker's pipe close a moment before its exit status can be read: up to ``wait``
-    seconds are given for one to show."""
+    none says). The pool may see a worker's pipe close a moment before its exit status can be read, and it sends
+    SIGTERM to the others at once, whose status may show first: up to ``wait`` seconds are given for a status other
+    than that SIGTERM to show (CI once read only "killed by SIGTERM" after an os._exit(7))."""
     deadline = time.monotonic() + wait
-    while time.monotonic() < deadline and not any(getattr(p, "exitcode", None) for p in processes.values()):
+    while time.monotonic() < deadline and not any(
+            getattr(p, "exitcode", None) not in (None, 0, -signal.SIGTERM) for p in processes.values()):
         time.sleep(0.02)
     ends = []
     for proc in processes.values():
