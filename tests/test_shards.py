@@ -27,7 +27,7 @@ from graphaudit.numeric.metrics import ErrorStats
 from graphaudit.pipeline import load_pipeline
 from graphaudit.scaleout import ScaleOut, shard_ranges
 
-from .conftest import REPO
+from .conftest import REPO, copy_with_nan
 from .test_cli import assert_user_error, run
 
 REL = 1e-12  # the stated tolerance of merged float64 sums (graphaudit/numeric/merge.py)
@@ -145,14 +145,7 @@ def test_a_bad_sample_in_a_later_shard_is_the_one_process_error(cls, tmp_path, m
     caller's working directory; they named the absolute path before)."""
     stages, data = cls
     monkeypatch.chdir(tmp_path)
-    d = tmp_path / "data"
-    d.mkdir()
-    for k in range(4):
-        x = np.load(data / f"{k}.npy")
-        if k == 3:
-            x = x.copy()
-            x.flat[5] = np.nan
-        np.save(d / f"{k}.npy", x)
+    copy_with_nan(data, tmp_path / "data", bad=3, at=5)
     notes = []
     for scale in (None, ScaleOut(workers=2)):
         rep = audit(stages, data="data", numeric=NumericOptions(isolated=False, scale=scale)).report
