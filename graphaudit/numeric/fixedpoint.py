@@ -15,6 +15,7 @@ from ..stage import StageGraph
 from ..toolchains.ops import DEQUANTIZE_OPS, FIXED_POINT_STORAGE
 from .layout import as_layout_of
 from .metrics import scale_axis
+from .scaledint import ScaledIntegers
 
 __all__ = ["FixedPointCodec", "fixed_point_codec", "requantized_codec", "dequantized_reference"]
 
@@ -49,6 +50,14 @@ class FixedPointCodec:
         where that is the difference: :func:`graphaudit.numeric.layout.as_layout_of`)."""
         v = as_layout_of(np.asarray(q), a_shape).astype(np.float64) + self.offset
         return v * _broadcast(self.scale, self._axis(v.shape), v.ndim)
+
+    def lazy(self, q: np.ndarray, a_shape: tuple) -> "np.ndarray | ScaledIntegers":
+        """The values of :meth:`decode`, as a :class:`~graphaudit.numeric.scaledint.ScaledIntegers` that the metrics
+        read block by block (no float64 copy of the tensor) when the codec has one scale; else :meth:`decode`'s
+        array (per-channel scales)."""
+        if len(self.scale) != 1:
+            return self.decode(q, a_shape)
+        return ScaledIntegers(as_layout_of(np.asarray(q), a_shape), self.offset, self.scale[0])
 
     def on_grid(self, x: np.ndarray) -> np.ndarray:
         """Real values ``x`` (a's layout) rounded and saturated to this grid: ``decode(encode(x))`` (float64)."""

@@ -9,6 +9,7 @@ import numpy as np
 
 from ..jsonvalues import json_number
 from . import fastsum
+from .scaledint import ScaledIntegers
 
 __all__ = ["ErrorStats", "top1_agreement", "scale_axis"]
 
@@ -71,7 +72,11 @@ class ErrorStats:
         held to (tests/test_numeric.py), for a gain of about a third of the reduction time.
         """
         a = np.asarray(a)
-        b = np.asarray(b)
+        if isinstance(b, ScaledIntegers):
+            if scale is not None and _scalar_step(scale) is None:  # element-wise LSB (_lsb) reads b whole
+                b = b.array()
+        else:
+            b = np.asarray(b)
         if a.size != b.size:
             self.shape_mismatch = f"{list(a.shape)} vs {list(b.shape)}"
             return
@@ -92,7 +97,7 @@ class ErrorStats:
             self.lsb_count += a.size
         elif scale is not None and a.size:
             with np.errstate(all="ignore"):
-                self._lsb(a, b, scale, axis)
+                self._lsb(a, b.array() if isinstance(b, ScaledIntegers) else b, scale, axis)
 
     def add_sums(self, n: int, sums, step: float | None = None) -> None:
         """Add one sample given its five float64 figures, ``sums = (sum a^2, sum b^2, sum (b-a)^2, sum |b-a|,
@@ -122,7 +127,8 @@ class ErrorStats:
 
         Large finite float32 pairs go through one compiled pass instead when llvmlite is installed and the comparison
         enabled it (:mod:`graphaudit.numeric.fastsum`: the same sums in another order, within 3e-11 relative)."""
-        fast = fastsum.error_sums(af, bf) if fastsum.enabled() else None
+        lazy = isinstance(bf, ScaledIntegers)  # integers decoded block by block into b's buffer
+        fast = fastsum.error_sums(af, bf) if fastsum.enabled() and not lazy else None
         if fast is not None:
             aa, bb, ee, abs_sum, abs_max = fast
             self.sum_aa += aa
@@ -137,7 +143,10 @@ class ErrorStats:
         for s in range(0, af.size, _CHUNK):
             ac, bc = xb[:min(n, af.size - s)], yb[:min(n, af.size - s)]
             np.copyto(ac, af[s:s + _CHUNK], casting="unsafe")
-            np.copyto(bc, bf[s:s + _CHUNK], casting="unsafe")
+            if lazy:
+                bf.block(bc, s)
+            else:
+                np.copyto(bc, bf[s:s + _CHUNK], casting="unsafe")
             # einsum, not BLAS dot: OpenBLAS worker threads spinning beside onnxruntime's made runs 5x slower
             aa = float(np.einsum("i,i->", ac, ac))
             bb = float(np.einsum("i,i->", bc, bc))
@@ -155,7 +164,8 @@ class ErrorStats:
                 # sum(a*b) = (sum(a^2) + sum(b^2) - sum((b-a)^2)) / 2: one pass fewer; the float64 rounding of the
                 # three sums, about 1e-16 of sum(a^2) + sum(b^2), is far below the figures' 8 reported digits
                 self.sum_ab += (aa + bb - ee) / 2 if math.isfinite(ee) else float(
-                    np.einsum("i,i->", ac, bf[s:s + _CHUNK].astype(np.float64)))
+                    np.einsum("i,i->", ac, bf.block(np.empty(ac.size), s) if lazy
+                              else bf[s:s + _CHUNK].astype(np.float64)))
             if ec.size:
                 if want_abs:
                     ec = np.abs(ec, out=ec)

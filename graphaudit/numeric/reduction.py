@@ -10,6 +10,7 @@ import numpy as np
 from . import fastsum
 from .layout import as_layout_of
 from .metrics import SMALL_TENSOR, ErrorStats, top1_agreement, update_many
+from .scaledint import ScaledIntegers
 from .schedule import PARALLEL_MIN_BYTES, cores, for_each
 
 #: A :class:`graphaudit.numeric.compare.TensorError` (not imported: compare imports this module).
@@ -20,14 +21,15 @@ __all__ = ["Updates", "reduce_pairs", "reduce_pair"]
 
 def _decoded(te: TensorError, ref: np.ndarray | None, got: np.ndarray | None):
     """``(ref, got)`` as reals of the reference's shape (integers of the fixed-point stage decoded with the pair's
-    codec, float tensors whose axes a toolchain moved transposed back: :func:`graphaudit.numeric.layout.as_layout_of`),
+    codec, block by block where it has one scale: :class:`ScaledIntegers`; float tensors whose axes a toolchain moved
+    transposed back: :func:`graphaudit.numeric.layout.as_layout_of`),
     or None when the pair is not compared (missing, or other dtypes)."""
     if ref is None or got is None or ref.dtype.kind != "f":
         return None
     if te.codec is not None:
         if got.dtype.kind not in "iu":
             return None
-        return ref, te.codec.decode(got, ref.shape)
+        return ref, te.codec.lazy(got, ref.shape)
     if got.dtype.kind != "f":
         return None
     # the fixed-point stage's float tensors (HzDequantize outputs) are NHWC; an optimizer may transpose a tensor
@@ -77,8 +79,14 @@ class Updates:
         self.tops: list[tuple[TensorError, np.ndarray, np.ndarray]] = []
 
     def add(self, stats: ErrorStats, a: np.ndarray, b: np.ndarray, scale: tuple | None = None) -> None:
-        """Queue ``stats.update(a, b, scale[0], scale[1])`` (``scale``: ``(scales, axis)`` or None)."""
-        self.items.append((stats, np.asarray(a), np.asarray(b), scale))
+        """Queue ``stats.update(a, b, scale[0], scale[1])`` (``scale``: ``(scales, axis)`` or None). ``b`` may be a
+        :class:`ScaledIntegers` (decoded block by block); a small one is decoded here, for the grouped update."""
+        if isinstance(b, ScaledIntegers):
+            if b.size <= SMALL_TENSOR:
+                b = b.array()
+        else:
+            b = np.asarray(b)
+        self.items.append((stats, np.asarray(a), b, scale))
 
     def pair(self, te: TensorError, ref: np.ndarray | None, got: np.ndarray | None) -> None:
         """Queue one sample of a tensor pair (decoded as :func:`_decoded`; nothing when the pair is not compared),
@@ -89,7 +97,7 @@ class Updates:
         ref, got = pair
         self.add(te.stats, ref, got, te.scale)
         if te.is_output and te.class_scores:  # what _top1 measures
-            self.tops.append((te, ref, got))
+            self.tops.append((te, ref, got.array() if isinstance(got, ScaledIntegers) else got))
 
     def apply(self) -> None:
         """Apply every queued update (see the class)."""

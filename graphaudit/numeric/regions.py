@@ -252,5 +252,5 @@ class RegionRunner:
             if codec is not None and codec.reference_on_grid:  # the Concat's HzCalibration clips a's there
                 ref = codec.on_grid(ref)
             # a fixed-point output is read on its own grid: its error in LSB of that grid (as a tensor's)
-            updates.add(stats, ref, codec.decode(bv, np.shape(ref)) if codec else as_layout_of(bv, np.shape(ref)),
+            updates.add(stats, ref, codec.lazy(bv, np.shape(ref)) if codec else as_layout_of(bv, np.shape(ref)),
                         (codec.scale, codec.axis) if codec else None)
