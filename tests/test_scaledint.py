@@ -107,3 +107,28 @@ def test_element_wise_lsb_reads_the_values_whole():
 def test_only_integers_are_taken():
     with pytest.raises(TypeError, match="integers"):
         ScaledIntegers(np.zeros(3, np.float32), 0, 1.0)
+
+
+@pytest.mark.parametrize("dtype,offset", [(np.int8, 0), (np.int8, 128), (np.int16, 0)])
+def test_encode_in_blocks_is_the_formula(dtype, offset):
+    """The integers of a's real values: round half to even of x / scale in float64, minus the offset, saturated
+    (docs/HORIZON.md section 7), over several blocks, transposed to b's NHWC; values beyond the grid saturate."""
+    rng = np.random.default_rng(4)
+    x = (rng.standard_normal((1, 7, 101, 61)) * 3).astype(np.float32)  # 43,127 elements: two blocks
+    x.reshape(-1)[[0, 1]] = [1e6, -1e6]  # saturated both ways
+    info = np.iinfo(dtype)
+    want = np.clip(np.rint(x.astype(np.float64) / SCALE) - offset, info.min, info.max).astype(dtype)
+    codec = FixedPointCodec(scale=(SCALE,), axis=1, a_value="x", offset=offset,
+                            dtype="INT16" if dtype == np.int16 else "INT8")
+    got = codec.encode(x, (1, 101, 61, 7), dtype)
+    np.testing.assert_array_equal(got, np.transpose(want, (0, 2, 3, 1)))
+    assert got.dtype == dtype
+    assert want.reshape(-1)[0] == info.max and want.reshape(-1)[1] == info.min
+
+
+def test_encode_per_channel_is_the_formula():
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((1, 3, 4, 5)).astype(np.float32)
+    scales = (0.5, 0.25, 0.125)
+    want = np.clip(np.rint(x.astype(np.float64) / np.array(scales).reshape(1, 3, 1, 1)), -128, 127).astype(np.int8)
+    np.testing.assert_array_equal(FixedPointCodec(scale=scales, axis=1, a_value="x").encode(x, None, np.int8), want)
