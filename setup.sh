@@ -47,7 +47,8 @@ if [ -f samples/build/hbenv.path ]; then
   "$hb/bin/python" samples/build_horizon_sets.py
   # graphaudit's dependencies inside the toolchain's environment, held to the toolchain's own pins (numpy 1.23.0,
   # onnx 1.15.0, onnxruntime 1.16.2, protobuf 3.20.3, ...: every name==version line of the venv's freeze is a
-  # constraint, so pip fails rather than move one), with pytest for the tests that need Horizon's runtime. That venv
+  # constraint, so pip fails rather than move one), with pytest for the tests that need Horizon's runtime and
+  # llvmlite for the compiled error sums (the `fast` extra: the toolchain pins no llvmlite). That venv
   # is a cache shared by every checkout on the machine, so graphaudit itself is not left in it (an editable install
   # there points at the checkout that ran set-up last, and breaks when that checkout is deleted): it goes into
   # samples/build/hbvenv, this checkout's own small venv on the same interpreter, which sees the toolchain's
@@ -56,7 +57,7 @@ if [ -f samples/build/hbenv.path ]; then
   grep -E '^[A-Za-z0-9_.-]+==' "$hb/hbenv-freeze.txt" >"$hb/hbenv-pins.txt"
   log="$hb/graphaudit-install.log"
   {
-    "$hb/bin/python" -m pip install -q --disable-pip-version-check --no-input -c "$hb/hbenv-pins.txt" -e '.[hbtest]' &&
+    "$hb/bin/python" -m pip install -q --disable-pip-version-check --no-input -c "$hb/hbenv-pins.txt" -e '.[hbtest,fast]' &&
       "$hb/bin/python" -m pip uninstall -q -y --disable-pip-version-check graphaudit
   } >"$log" 2>&1 || { tail -20 "$log" >&2; exit 1; }
   ov=samples/build/hbvenv

@@ -112,7 +112,8 @@ def make_session(model: bytes, runtime: str, threads: int = 0, arena: bool = Tru
     Both sessions expose onnxruntime's interface: ``get_inputs()``, ``get_outputs()`` and
     ``run(output_names, feeds) -> list[ndarray]``. Stock onnxruntime runs on the CPU with graph optimizations off
     (:func:`session_options`: ``threads``, ``arena``, ``parallel``), so fake quantization runs exactly as the file says;
-    Horizon's session is built as the toolchain builds it for its own accuracy tools.
+    Horizon's session is built as the toolchain builds it for its own accuracy tools, without a memory arena
+    (:func:`_horizon_options`; ``threads``, ``arena`` and ``parallel`` do not apply to it).
 
     Raises
     ------
@@ -123,10 +124,26 @@ def make_session(model: bytes, runtime: str, threads: int = 0, arena: bool = Tru
         from horizon_nn.executor.session import InferenceSession
 
         _quiet_horizon_logger(InferenceSession)
-        return InferenceSession(model)
+        return InferenceSession(model, _horizon_options(InferenceSession))
     import onnxruntime as ort
 
     return ort.InferenceSession(model, session_options(threads, arena, parallel), providers=["CPUExecutionProvider"])
+
+
+def _horizon_options(session_class):
+    """Options of a Horizon session: the fork's defaults (a fresh ``SessionOptions()`` equals
+    ``get_default_session_options()`` in every field, horizon_nn 1.1.0: ORT_ENABLE_ALL, sequential executor, default
+    threads), but for the CPU memory arena, which is off. The fork copies every output it returns into a new numpy
+    array, so an arena kept a second copy of each captured tensor for good: on the real PP-OCRv4 det set, all tensors
+    of the four stages marked as outputs took 4.71 GB of peak RSS with the arena and 3.08 GB without it, and the
+    first sample 12.6 s instead of 8.8 s (fresh memory touched once less), for 4.3-4.5 s instead of 4.2 s per later
+    sample. The arena decides where buffers come from, not what a kernel computes (reports equal to the bit)."""
+    import importlib
+
+    binding = importlib.import_module(session_class.__module__).onnxruntime_cpp2py_export
+    so = binding.SessionOptions()
+    so.enable_cpu_mem_arena = False
+    return so
 
 
 @functools.lru_cache(maxsize=1)
