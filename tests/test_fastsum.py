@@ -33,11 +33,11 @@ pytest.importorskip("llvmlite")
 @pytest.fixture
 def kernel():
     """The kernel in use for this test only (module state restored after it)."""
-    prev = (fastsum._kernel, fastsum._many, fastsum._tried, fastsum._no_cache)
+    prev = (fastsum._kernel, fastsum._many, fastsum._scaled, fastsum._tried, fastsum._no_cache)
     fastsum._tried = fastsum._no_cache = False
     assert fastsum.enable()
     yield fastsum._kernel
-    fastsum._kernel, fastsum._many, fastsum._tried, fastsum._no_cache = prev
+    fastsum._kernel, fastsum._many, fastsum._scaled, fastsum._tried, fastsum._no_cache = prev
 
 
 def _pair(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -86,10 +86,11 @@ def test_error_stats_with_kernel_match_formulas(kernel):
 
 def _numpy_route(fn):
     saved, fastsum._kernel = fastsum._kernel, None
+    saved_scaled, fastsum._scaled = fastsum._scaled, {}
     try:
         return fn()
     finally:
-        fastsum._kernel = saved
+        fastsum._kernel, fastsum._scaled = saved, saved_scaled
 
 
 def test_nonfinite_and_other_dtypes_fall_back_to_the_numpy_route(kernel):
@@ -197,3 +198,57 @@ def test_updates_in_one_kernel_call_equal_updates_one_by_one(kernel):
             assert _close(x, y), k
     assert twice_bat.first == pytest.approx(twice_seq.first, rel=1e-12)
     assert batched[nan_at].nonfinite_b == 2  # the NaN pair went the numpy way, which counts
+
+
+@pytest.mark.parametrize("dtype,offset", [(np.int8, 0), (np.int8, 128), (np.int16, 0)])
+def test_fixed_point_kernel_sums_equal_exact_float64_sums(kernel, dtype, offset):
+    """Integers of the fixed-point stage read as (q + offset) * scale (docs/HORIZON.md section 7) in the compiled
+    pass: the five figures against math.fsum of the float64 values worked out here."""
+    from graphaudit.numeric.scaledint import ScaledIntegers
+
+    rng = np.random.default_rng(11)
+    n = 3 * fastsum.BLOCK * 40 + 17
+    info = np.iinfo(dtype)
+    q = rng.integers(info.min, info.max + 1, n).astype(dtype)
+    scale = 0.0234375 + 2.0 ** -30
+    real = (q.astype(np.float64) + offset) * scale
+    a = (real + rng.standard_normal(n) * 0.01).astype(np.float32)
+    got = fastsum.error_sums_scaled(a, ScaledIntegers(q, offset, scale))
+    assert got is not None
+    a64 = a.astype(np.float64)
+    e = real - a64
+    want = (math.fsum(a64 * a64), math.fsum(real * real), math.fsum(e * e), math.fsum(np.abs(e)),
+            float(np.abs(e).max()))
+    for g, w in zip(got, want):
+        assert g == pytest.approx(w, rel=1e-12)
+    assert got[4] == want[4]  # the largest error, exactly
+    assert fastsum.error_sums_scaled(a, ScaledIntegers(q.astype(np.int32), offset, scale)) is None  # no int32 kernel
+
+
+def test_fixed_point_pairs_in_updates_equal_the_numpy_route(kernel):
+    """Updates with ScaledIntegers pairs (one large, one with a NaN in the reference, one per-channel scale for the
+    element-wise LSB): the kernel's figures within 1e-9 of the numpy route's, the NaN pair counted there."""
+    from graphaudit.numeric.reduction import Updates
+    from graphaudit.numeric.scaledint import ScaledIntegers
+
+    rng = np.random.default_rng(12)
+    q = rng.integers(-128, 128, (1, 40, 40, 64)).astype(np.int8)  # NHWC
+    lazy = ScaledIntegers(np.transpose(q, (0, 3, 1, 2)), 128, 0.05)
+    ref = (lazy.array() + rng.standard_normal(lazy.shape) * 0.02).astype(np.float32)
+    nan_ref = ref.copy()
+    nan_ref[0, 3, 4, 5] = np.nan
+    items = [(ref, ((0.05,), 1)), (nan_ref, ((0.05,), 1)), (ref, ((0.05, 0.1), 1))]
+
+    def run():
+        stats = [ErrorStats() for _ in items]
+        for _sample in range(2):
+            u = Updates()
+            for st, (a, scale) in zip(stats, items):
+                u.add(st, a, lazy, scale)
+            u.apply()
+        return stats
+
+    assert fastsum.takes_scaled(ref, lazy) and fastsum.error_sums_scaled(ref, lazy) is not None
+    fast, slow = run(), _numpy_route(run)
+    assert _close(fast[0], slow[0]) and _close(fast[2], slow[2])
+    assert repr(fast[1].to_dict()) == repr(slow[1].to_dict()) and fast[1].nonfinite_a == 2

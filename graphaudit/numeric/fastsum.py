@@ -34,7 +34,7 @@ import os
 import numpy as np
 
 __all__ = ["BLOCK", "CACHED_MIN_ELEMENTS", "ENABLE_MIN_ELEMENTS", "MIN_ELEMENTS", "enable", "enabled", "error_sums", "error_sums_many",
-           "takes", "tried"]
+           "error_sums_scaled", "takes", "takes_scaled", "tried"]
 
 #: Elements summed into one set of partial sums before they are added to the totals (see the module's precision).
 BLOCK = 4096
@@ -163,16 +163,44 @@ done:
 
 _kernel = None
 _many = None
+_scaled: dict = {}  # integer dtype -> compiled error sums of float32 a against (q + offset) * scale
 _tried = False
 _no_cache = False  # no cached object here and none could be made: only an in-process compile is left
 _keep: list = []  # the execution engine owning the compiled code, alive as long as the process
 
 _PROTO = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p)
+_SCALED = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_double, ctypes.c_double,
+                           ctypes.c_void_p)
 _MANY = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
 
 
+#: The integer types of :func:`error_sums_scaled`: numpy dtype -> (LLVM type, alignment, function name).
+_INT_KERNELS = {np.dtype(np.int8): ("i8", 1, "error_sums_i8"), np.dtype(np.int16): ("i16", 2, "error_sums_i16")}
+
+
+def _scaled_ir(itype: str, align: int, name: str) -> str:
+    """``void NAME(float *a, ITYPE *q, i64 n, double offset, double scale, double *out)``: :data:`_IR`'s error_sums
+    with b read as ``(double(q) + offset) * scale`` (exact conversion, then one float64 addition and one
+    multiplication: the values of :meth:`graphaudit.numeric.scaledint.ScaledIntegers.block`), the sums as there."""
+    body = _IR[_IR.index("define void @error_sums("):_IR.index("\n}\n") + 3]
+    swaps = [("@error_sums(", f"@{name}("),
+             ("FPTR noalias nocapture readonly %b, i64 %n,", "ptr noalias nocapture readonly %b, i64 %n, double %off, "
+                                                             "double %sc,"),
+             ("%pb = getelementptr inbounds float, FPTR %b", f"%pb = getelementptr inbounds {itype}, ptr %b"),
+             ("%qb = getelementptr inbounds float, FPTR %pb", f"%qb = getelementptr inbounds {itype}, ptr %pb"),
+             ("%vb = load float, FPTR %qb, align 4", f"%vb = load {itype}, ptr %qb, align {align}"),
+             ("%y = fpext float %vb to double", f"%yq = sitofp {itype} %vb to double\n  %y1 = fadd double %yq, %off\n"
+                                                "  %y = fmul double %y1, %sc")]
+    for old, new in swaps:
+        if old not in body:
+            raise AssertionError(f"fastsum IR template: {old!r} not found")
+        body = body.replace(old, new)
+    return body
+
+
 def _ir() -> str:
-    return _IR.replace("BLOCKN", str(BLOCK)).replace("FPTR", "ptr").replace("DPTR", "ptr")  # LLVM >= 15
+    text = _IR + "".join(_scaled_ir(*v) for v in _INT_KERNELS.values())
+    return text.replace("BLOCKN", str(BLOCK)).replace("FPTR", "ptr").replace("DPTR", "ptr")  # LLVM >= 15
 
 
 def _compile():
@@ -184,7 +212,8 @@ def _compile():
     engine = llvm.create_mcjit_compiler(mod, tm)
     engine.finalize_object()
     _keep.append((engine, mod, tm))
-    return _PROTO(engine.get_function_address("error_sums")), _MANY(engine.get_function_address("error_sums_many"))
+    return (_PROTO(engine.get_function_address("error_sums")), _MANY(engine.get_function_address("error_sums_many")),
+            {dt: _SCALED(engine.get_function_address(name)) for dt, (_t, _a, name) in _INT_KERNELS.items()})
 
 
 def _cached():
@@ -196,13 +225,15 @@ def _cached():
     from . import kernelcode
 
     path = kernelcode.cache_file(_ir())
-    addr = kernelcode.load(path, ("error_sums", "error_sums_many")) if path is not None else None
+    names = ("error_sums", "error_sums_many", *(name for _t, _a, name in _INT_KERNELS.values()))
+    addr = kernelcode.load(path, names) if path is not None else None
     if addr is None and path is not None and kernelcode.build_in_child(_ir(), path):
-        addr = kernelcode.load(path, ("error_sums", "error_sums_many"))
+        addr = kernelcode.load(path, names)
     if addr is None:
         _no_cache = True
         return None
-    return _PROTO(addr["error_sums"]), _MANY(addr["error_sums_many"])
+    return (_PROTO(addr["error_sums"]), _MANY(addr["error_sums_many"]),
+            {dt: _SCALED(addr[name]) for dt, (_t, _a, name) in _INT_KERNELS.items()})
 
 
 def _checked(kernel) -> bool:
@@ -213,6 +244,19 @@ def _checked(kernel) -> bool:
     return out.tolist() == [14.0, 7.25, 4.25, 2.5, 2.0]
 
 
+def _checked_scaled(kernels: dict) -> bool:
+    """Each integer kernel on a known pair: b = (q + 1) * 0.5 = [1.5, -2.0, 1.0] against a = [1, -2, 3] (the sums
+    of :func:`_checked`)."""
+    a = np.array([1.0, -2.0, 3.0], np.float32)
+    for dt, fn in kernels.items():
+        out = np.zeros(5)
+        q = np.array([2, -5, 1], dt)
+        fn(a.ctypes.data, q.ctypes.data, 3, 1.0, 0.5, out.ctypes.data)
+        if out.tolist() != [14.0, 7.25, 4.25, 2.5, 2.0]:
+            return False
+    return True
+
+
 def enable(compile_here: bool = True) -> bool:
     """Put the kernel in use, once per process; True when it is in use. The machine's cached object comes first
     (no LLVM in this process; compiled into the cache by a child process the first time, see
@@ -220,7 +264,7 @@ def enable(compile_here: bool = True) -> bool:
     process when ``compile_here`` (else a later call may still do so). False when llvmlite is not installed, fails
     to import or compile, the kernel fails its check on a known pair, or ``GRAPHAUDIT_NUMPY_SUMS`` is set to
     anything but empty, 0, false, no or off: the numpy route stays."""
-    global _kernel, _many, _tried
+    global _kernel, _many, _scaled, _tried
     if _tried:
         return _kernel is not None
     if os.environ.get("GRAPHAUDIT_NUMPY_SUMS", "").strip().lower() not in ("", "0", "false", "no", "off"):
@@ -236,9 +280,10 @@ def enable(compile_here: bool = True) -> bool:
         _tried = True
     try:
         if found is not None and _checked(found[0]):
-            _kernel, _many = found
+            _kernel, _many = found[:2]
+            _scaled = found[2] if _checked_scaled(found[2]) else {}
     except Exception:  # noqa: BLE001
-        _kernel = None
+        _kernel, _scaled = None, {}
     return _kernel is not None
 
 
@@ -266,6 +311,29 @@ def error_sums(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float, float
     if not all(math.isfinite(x) for x in sums):  # a finite sum of squares means every value is finite
         return None
     return tuple(sums)
+
+
+def error_sums_scaled(a: np.ndarray, b) -> tuple[float, float, float, float, float] | None:
+    """The figures of :func:`error_sums` with ``b`` a :class:`graphaudit.numeric.scaledint.ScaledIntegers` (int8 or
+    int16 integers ``b.q``, read as ``(q + b.offset) * b.scale`` in float64 as its blocks are), in one compiled pass
+    with no float64 copy; None where :func:`takes_scaled` says no or a sum is not finite (the numpy route then counts
+    the NaN/inf values). Releases the GIL while it runs."""
+    if not takes_scaled(a, b):
+        return None
+    out = np.empty(5)
+    _scaled[b.q.dtype](a.ctypes.data, b.q.ctypes.data, a.size, float(b.offset), b.scale, out.ctypes.data)
+    sums = out.tolist()
+    if not all(math.isfinite(x) for x in sums):
+        return None
+    return tuple(sums)
+
+
+def takes_scaled(a: np.ndarray, b) -> bool:
+    """Whether :func:`error_sums_scaled` takes the pair: its kernel is enabled, ``a`` is a non-empty C-contiguous
+    float32 array and ``b`` integers of int8 or int16 (contiguous, as ScaledIntegers holds them) of the same size."""
+    q = getattr(b, "q", None)
+    return (q is not None and q.dtype in _scaled and a.dtype == np.float32 and a.size == q.size and a.size > 0
+            and a.flags.c_contiguous and q.flags.c_contiguous)
 
 
 def takes(a: np.ndarray, b: np.ndarray) -> bool:

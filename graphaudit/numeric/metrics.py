@@ -128,7 +128,8 @@ class ErrorStats:
         Large finite float32 pairs go through one compiled pass instead when llvmlite is installed and the comparison
         enabled it (:mod:`graphaudit.numeric.fastsum`: the same sums in another order, within 3e-11 relative)."""
         lazy = isinstance(bf, ScaledIntegers)  # integers decoded block by block into b's buffer
-        fast = fastsum.error_sums(af, bf) if fastsum.enabled() and not lazy else None
+        fast = (fastsum.error_sums_scaled(af, bf) if lazy else fastsum.error_sums(af, bf)) if fastsum.enabled() \
+            else None
         if fast is not None:
             aa, bb, ee, abs_sum, abs_max = fast
             self.sum_aa += aa

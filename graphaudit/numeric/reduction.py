@@ -139,8 +139,11 @@ class Updates:
         are finite (also divided by the item's quantization step); the others go the numpy way, which counts
         non-finite values."""
         idx = [k for k, (_s, a, b, _scale) in enumerate(items) if steps[k] is not False and fastsum.takes(a, b)]
+        scaled = [k for k, (_s, a, b, _scale) in enumerate(items)
+                  if steps[k] is not False and isinstance(b, ScaledIntegers) and fastsum.takes_scaled(a, b)]
+        sums = Updates._scaled_sums(items, steps, scaled) if scaled else {}
         if not idx:
-            return {}
+            return sums
         nbytes = [items[k][2].nbytes for k in idx]
         n = min(4, cores())
         if n < 2 or sum(nbytes) < PARALLEL_MIN_BYTES:
@@ -158,10 +161,31 @@ class Updates:
                 rows[share] = fastsum.error_sums_many([(items[idx[j]][1], items[idx[j]][2]) for j in share])
 
             for_each(one, [s for s in shares if s], [loads[m] for m, s in enumerate(shares) if s])
-        step = np.array([1.0 if steps[k] is None else steps[k] for k in idx])
-        with np.errstate(all="ignore"):
-            ok = np.isfinite(rows).all(axis=1) & np.isfinite(rows[:, 3] / step) & np.isfinite(rows[:, 4] / step)
-        return {k: row for k, row, good in zip(idx, rows.tolist(), ok.tolist()) if good}
+        return {**sums, **_finite_rows(idx, rows, steps)}
+
+    @staticmethod
+    def _scaled_sums(items: list, steps: list, idx: list[int]) -> dict[int, list[float]]:
+        """The compiled figures of the fixed-point pairs ``idx`` (float32 reference, :class:`ScaledIntegers`), one
+        kernel call each, on up to one thread per core (:func:`for_each`), kept where finite as in
+        :meth:`_kernel_sums`."""
+        rows = np.full((len(idx), 5), np.nan)
+
+        def one(j: int) -> None:
+            got = fastsum.error_sums_scaled(items[idx[j]][1], items[idx[j]][2])
+            if got is not None:
+                rows[j] = got
+
+        for_each(one, list(range(len(idx))), [items[k][2].nbytes for k in idx])
+        return _finite_rows(idx, rows, steps)
+
+
+def _finite_rows(idx: list[int], rows: np.ndarray, steps: list) -> dict[int, list[float]]:
+    """Item index -> its five kernel figures, for the rows whose figures are finite (also divided by the item's
+    quantization step); the others go the numpy way, which counts non-finite values."""
+    step = np.array([1.0 if steps[k] is None else steps[k] for k in idx])
+    with np.errstate(all="ignore"):
+        ok = np.isfinite(rows).all(axis=1) & np.isfinite(rows[:, 3] / step) & np.isfinite(rows[:, 4] / step)
+    return {k: row for k, row, good in zip(idx, rows.tolist(), ok.tolist()) if good}
 
 
 def _update(st: ErrorStats, a: np.ndarray, b: np.ndarray, scale: tuple | None) -> None:
