@@ -144,3 +144,18 @@ def test_encode_per_channel_is_the_formula():
     scales = (0.5, 0.25, 0.125)
     want = np.clip(np.rint(x.astype(np.float64) / np.array(scales).reshape(1, 3, 1, 1)), -128, 127).astype(np.int8)
     np.testing.assert_array_equal(FixedPointCodec(scale=scales, axis=1, a_value="x").encode(x, None, np.int8), want)
+
+
+@pytest.mark.parametrize("shape", [(), (1,), (1, 1, 4, 5)])
+def test_encode_per_channel_scales_no_axis_holds_broadcast_as_the_formula(shape):
+    """Per-channel scales that no axis of x holds (x 0-d, or of size 1 on the scales' axis): the formula
+    ``clip(rint(x / scale) - offset)`` broadcasts x against the scales, as the encoding before the in-place one did
+    (4cb2260), instead of raising ValueError out of the comparison (non-broadcastable output operand)."""
+    rng = np.random.default_rng(6)
+    x = (rng.standard_normal(shape) * 3).astype(np.float32)
+    scales = (0.5, 0.25, 0.125)
+    s = np.array(scales).reshape([3] + [1] * (len(shape) - 2)) if len(shape) > 1 else np.array(scales)
+    want = np.clip(np.rint(np.float64(x) / s) - 128, -128, 127).astype(np.int8)
+    got = FixedPointCodec(scale=scales, axis=1, a_value="x", offset=128).encode(x, None, np.int8)
+    assert got.shape == np.broadcast_shapes(np.shape(x), s.shape)
+    np.testing.assert_array_equal(got, want)

@@ -80,7 +80,11 @@ class FixedPointCodec:
             q = _encode_blocks(np.asarray(x), float(self.scale[0]), self.offset, info, dtype)
         else:
             v = np.array(x, np.float64)  # a copy, worked in place
-            np.divide(v, _broadcast(self.scale, self._axis(v.shape), v.ndim), out=v)
+            s = _broadcast(self.scale, self._axis(v.shape), v.ndim)
+            if np.broadcast_shapes(v.shape, s.shape) == v.shape:
+                np.divide(v, s, out=v)
+            else:  # scales that no axis of x holds (x 0-d, or of size 1 on the axis): broadcast, as the formula does
+                v = v / s
             np.rint(v, out=v)
             v -= self.offset
             q = np.clip(v, info.min, info.max, out=v).astype(dtype)
