@@ -138,12 +138,16 @@ def _horizon_options(session_class):
     array, so an arena kept a second copy of each captured tensor for good: on the real PP-OCRv4 det set, all tensors
     of the four stages marked as outputs took 4.71 GB of peak RSS with the arena and 3.08 GB without it, and the
     first sample 12.6 s instead of 8.8 s (fresh memory touched once less), for 4.3-4.5 s instead of 4.2 s per later
-    sample. The arena decides where buffers come from, not what a kernel computes (reports equal to the bit)."""
+    sample. The arena decides where buffers come from, not what a kernel computes (reports equal to the bit). None
+    (the fork's defaults) where the fork's binding has no ``SessionOptions`` with that field."""
     import importlib
 
-    binding = importlib.import_module(session_class.__module__).onnxruntime_cpp2py_export
-    so = binding.SessionOptions()
-    so.enable_cpu_mem_arena = False
+    binding = getattr(importlib.import_module(session_class.__module__), "onnxruntime_cpp2py_export", None)
+    try:
+        so = binding.SessionOptions()
+        so.enable_cpu_mem_arena = False
+    except AttributeError:  # another horizon_nn than 1.1.0 without these: its defaults, arena included
+        return None
     return so
 
 
@@ -157,12 +161,13 @@ _MMAP_THRESHOLD_MAX = 32 << 20
 def hold_freed_memory() -> bool:
     """Have glibc's malloc keep freed memory for reuse in this process instead of returning it to the system: blocks
     up to 32 MiB come from the heap (``M_MMAP_THRESHOLD``, the most glibc allows), and the heap gives memory back
-    only when 2 GiB at its top are free (``M_TRIM_THRESHOLD``, the largest ``int``). Called once, when the first Horizon session is made: those sessions run without an
-    arena (:func:`_horizon_options`), so every sample's tensors are malloc'd and freed, and with glibc's default
-    (dynamic) thresholds the freed gigabytes went back to the system and the next sample touched fresh pages
-    again. On the real PP-OCRv4 det set, 4 samples: 6.0-6.6 s per later sample instead of 4.3-4.6 s, at the same
-    peak RSS (2.7 GB). The process's resident memory stays at its high-water mark until it exits; what is freed is
-    reused by the next allocations. True when glibc took both settings; False elsewhere (not glibc: nothing done)."""
+    only when 2 GiB at its top are free (``M_TRIM_THRESHOLD``, the largest ``int``). Called once, when the first
+    Horizon session is made: those sessions run without an arena (:func:`_horizon_options`), so every sample's
+    tensors are malloc'd and freed, and with glibc's default (dynamic) thresholds the freed gigabytes went back to
+    the system and the next sample touched fresh pages again. On the real PP-OCRv4 det set, 4 samples: 6.0-6.6 s
+    per later sample without this, 3.9-4.3 s with it, at the same peak RSS (2.7 GB). The process's resident memory
+    stays at its high-water mark until it exits; what is freed is reused by the next allocations. True when glibc
+    took both settings; False elsewhere (not glibc: nothing done)."""
     import ctypes
     import ctypes.util
 
