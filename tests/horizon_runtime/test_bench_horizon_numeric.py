@@ -1,0 +1,43 @@
+"""bench/bench_horizon_numeric.py runs on a real set (the smallest, PP-OCR cls bayes-e, one sample) and prints its
+table and the target line; graphaudit's figures in it are the audit's own (tensor pairs and regions counted from
+the report's numeric results here, independently of the bench's text)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("horizon_nn", reason="Horizon's runtime imports only in the toolchain's Python 3.10 venv")
+
+import graphaudit  # noqa: E402
+from graphaudit.measure import NumericOptions  # noqa: E402
+
+from ..horizon_check import built_sets  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+SETS = {p.name: p for p in built_sets()}
+NAME = "ppocr_cls_bayes-e"
+
+
+@pytest.mark.skipif(NAME not in SETS, reason="the real sets are not built")
+def test_the_bench_prints_its_table_and_target():
+    p = subprocess.run([sys.executable, str(REPO / "bench" / "bench_horizon_numeric.py"), "--set", NAME,
+                        "--samples", "1"], capture_output=True, text=True, cwd=REPO, timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    out = p.stdout
+    s = SETS[NAME]
+    au = graphaudit.audit([s / "model_output"], data=s / "calibration_data_bgr", config=s / "config.yaml",
+                          numeric=NumericOptions(max_samples=1, runtime="horizon"))
+    pairs, regions = sum(len(t.tensors) for t in au.numeric), sum(len(t.regions) for t in au.numeric)
+    assert f"1 samples, isolated=on ({pairs} tensor pairs, {regions} regions)" in out
+    floor = re.search(r"\| floor: 4 Horizon sessions, plain inference \| ([0-9.]+) s \| ([0-9]+) MB \|", out)
+    ga = re.search(r"\| graphaudit audit\(\) with --data \| ([0-9.]+) s \| ([0-9]+) MB \|", out)
+    assert floor and ga, out
+    ratio = float(ga.group(1)) / float(floor.group(1))
+    line = re.search(r"ratio ([0-9.]+)x \(target <= 3x: (met|NOT met)\)", out)
+    assert line and float(line.group(1)) == pytest.approx(ratio, abs=0.01)
+    assert line.group(2) == ("met" if float(line.group(1)) <= 3 else "NOT met")
