@@ -7,7 +7,12 @@ for Ray, the cluster's start are outside the time: a cluster is up before a job 
 processes are started inside it, as a user's run starts them). The runs are interleaved; with ``--repeat`` the
 median of each is printed. Target (issue 17): 2 workers <= 0.65x the time of 1 worker on a 2-core machine.
 
-Usage: python bench/bench_workers.py [--samples 8] [--repeat 1] [--isolated] [--no-ray]
+With ``--horizon-set NAME`` (run it with the toolchain's Python, ``samples/build/hbvenv/bin/python``) the pipeline
+is the real hb_mapper set ``samples/build/hb/NAME`` instead (four stages, its ``calibration_data_bgr`` and
+``config.yaml``) in Horizon's runtime, whose fixed-point kernels keep one core busy per process: there a second
+worker has a core of its own to use.
+
+Usage: python bench/bench_workers.py [--samples 8] [--repeat 1] [--isolated] [--no-ray] [--horizon-set NAME]
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ def _cpu() -> float:
     return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
-def _child(config: str, samples: int, isolated: bool) -> dict:
+def _child(config: str, samples: int, isolated: bool, horizon_set: str | None = None) -> dict:
     sys.path.insert(0, str(REPO))
     from graphaudit import audit
     from graphaudit.measure import NumericOptions
@@ -51,8 +56,13 @@ def _child(config: str, samples: int, isolated: bool) -> dict:
     build = REPO / "samples" / "build"
     stages = build / "ort" / "ppocr_det"
     data = build / "data" / "ppocr_det" / "x"
+    config, runtime = None, "auto"
+    if horizon_set:
+        hb = build / "hb" / horizon_set
+        stages, data, config, runtime = hb / "model_output", hb / "calibration_data_bgr", hb / "config.yaml", "horizon"
     t0, c0 = time.perf_counter(), _cpu()
-    rep = audit(stages, data=data, numeric=NumericOptions(max_samples=samples, isolated=isolated, scale=scale))
+    rep = audit(stages, data=data, config=config,
+                numeric=NumericOptions(max_samples=samples, isolated=isolated, scale=scale, runtime=runtime))
     seconds, cpu = time.perf_counter() - t0, _cpu() - c0
     last = rep.numeric[-1]
     outs = [t for t in last.tensors if t.is_output and t.stats.samples]
@@ -60,9 +70,10 @@ def _child(config: str, samples: int, isolated: bool) -> dict:
             "output_sqnr_db": round(outs[0].stats.sqnr_db, 9) if outs else None}
 
 
-def run(config: str, samples: int, isolated: bool) -> dict:
+def run(config: str, samples: int, isolated: bool, horizon_set: str | None = None) -> dict:
     p = subprocess.run([sys.executable, __file__, "--child", config, "--samples", str(samples)]
-                       + (["--isolated"] if isolated else []), capture_output=True, text=True, cwd=REPO)
+                       + (["--isolated"] if isolated else []) + (["--horizon-set", horizon_set] if horizon_set else []),
+                       capture_output=True, text=True, cwd=REPO)
     if p.returncode != 0:
         raise SystemExit(f"{config}: exit {p.returncode}\n{p.stderr[-2000:]}")
     return json.loads(p.stdout.strip().splitlines()[-1])
@@ -74,10 +85,11 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1, help="runs of each configuration (median printed)")
     ap.add_argument("--isolated", action="store_true", help="also measure each change alone (isolated regions)")
     ap.add_argument("--no-ray", action="store_true", help="local processes only")
+    ap.add_argument("--horizon-set", help="a real set under samples/build/hb, in Horizon's runtime (toolchain Python)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        print(json.dumps(_child(args.child, args.samples, args.isolated)))
+        print(json.dumps(_child(args.child, args.samples, args.isolated, args.horizon_set)))
         return
     configs = ["one-process", "workers:1", "workers:2"] + ([] if args.no_ray else ["ray:1", "ray:2"])
     times: dict[str, list[float]] = {c: [] for c in configs}
@@ -85,13 +97,14 @@ def main() -> None:
     figures = {}
     for _ in range(args.repeat):
         for c in configs:  # interleaved: a slow patch of the machine hits every configuration alike
-            r = run(c, args.samples, args.isolated)
+            r = run(c, args.samples, args.isolated, args.horizon_set)
             times[c].append(r["seconds"])
             if r.get("cpu") is not None:
                 cpus[c].append(r["cpu"])
             figures[c] = r["output_sqnr_db"]
     med = {c: statistics.median(v) for c, v in times.items()}
-    print(f"ppocr_det (3 stages, onnxruntime), {args.samples} samples, isolated={'on' if args.isolated else 'off'}, "
+    what = f"{args.horizon_set} (4 stages, Horizon's runtime)" if args.horizon_set else "ppocr_det (3 stages, onnxruntime)"
+    print(f"{what}, {args.samples} samples, isolated={'on' if args.isolated else 'off'}, "
           f"{args.repeat} run(s) each, median wall time of audit()")
     cpu = {c: statistics.median(v) for c, v in cpus.items() if v}
     print(f"{'configuration':<14} {'seconds':>8} {'vs 1 worker':>12} {'CPU s':>7} {'cores busy':>10}  "
