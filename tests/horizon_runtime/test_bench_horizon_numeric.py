@@ -37,7 +37,7 @@ def test_the_bench_prints_its_table_and_target():
     floor = re.search(r"\| floor: 4 Horizon sessions, plain inference \| ([0-9.]+) s \| ([0-9]+) MB \|", out)
     ga = re.search(r"\| graphaudit audit\(\) with --data \| ([0-9.]+) s \| ([0-9]+) MB \|", out)
     assert floor and ga, out
-    ratio = float(ga.group(1)) / float(floor.group(1))
+    g, f = float(ga.group(1)), float(floor.group(1))  # printed to 0.01 s: the ratio lies within their rounding
     line = re.search(r"ratio ([0-9.]+)x \(target <= 3x: (met|NOT met)\)", out)
-    assert line and float(line.group(1)) == pytest.approx(ratio, abs=0.01)
+    assert line and (g - 0.005) / (f + 0.005) - 0.005 <= float(line.group(1)) <= (g + 0.005) / (f - 0.005) + 0.005
     assert line.group(2) == ("met" if float(line.group(1)) <= 3 else "NOT met")
