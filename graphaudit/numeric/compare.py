@@ -20,7 +20,7 @@ from .tensorfacts import class_scores, quant_scale
 from .metrics import ErrorStats
 from .regions import COMPARABLE_KINDS, RegionRunner, region_io
 from .runner import StageRunner
-from .schedule import cores, run_all, stream
+from .schedule import StageValues, cores, run_all, stream
 from .reduction import Updates
 from .thresholds import DEFAULT_COSINE_THRESHOLD
 from .backends import HORIZON_RUNTIME  # stages run side by side, each on its share of the cores, in onnxruntime
@@ -418,6 +418,8 @@ class _Comparison:
                                           reference=stages[0].name, vs_reference=ref)
                         for i, (al, ps, ri, sk, ref) in enumerate(zip(alignments, plan.pairs, plan.regions,
                                                                       plan.skipped, plan.reference))]
+        #: stage 0's tensors that transitions after the first compare against (kept until a sample is reduced)
+        self.reference_names = {te.a_tensor for res in self.results[1:] for te in res.vs_reference}
         self.feeder = _Feeder(stages, opts.data_stage, opts.data_domain, opts.config, opts.sample_names)
         self.regions = RegionRunner(self.runners, plan.regions, opts.runtime)
         self.left_out: list[tuple[str, str]] = []
@@ -431,11 +433,15 @@ class _Comparison:
             self.left_out.append((e.label, e.input))
             return None
         label = self.feeder.label(k)
+        if not self.concurrent:  # one stage after the other: each run when the reduction first reads it
+            return StageValues(self.runners, feeds, label)
         return run_all([lambda i=i: self.runners[i].run(feeds[i], label) for i in range(len(self.stages))],
                        self.concurrent)
 
-    def reduce(self, values: list[dict[str, np.ndarray]] | None) -> None:
-        """Add one sample's values to every transition's accumulated and isolated error (None: a sample left out)."""
+    def reduce(self, values: list[dict[str, np.ndarray]] | StageValues | None) -> None:
+        """Add one sample's values to every transition's accumulated and isolated error (None: a sample left out).
+        Transition i's last reader of stage i's values is transition i itself: they are released after it (stage
+        0's down to the tensors later transitions compare against it, :attr:`TensorError.vs_reference`)."""
         if values is None:
             return
         for i, res in enumerate(self.results):
@@ -448,6 +454,13 @@ class _Comparison:
                     u.pair(te, values[0].get(te.a_tensor), vb.get(te.b_tensor))
             self.regions.measure(i, [r.stats for r in res.regions], va, self.stages[i], u)
             u.apply()
+            u = va = vb = None  # noqa: F841 - no reference left to stage i's values but ``values``'
+            if i:
+                values[i] = None
+            else:
+                ref = values[0]
+                values[0] = {n: ref[n] for n in self.reference_names if n in ref}
+                ref = None  # noqa: F841
 
     def finish(self) -> list[TransitionNumeric]:
         """The results: regions that never ran dropped (counted as skipped), thresholds and first divergence set."""

@@ -1,0 +1,67 @@
+"""One sample's stage values are freed as the reduction is done with them: when stages run one after the other
+(fewer cores than stages, or Horizon's runtime), stage i+2 runs only after stage i's captured tensors are released
+(stage 0's down to the tensors later transitions compare against it). Observed with weak references to the very
+arrays each real onnxruntime session returned."""
+
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+import pytest
+
+from graphaudit.numeric.compare import CompareOptions, _Comparison, _plan
+from graphaudit.numeric.schedule import StageValues
+from graphaudit.pipeline import audit
+
+
+@pytest.fixture(scope="module")
+def cls_audit(samples):
+    d = samples / "ort" / "ppocr_cls"
+    return audit([d / "ppocr_cls_original.onnx", d / "ppocr_cls_optimized.onnx", d / "ppocr_cls_qdq.onnx"])
+
+
+def _watch(comparison: _Comparison, log: list):
+    """Wrap each runner's run so that, as stage i starts, the log gets (i, per stage: the names of its arrays
+    returned before and still alive), and the arrays it returns are watched from then on."""
+    alive: list[dict[str, weakref.ref]] = [{} for _ in comparison.runners]
+    for i, runner in enumerate(comparison.runners):
+        real = runner.run
+
+        def run(feeds, sample=None, i=i, real=real):
+            log.append((i, [{n for n, r in alive[j].items() if r() is not None} for j in range(len(alive))]))
+            out = real(feeds, sample)
+            alive[i] = {n: weakref.ref(v) for n, v in out.items()}
+            return out
+
+        runner.run = run
+    return alive
+
+
+@pytest.mark.parametrize("isolated", [False, True])
+def test_a_stage_is_freed_before_the_stage_after_next_runs(cls_audit, samples, isolated):
+    au = cls_audit
+    comparison = _Comparison(au.stages, au.lineage.alignments,
+                             _plan(au.stages, au.lineage.alignments, au.changes, isolated), CompareOptions())
+    comparison.concurrent = False  # one stage after the other, as on a machine with fewer cores than stages
+    log: list = []
+    _watch(comparison, log)
+    xs = [np.load(samples / "data" / "ppocr_cls" / "x" / f"{k}.npy") for k in (0, 1)]
+    for k, x in enumerate(xs):
+        values = comparison.run({"x": x}, k)
+        assert isinstance(values, StageValues)
+        comparison.reduce(values)
+        values = None
+    # stages in order, once per sample
+    assert [i for i, _ in log] == [0, 1, 2, 0, 1, 2]
+    captured = [set(r.output_names) for r in comparison.runners]
+    ref = comparison.reference_names
+    assert ref and ref < captured[0]  # stage 0 keeps a part of its tensors for the transition optimized -> qdq
+    for k in (0, 1):
+        first, second, third = log[3 * k: 3 * k + 3]
+        assert first[1] == [set(), set(), set()]  # the sample before is wholly freed when the next one starts
+        assert second[1] == [captured[0], set(), set()]  # stage 1 runs beside all of stage 0 (transition 0 reads both)
+        # stage 2 runs after transition 0 is reduced: of stage 0 only the reference tensors are left, stage 1 whole
+        assert third[1] == [ref, captured[1], set()]
+    res = comparison.finish()
+    assert [r.tensors[0].stats.samples for r in res] == [2, 2]
