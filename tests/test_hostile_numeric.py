@@ -398,3 +398,32 @@ def test_a_hook_that_leaves_a_thread_running_does_not_hang_the_run(tiny, tmp_pat
     notes = [line for line in p.stderr.splitlines() if line.startswith("graphaudit: note:") and "thread" in line]
     assert len(notes) == 1, p.stderr
     assert ("prefetch" in notes[0]) if not workers else ("worker process" in notes[0]), notes
+
+
+def test_the_last_of_three_stages_failing_on_one_sample_leaves_the_others_measured_on_every_sample(
+        tmp_path, fails_on_one):
+    """Three stages run one after the other (fewer cores than stages), each when the reduction reads it: the qdq
+    stage fails on the fourth sample after the transition before it has taken that sample. The run is then made
+    again without the failing stage (N403 names it and the sample), and the transition original -> optimized
+    carries exactly the figures of those two stages compared alone."""
+    three, two = tmp_path / "three", tmp_path / "two"
+    for d in (three, two):
+        d.mkdir()
+        save_text(d, "m_original.onnx", PLAIN)
+        save_text(d, "m_optimized.onnx", H + "\ng (float[N,4] x) => (float[N,4] y) {\n t = Relu (x)\n"
+                  " k = Constant <value = float {1.01}> ()\n u = Mul (t, k)\n y = Sigmoid (u) }")
+    save_text(three, "m_qdq.onnx", RESHAPES)
+    reports = {}
+    for d in (three, two):
+        out = tmp_path / f"{d.name}.json"
+        p = run("compare", str(d), "--data", str(fails_on_one), "--json", str(out), "--no-isolated", timeout=180)
+        no_traceback(p)
+        reports[d.name] = json.loads(out.read_text())
+    n403 = [f for f in reports["three"]["findings"] if f["code"] == "N403"]
+    assert len(n403) == 1 and "m_qdq.onnx" in n403[0]["message"] and "3_two.npy" in n403[0]["message"], n403
+    assert reports["three"]["run"]["samples_used"] == reports["two"]["run"]["samples_used"] == 4
+    (kept,) = reports["three"]["numeric"]
+    (alone,) = reports["two"]["numeric"]
+    assert [t["samples"] for t in kept["tensors"]] == [4] * len(kept["tensors"]) and kept["tensors"]
+    assert kept["tensors"] == alone["tensors"]
+    assert kept["outputs"][0]["cosine"] < 1.0  # a transition that measured something: y = Sigmoid(1.01 t) vs Sigmoid(t)
