@@ -41,3 +41,50 @@ def test_a_freed_block_stays_resident_for_reuse():
     mib = 1 << 20
     assert _released("default") >= 19 * mib  # glibc's default: a 20 MiB block is mmapped and unmapped when freed
     assert _released("hold") < mib  # held: it stays in the heap for the next allocation
+
+
+_THREADS = r"""
+import os, sys, threading
+import numpy as np
+from graphaudit.numeric.backends import hold_freed_memory, one_malloc_arena
+page = os.sysconf("SC_PAGE_SIZE")
+def rss():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * page
+assert hold_freed_memory() is True  # freed blocks stay in their arena
+if sys.argv[1] == "one":
+    assert one_malloc_arena() is True
+freed, done = threading.Event(), threading.Event()
+def first():  # allocates, touches and frees 20 MiB, then stays alive (its arena stays its own)
+    a = np.ones(5 << 20, np.float32)
+    del a
+    freed.set()
+    done.wait()
+t = threading.Thread(target=first)
+t.start()
+freed.wait()
+before = rss()
+out = []
+second = threading.Thread(target=lambda: out.append(np.ones(5 << 20, np.float32).sum()))
+second.start()
+second.join()
+done.set()
+t.join()
+print(rss() - before)
+"""
+
+
+def _grown(mode: str) -> int:
+    p = subprocess.run([sys.executable, "-c", _THREADS, mode], capture_output=True, text=True, cwd=REPO,
+                       env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}, timeout=60)
+    assert p.returncode == 0, p.stderr
+    return int(p.stdout.strip())
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc (Linux)")
+def test_one_arena_reuses_what_another_thread_freed():
+    """A 20 MiB block freed by one live thread: a second thread's 20 MiB comes from new memory when each thread has
+    its own arena (glibc's default), and reuses the freed block when all threads share one."""
+    mib = 1 << 20
+    assert _grown("default") >= 19 * mib
+    assert _grown("one") < 2 * mib

@@ -65,3 +65,34 @@ def test_a_stage_is_freed_before_the_stage_after_next_runs(cls_audit, samples, i
         assert third[1] == [ref, captured[1], set()]
     res = comparison.finish()
     assert [r.tensors[0].stats.samples for r in res] == [2, 2]
+
+
+def test_a_region_batch_s_outputs_are_freed_before_the_next_batch_runs(cls_audit, samples, monkeypatch):
+    """The isolated regions of a transition run in batches (one session each); each batch's outputs are reduced and
+    freed before the next batch runs, so one batch's outputs are held at a time. Batches made small here (64 KiB
+    of feeds) so that PP-OCR cls's regions make several."""
+    from graphaudit.numeric import regions
+    from graphaudit.numeric.batch import RegionBatch
+
+    monkeypatch.setattr(regions, "BATCH_MAX_BYTES", 1 << 16)
+    watched: list[weakref.ref] = []
+    alive_at_start: list[int] = []
+    real = RegionBatch.run
+
+    def run(self, feeds):
+        alive_at_start.append(sum(r() is not None for r in watched))
+        got = real(self, feeds)
+        watched.extend(weakref.ref(v) for outs in got.values() for v in outs)
+        return got
+
+    monkeypatch.setattr(RegionBatch, "run", run)
+    au = cls_audit
+    comparison = _Comparison(au.stages, au.lineage.alignments,
+                             _plan(au.stages, au.lineage.alignments, au.changes, True), CompareOptions())
+    x = np.load(samples / "data" / "ppocr_cls" / "x" / "0.npy")
+    comparison.reduce(comparison.run({"x": x}, 0))
+    assert len(alive_at_start) >= 3 and watched
+    assert alive_at_start == [0] * len(alive_at_start)
+    assert all(r() is None for r in watched)
+    res = comparison.finish()
+    assert sum(r.stats.samples for t in res for r in t.regions) >= 50  # the regions were measured

@@ -445,14 +445,15 @@ class _Comparison:
         if values is None:
             return
         for i, res in enumerate(self.results):
-            u = Updates()  # per transition: its region outputs are freed before the next transition's regions run
+            # the regions read stage i's values alone: measured (and their outputs freed) before stage i + 1 runs
+            self.regions.measure(i, [r.stats for r in res.regions], values[i], self.stages[i])
+            u = Updates()
             va, vb = values[i], values[i + 1]
             for te in res.tensors:
                 u.pair(te, va.get(te.codec.a_value if te.codec else te.a_tensor), vb.get(te.b_tensor))
             if i:  # transition 0's outputs are already against stages[0]
                 for te in res.vs_reference:
                     u.pair(te, values[0].get(te.a_tensor), vb.get(te.b_tensor))
-            self.regions.measure(i, [r.stats for r in res.regions], va, self.stages[i], u)
             u.apply()
             u = va = vb = None  # noqa: F841 - no reference left to stage i's values but ``values``'
             if i:
