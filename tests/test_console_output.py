@@ -215,3 +215,39 @@ def test_piped_compare_keeps_each_line_whole(samples, tmp_path):
     assert len(line) > 160  # the case: folded at 160 before
     for f in rep["findings"]:
         assert any(x.startswith(f["severity"].upper()) and x.rstrip().endswith(f["message"]) for x in lines), f
+
+
+def test_a_long_fused_pattern_is_cut_to_its_first_items_unless_verbose(tmp_path):
+    """The generated 1,000-node pipeline's optimized -> QDQ pair has 125 Relu and 125 Clip activations absorbed into
+    quantization (the generator's blocks, bench/bench_structure.py; counted here from the JSON report): the console
+    lists the first FUSED_SHOWN of each and counts the rest; -v lists every one."""
+    import sys as _sys
+
+    _sys.path.append(str(REPO))
+    from bench.bench_structure import generate
+    from graphaudit.render.console import FUSED_SHOWN
+
+    (tmp_path / "m").mkdir()
+    _orig, a, b = generate(1000, tmp_path / "m")
+    out = tmp_path / "r.json"
+    p = run("diff", str(a), str(b), "--json", str(out), cwd=tmp_path)
+    assert p.returncode in (0, 1), p.stderr[-2000:]
+    changes = json.loads(out.read_text())["transitions"][0]["changes"]
+    fused = [c for c in changes if c["kind"] == "fused"]
+    by_pattern: dict[str, list] = {}
+    for c in fused:
+        by_pattern.setdefault(c["pattern"], []).append(f"{'+'.join(c['a_nodes'])} -> {'+'.join(c['b_nodes'])}")
+    assert sorted(len(v) for v in by_pattern.values()) == [125, 125]
+    lines = [line for line in p.stdout.splitlines() if line.lstrip().startswith("fused: ")]
+    assert len(lines) == 2
+    for line in lines:
+        pattern = line.split("fused: ", 1)[1].split(" (", 1)[0]
+        items = by_pattern[pattern]
+        assert f"({len(items)}): " + "; ".join(items[:FUSED_SHOWN]) + f" ... and {len(items) - FUSED_SHOWN} more" \
+            in line, line[:300]
+        assert items[FUSED_SHOWN] not in line.split(" ... and ")[0].split("; ")
+    pv = run("diff", str(a), str(b), "-v", cwd=tmp_path)
+    verbose = [line for line in pv.stdout.splitlines() if line.lstrip().startswith("fused: ")]
+    for line in verbose:
+        pattern = line.split("fused: ", 1)[1].split(" (", 1)[0]
+        assert line.endswith("; ".join(by_pattern[pattern])), line[-300:]
