@@ -29,11 +29,16 @@ print(held - rss())
 """
 
 
-def _released(mode: str) -> int:
-    p = subprocess.run([sys.executable, "-c", _CHILD, mode], capture_output=True, text=True, cwd=REPO,
+def _child(code: str, mode: str) -> int:
+    """The number a child process running ``code`` with argument ``mode`` prints (the settings are process-wide)."""
+    p = subprocess.run([sys.executable, "-c", code, mode], capture_output=True, text=True, cwd=REPO,
                        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}, timeout=60)
     assert p.returncode == 0, p.stderr
     return int(p.stdout.strip())
+
+
+def _released(mode: str) -> int:
+    return _child(_CHILD, mode)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc (Linux)")
@@ -75,10 +80,7 @@ print(rss() - before)
 
 
 def _grown(mode: str) -> int:
-    p = subprocess.run([sys.executable, "-c", _THREADS, mode], capture_output=True, text=True, cwd=REPO,
-                       env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}, timeout=60)
-    assert p.returncode == 0, p.stderr
-    return int(p.stdout.strip())
+    return _child(_THREADS, mode)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc (Linux)")
