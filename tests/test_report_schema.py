@@ -27,7 +27,7 @@ import horizon_check as hc  # noqa: E402
 #: typed: the bundled Horizon sample with its config, --random 2 and a toolchain log, and without any of them.
 GOLDEN = Path(__file__).resolve().parent / "data" / "report_layout_1.5.json"
 
-# Keys in the order README's "JSON report (schema 1.8)" section lists them, written out by hand.
+# Keys in the order README's "JSON report (schema 1.9)" section lists them, written out by hand.
 TOP = ["schema_version", "tool", "title", "verdict", "stages", "transitions", "findings", "numeric", "toolchain", "run",
        "metric"]
 TOOL = ["name", "version"]
