@@ -38,6 +38,9 @@ class StageRunner:
         Keep the model run (lowered, with the extra outputs) as :attr:`model` once the session holds its own copy
         (what isolated regions are extracted from); False drops it (``model`` is None): the session does not need
         it, and it is one more copy of the stage's weights in memory.
+    arena : bool
+        Give the stock onnxruntime session its memory arena (default False: what a run allocates goes back to
+        malloc when freed, so the next stage or region reuses it; :func:`graphaudit.numeric.backends.make_session`).
 
     Raises
     ------
@@ -48,7 +51,8 @@ class StageRunner:
     """
 
     def __init__(self, stage: StageGraph, capture: Iterable[str], runtime: str = "onnxruntime",
-                 model: onnx.ModelProto | None = None, threads: int = 0, keep_model: bool = True):
+                 model: onnx.ModelProto | None = None, threads: int = 0, keep_model: bool = True,
+                 arena: bool = False):
         self.stage = stage
         self.runtime = runtime
         try:
@@ -81,11 +85,11 @@ class StageRunner:
         try:
             serialized = model.SerializeToString()
             del model  # with keep_model=False the session's copy is the only one left
-            # no memory arena: an arena keeps the high-water mark of every captured tensor per session for good (all
-            # of them are outputs); without it a stage's values go back to malloc once reduced and the next stage
-            # reuses them (bundled PP-OCRv4 det, three stages, 8 samples: peak RSS 4.16-4.25 GB -> 2.13-2.14 GB with
+            # no memory arena by default: an arena keeps the high-water mark of every captured tensor per session for
+            # good (all of them are outputs); without it a stage's values go back to malloc once reduced and the next
+            # stage reuses them (bundled PP-OCRv4 det, three stages, 8 samples: peak RSS 4.16-4.25 GB -> 2.13-2.14 GB with
             # backends.one_malloc_arena, 9.3-11.1 s -> 7.9-8.7 s)
-            self.session = make_session(serialized, runtime, threads=threads, arena=False)
+            self.session = make_session(serialized, runtime, threads=threads, arena=arena)
             del serialized
             # names that are not UTF-8 load, then fail here (UnicodeDecodeError): the runtime cannot use the stage
             self.input_names = [i.name for i in self.session.get_inputs()]
