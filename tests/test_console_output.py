@@ -251,3 +251,39 @@ def test_a_long_fused_pattern_is_cut_to_its_first_items_unless_verbose(tmp_path)
     for line in verbose:
         pattern = line.split("fused: ", 1)[1].split(" (", 1)[0]
         assert line.endswith("; ".join(by_pattern[pattern])), line[-300:]
+
+
+def test_diff_escapes_a_listed_change_s_control_characters(tmp_path):
+    """A Conv+BatchNormalization fold whose BatchNormalization node is named with a terminal escape and a kept Relu
+    named with another: `diff` lists the fused change with the escape written out (never sent raw to the terminal);
+    the kept change is counted, not listed."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((4, 3, 1, 1)).astype(np.float32)
+    bn = [np.ones(4, np.float32), np.zeros(4, np.float32), np.zeros(4, np.float32), np.ones(4, np.float32)]
+
+    def model(nodes, inits):
+        g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 4, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 4, 4])],
+                              [numpy_helper.from_array(v, n) for n, v in inits.items()])
+        return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+
+    relu = "relu\x1b[32mkept"
+    a = model([helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
+               helper.make_node("BatchNormalization", ["c", "s", "b", "m", "v"], ["t"], name="bn\x1b[31mred"),
+               helper.make_node("Relu", ["t"], ["y"], name=relu)],
+              {"w": w, "s": bn[0], "b": bn[1], "m": bn[2], "v": bn[3]})
+    b = model([helper.make_node("Conv", ["x", "w2", "b2"], ["t"], name="conv"),
+               helper.make_node("Relu", ["t"], ["y"], name=relu)], {"w2": w * 0.999, "b2": np.zeros(4, np.float32)})
+    d = tmp_path / "m"
+    d.mkdir()
+    onnx.save(a, d / "m_original.onnx")
+    onnx.save(b, d / "m_optimized.onnx")
+    p = run("diff", str(d / "m_original.onnx"), str(d / "m_optimized.onnx"), cwd=tmp_path)
+    assert p.returncode in (0, 1), p.stderr[-2000:]
+    assert "\x1b" not in p.stdout
+    assert "conv+bn\\x1b[31mred -> conv" in p.stdout, p.stdout
+    assert "relu\\x1b" not in p.stdout  # kept: counted only

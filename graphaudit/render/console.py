@@ -156,18 +156,28 @@ def render_explain(report: AuditReport, console: Console, verbose: bool = False)
 def render_diff(report: AuditReport, console: Console, verbose: bool = False) -> None:
     """Print the changes per stage pair only (the transitions made safe as :func:`safe_report` makes a report)."""
     for tr in report.transitions:
-        _transition(console, tr if _plain(tr) else Transition.from_dict(_printable(tr.to_dict())), verbose)
+        _transition(console, tr if _plain(tr, verbose) else Transition.from_dict(_printable(tr.to_dict())), verbose)
 
 
-def _plain(tr: Transition) -> bool:
-    """Whether no string of ``tr`` (keys included) holds a character :func:`printable` escapes: its names joined in
-    one text and tested at C speed, without the dict copy and JSON text of :func:`safe_report`."""
+#: The change kinds :func:`_transition` lists one by one (the others are counted), without and with --verbose.
+_LISTED = ("fused", "replaced", "modified", "unmatched")
+_LISTED_VERBOSE = _LISTED + ("removed", "inserted")
+
+
+def _plain(tr: Transition, verbose: bool = True) -> bool:
+    """Whether no string of ``tr`` that :func:`_transition` prints (keys included) holds a character
+    :func:`printable` escapes: its names joined in one text and tested at C speed, without the dict copy and JSON
+    text of :func:`safe_report`. The changes of kinds only counted are not printed and not read (the 100k-node
+    pair's 150,000 inserted and kept changes took 0.4 s here)."""
     parts = [tr.a, tr.b, *tr.coverage, *tr.counts, *tr.patterns, *tr.op_delta, *tr.opset_delta]
     for pats in tr.patterns.values():
         parts += pats
     add = parts.append
     extend = parts.extend
+    listed = _LISTED_VERBOSE if verbose else _LISTED
     for c in tr.changes:
+        if c.kind not in listed:
+            continue
         add(c.kind)
         add(c.pattern)
         add(c.evidence)
