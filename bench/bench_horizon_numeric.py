@@ -128,6 +128,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"ratio {ratio:.2f}x (target <= {target:g}x: {'met' if ratio <= target else 'NOT met'}); RSS over the floor "
           f"{med['graphaudit']['rss_mb'] - fl['rss_mb']:.0f} MB against one sample's compared tensors "
           f"{ga['aligned_mb_per_sample']:.0f} MB (float32 bytes of every compared pair's reference)")
+    allowed = fl["rss_mb"] + ga["aligned_mb_per_sample"]
+    peak = med["graphaudit"]["rss_mb"]
+    print(f"peak RSS {peak:.0f} MB (target <= floor {fl['rss_mb']:.0f} MB + one sample's compared tensors "
+          f"{ga['aligned_mb_per_sample']:.0f} MB = {allowed:.0f} MB: {'met' if peak <= allowed else 'NOT met'})")
     return 0
 
 

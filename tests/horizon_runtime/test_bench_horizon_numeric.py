@@ -41,3 +41,9 @@ def test_the_bench_prints_its_table_and_target():
     line = re.search(r"ratio ([0-9.]+)x \(target <= 3x: (met|NOT met)\)", out)
     assert line and (g - 0.005) / (f + 0.005) - 0.005 <= float(line.group(1)) <= (g + 0.005) / (f - 0.005) + 0.005
     assert line.group(2) == ("met" if float(line.group(1)) <= 3 else "NOT met")
+    rss = re.search(r"peak RSS ([0-9]+) MB \(target <= floor ([0-9]+) MB \+ one sample's compared tensors ([0-9]+) MB "
+                    r"= ([0-9]+) MB: (met|NOT met)\)", out)
+    assert rss and rss.group(1) == ga.group(2) and rss.group(2) == floor.group(2), out
+    peak, allowed = int(rss.group(1)), int(rss.group(4))
+    assert abs(allowed - int(rss.group(2)) - int(rss.group(3))) <= 1  # printed rounded
+    assert rss.group(5) == ("met" if peak <= allowed else "NOT met") or abs(peak - allowed) <= 1
