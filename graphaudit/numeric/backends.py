@@ -124,14 +124,12 @@ def make_session(model: bytes, runtime: str, threads: int = 0, arena: bool = Tru
         from horizon_nn.executor.session import InferenceSession
 
         _quiet_horizon_logger(InferenceSession)
-        hold_freed_memory()
-        one_malloc_arena()
+        _arenaless_malloc()
         return InferenceSession(model, _horizon_options(InferenceSession))
     import onnxruntime as ort
 
-    if not arena:  # what a run allocates is malloc'd and freed per sample: kept for reuse, in one arena
-        hold_freed_memory()
-        one_malloc_arena()
+    if not arena:
+        _arenaless_malloc()
 
     return ort.InferenceSession(model, session_options(threads, arena, parallel), providers=["CPUExecutionProvider"])
 
@@ -160,6 +158,13 @@ def _horizon_options(session_class):
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD, _M_ARENA_MAX = -1, -3, -8
 #: The largest mmap threshold glibc accepts on 64-bit systems (``DEFAULT_MMAP_THRESHOLD_MAX``, 4 MiB * sizeof(long)).
 _MMAP_THRESHOLD_MAX = 32 << 20
+
+
+def _arenaless_malloc() -> None:
+    """glibc's settings for sessions without a memory arena, whose runs malloc and free each sample's tensors: freed
+    blocks kept for reuse (:func:`hold_freed_memory`), in one arena for every thread (:func:`one_malloc_arena`)."""
+    hold_freed_memory()
+    one_malloc_arena()
 
 
 @functools.lru_cache(maxsize=1)

@@ -117,19 +117,22 @@ class StageValues:
 
     def __init__(self, runners: list, feeds: list[dict[str, np.ndarray]], label: str):
         self._runners, self._feeds, self._label = runners, feeds, label
-        self._values: list[dict[str, np.ndarray] | None] = [None] * len(runners)
-        self._done = [False] * len(runners)
+        self._values: list = [_NOT_RUN] * len(runners)  # _NOT_RUN, the stage's values, or None once released
 
     def __len__(self) -> int:
         return len(self._runners)
 
     def __getitem__(self, i: int) -> dict[str, np.ndarray]:
-        if not self._done[i]:
-            self._values[i], self._done[i] = self._runners[i].run(self._feeds[i], self._label), True
         v = self._values[i]
+        if v is _NOT_RUN:
+            v = self._values[i] = self._runners[i].run(self._feeds[i], self._label)
         if v is None:
             raise RuntimeError(f"stage {i}'s values of {self._label} were released")
         return v
 
     def __setitem__(self, i: int, values: dict[str, np.ndarray] | None) -> None:
-        self._values[i], self._done[i] = values, True
+        self._values[i] = values
+
+
+#: A stage of :class:`StageValues` not run yet.
+_NOT_RUN = object()

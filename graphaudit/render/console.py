@@ -25,6 +25,11 @@ from .text import needs_escape, print_line, printable
 #: every one. A pattern of 12,500 fusions (a generated 100k-node model) made one console line of 733 KB.
 FUSED_SHOWN = 20
 
+#: The change kinds :func:`_transition` lists by pattern (the others are counted; unmatched changes get lines of their
+#: own), without and with --verbose.
+_BY_PATTERN = ("fused", "replaced", "modified")
+_BY_PATTERN_VERBOSE = _BY_PATTERN + ("removed", "inserted")
+
 __all__ = ["render_explain", "render_diff", "render_rules", "render_numeric", "render_findings", "render_input_stats",
            "render_toolchain"]
 
@@ -66,8 +71,9 @@ def _transition(console: Console, tr: Transition, verbose: bool) -> None:
     if tr.op_delta:
         print_line(console, "  op count delta: " + escape(", ".join(f"{op} {d:+d}" for op, d in tr.op_delta.items())))
     by_pattern: dict[str, list[str]] = defaultdict(list)
+    listed = _BY_PATTERN_VERBOSE if verbose else _BY_PATTERN
     for c in tr.changes:
-        if c.kind in ("fused", "replaced", "modified") or (verbose and c.kind in ("removed", "inserted")):
+        if c.kind in listed:
             a_names = "+".join(n for n, op in zip(c.a_nodes, c.a_ops) if op != "Constant") or "-"
             b_names = "+".join(c.b_nodes) or "-"
             what = f" ({c.evidence})" if c.kind == "modified" else ""
@@ -159,10 +165,6 @@ def render_diff(report: AuditReport, console: Console, verbose: bool = False) ->
         _transition(console, tr if _plain(tr, verbose) else Transition.from_dict(_printable(tr.to_dict())), verbose)
 
 
-#: The change kinds :func:`_transition` lists one by one (the others are counted), without and with --verbose.
-_LISTED = ("fused", "replaced", "modified", "unmatched")
-_LISTED_VERBOSE = _LISTED + ("removed", "inserted")
-
 
 def _plain(tr: Transition, verbose: bool = True) -> bool:
     """Whether no string of ``tr`` that :func:`_transition` prints (keys included) holds a character
@@ -174,7 +176,7 @@ def _plain(tr: Transition, verbose: bool = True) -> bool:
         parts += pats
     add = parts.append
     extend = parts.extend
-    listed = _LISTED_VERBOSE if verbose else _LISTED
+    listed = (_BY_PATTERN_VERBOSE if verbose else _BY_PATTERN) + ("unmatched",)
     for c in tr.changes:
         if c.kind not in listed:
             continue
