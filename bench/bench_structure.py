@@ -207,6 +207,63 @@ def work_cpu(files: list[Path], warm: list[Path]) -> float:
     return float(p.stdout.split()[-1])
 
 
+#: The child of :func:`records_cpu`: argv = the warm-up files joined by os.pathsep, then the case's files; prints the
+#: CPU seconds of making the records on stdout's last line.
+_RECORDS = """
+import gc, os, sys, time
+import onnx
+from graphaudit.stage import NodeInfo, TensorInfo
+
+def records(path):
+    m = onnx.ModelProto()
+    with open(path, "rb") as fh:
+        m.ParseFromString(fh.read())
+    g = m.graph
+    tensors, nodes = {}, {}
+    for i in g.initializer:
+        tensors[i.name] = TensorInfo(i.name, "", tuple(i.dims), None, [], "initializer")
+    for vi in g.input:
+        tensors.setdefault(vi.name, TensorInfo(vi.name, kind="input"))
+    get = tensors.get
+    for k, n in enumerate(g.node):
+        nid, inputs, outputs = n.name or f"{n.op_type}#{k}", tuple(n.input), tuple(n.output)
+        for j, x in enumerate(inputs):
+            t = get(x)
+            if t is None:
+                t = tensors[x] = TensorInfo(x)
+            t.consumers.append((nid, j))
+        nodes[nid] = NodeInfo(nid, n.name, n.op_type, n.domain, inputs, outputs, {}, k)
+        for x in outputs:
+            tensors[x] = TensorInfo(x, "", None, nid, [])
+    return nodes, tensors
+
+gc.disable()  # as graphaudit's structure step runs (pipeline._no_cyclic_gc)
+warm, files = sys.argv[1].split(os.pathsep), sys.argv[2:]
+kept = [records(f) for f in warm]
+t0 = time.process_time()
+kept = [records(f) for f in files]
+print(time.process_time() - t0)
+"""
+
+
+def records_cpu(files: list[Path], warm: list[Path]) -> float:
+    """CPU seconds of the least any loader of graphaudit's data model does: parse each file and make one
+    :class:`graphaudit.stage.NodeInfo` per node and one :class:`graphaudit.stage.TensorInfo` per tensor (names,
+    producer, consumers; nothing checked, no attribute read), all kept, in a process that did the same on ``warm``
+    first. Printed beside the growth targets: where this alone grows faster than the nodes, per-element records
+    are what grows, not a pass of graphaudit's.
+
+    Raises:
+        RuntimeError: the child failed.
+    """
+    env = {**os.environ, "PYTHONPATH": str(CODE)}
+    p = subprocess.run([sys.executable, "-c", _RECORDS, os.pathsep.join(map(str, warm)), *map(str, files)],
+                       capture_output=True, text=True, cwd=CODE, env=env, timeout=TIMEOUT)
+    if p.returncode != 0:
+        raise RuntimeError(f"records of {files[0].parent}: exit {p.returncode}: {p.stderr.strip()[-400:]}")
+    return float(p.stdout.split()[-1])
+
+
 def measure(files: list[Path], repeat: int) -> dict[str, float]:
     """Medians over ``repeat`` interleaved runs: floor and graphaudit, wall and CPU seconds."""
     load = [sys.executable, "-c", "import sys, onnx\nfor f in sys.argv[1:]: onnx.load(f, load_external_data=False)",
@@ -299,6 +356,7 @@ def main() -> None:
             rows[f"bundled {title}"] = (r["ga_cpu"] / r["floor_cpu"], r["ga_cpu"])
             _row(f"{title} ({len(files)} stages)", n, r, "<= 2x", 2.0)
     net: dict[int, float] = {}  # size -> in-process CPU seconds of the diff alone (work_cpu)
+    floor: dict[int, float] = {}  # size -> in-process CPU seconds of the records alone (records_cpu)
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "warm").mkdir()
         warm = generate(100, Path(tmp) / "warm")
@@ -316,6 +374,7 @@ def main() -> None:
                 continue
             r = measure(files, repeat)
             net[size] = statistics.median(work_cpu(files, warm) for _ in range(repeat))
+            floor[size] = statistics.median(records_cpu(files, warm) for _ in range(repeat))
             if size == 10000:
                 rows["10k"] = (r["ga_cpu"] / r["floor_cpu"], r["ga_cpu"])
             _row(f"generated {size:,} nodes x 3 stages", n, r, *(("<= 3x", 3.0) if size == 10000 else ("", None)))
@@ -335,6 +394,10 @@ def main() -> None:
               f"{net[hi]:.2f} s "
               f"= {g:.1f}x for {hi / lo:.0f}x the nodes (target <= {bound:.0f}x): "
               f"{'met' if g <= bound else 'NOT met'}")
+        f = floor[hi] / floor[lo]
+        print(f"  records alone (one NodeInfo per node, one TensorInfo per tensor, from the protobuf; in-process CPU): "
+              f"{floor[lo]:.2f} s -> {floor[hi]:.2f} s = {f:.1f}x; the diff is {net[lo] / floor[lo]:.1f}x / "
+              f"{net[hi] / floor[hi]:.1f}x the records' time")
     _targets(rows, growth, sorted(set(sizes) | ({1000, 10000, 100000} if not args.pair_only else set())))
 
 
