@@ -326,7 +326,7 @@ def _targets(rows: dict[str, tuple[float, float | None]], growth: dict[str, floa
     for text, value, unit, bound in lines:
         figure = "not measured" if value is None else f"{value:.1f}{unit}"
         verdict = "" if value is None else ("met" if value <= bound else "NOT met")
-        print(f"  {text}: {figure} {verdict}")
+        print(f"  {text}: {figure} {verdict}".rstrip())
 
 
 def main() -> None:
@@ -400,8 +400,8 @@ def main() -> None:
               f"{'met' if g <= bound else 'NOT met'}")
         f = floor[hi] / floor[lo]
         print(f"  records alone (one NodeInfo per node, one TensorInfo per tensor, from the protobuf; in-process CPU): "
-              f"{floor[lo]:.2f} s -> {floor[hi]:.2f} s = {f:.1f}x; the diff is {net[lo] / floor[lo]:.1f}x / "
-              f"{net[hi] / floor[hi]:.1f}x the records' time")
+              f"{floor[lo]:.2f} s -> {floor[hi]:.2f} s = {f:.1f}x; the diff takes {net[lo] / floor[lo]:.1f}x the "
+              f"records' time at {lo:,} nodes and {net[hi] / floor[hi]:.1f}x at {hi:,}")
     _targets(rows, growth, sorted(set(sizes) | ({1000, 10000, 100000} if not args.pair_only else set())))
 
 
