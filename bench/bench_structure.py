@@ -203,11 +203,21 @@ def work_cpu(files: list[Path], warm: list[Path]) -> float:
     Raises:
         RuntimeError: the child failed or ``diff`` exited other than 0 or 1.
     """
+    return _child_cpu(_WORK, files, warm, "in-process diff")
+
+
+def _child_cpu(code: str, files: list[Path], warm: list[Path], what: str) -> float:
+    """Run ``code`` (:data:`_WORK`, :data:`_RECORDS`) in a child with graphaudit from ``CODE`` on the path, argv =
+    the warm-up files joined by os.pathsep, then ``files``; the CPU seconds it prints last.
+
+    Raises:
+        RuntimeError: the child failed (``what`` and the case's directory name it).
+    """
     env = {**os.environ, "PYTHONPATH": str(CODE)}
-    p = subprocess.run([sys.executable, "-c", _WORK, os.pathsep.join(map(str, warm)), *map(str, files)],
+    p = subprocess.run([sys.executable, "-c", code, os.pathsep.join(map(str, warm)), *map(str, files)],
                        capture_output=True, text=True, cwd=CODE, env=env, timeout=TIMEOUT)
     if p.returncode != 0:
-        raise RuntimeError(f"in-process diff of {files[0].parent}: exit {p.returncode}: {p.stderr.strip()[-400:]}")
+        raise RuntimeError(f"{what} of {files[0].parent}: exit {p.returncode}: {p.stderr.strip()[-400:]}")
     return float(p.stdout.split()[-1])
 
 
@@ -260,12 +270,7 @@ def records_cpu(files: list[Path], warm: list[Path]) -> float:
     Raises:
         RuntimeError: the child failed.
     """
-    env = {**os.environ, "PYTHONPATH": str(CODE)}
-    p = subprocess.run([sys.executable, "-c", _RECORDS, os.pathsep.join(map(str, warm)), *map(str, files)],
-                       capture_output=True, text=True, cwd=CODE, env=env, timeout=TIMEOUT)
-    if p.returncode != 0:
-        raise RuntimeError(f"records of {files[0].parent}: exit {p.returncode}: {p.stderr.strip()[-400:]}")
-    return float(p.stdout.split()[-1])
+    return _child_cpu(_RECORDS, files, warm, "records")
 
 
 def measure(files: list[Path], repeat: int) -> dict[str, float]:
