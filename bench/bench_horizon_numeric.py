@@ -70,14 +70,14 @@ def _graphaudit(set_dir: Path, samples: int, isolated: bool) -> dict:
     # what each stage's run returns (bytes per stage, of its largest sample) and whether the runtime returns copies
     # (arrays that own their data) or views of its own buffers: read off the values (a sum of sizes per run)
     stage_bytes: dict[str, int] = {}
-    copies: list[bool] = []
+    owns: set[bool] = set()  # flags.owndata of every array returned
     run_stage = StageRunner.run
 
     def counted(self, feeds, sample=None):
         values = run_stage(self, feeds, sample)
         stage_bytes[self.stage.name] = max(stage_bytes.get(self.stage.name, 0),
                                            sum(v.nbytes for v in values.values()))
-        copies.extend(v.flags.owndata for v in values.values())
+        owns.update(v.flags.owndata for v in values.values())
         return values
 
     StageRunner.run = counted
@@ -96,7 +96,7 @@ def _graphaudit(set_dir: Path, samples: int, isolated: bool) -> dict:
     largest = max(stage_bytes, key=stage_bytes.get)
     return {"seconds": seconds, "rss_mb": _peak_rss_mb(), "samples": au.report.run.samples_used, "pairs": pairs,
             "regions": regions, "aligned_mb_per_sample": aligned / 2**20, "largest_stage": largest,
-            "largest_stage_mb": stage_bytes[largest] / 2**20, "copies": bool(copies) and all(copies)}
+            "largest_stage_mb": stage_bytes[largest] / 2**20, "copies": owns == {True}}
 
 
 def _child(kind: str, set_name: str, samples: int, isolated: bool) -> dict:

@@ -21,10 +21,10 @@ own (load.py ``_canonical_order``: two hb_mapper builds of one set differ only i
 and value_info, and aligned differently; tests/test_order_invariance.py) and a backward pair of same-named nodes got
 the confidence a forward one has. That change moved confidences and evidence only, with one exception: on MTCNN
 ONet bayes-e the quantized stage's ``X_quantized`` tensors (integer) are now paired with the calibrated ``X`` as
-'quantized', no longer 'exact'. The real sets' entries were written again (2026-12-04) over :func:`unnumbered`'s projection, the same
-code's results: a fresh build of PP-OCRv4 det bayes-e had numbered hb_mapper's own nodes in another order, and no
-result but those numbers differed (four builds compared; every other set matched its entry before). Using the code's own earlier output as the expected value is
-deliberate here and only here: this test does not say the alignment is right (test_pipelines.py,
+'quantized', no longer 'exact'. The real sets' entries were written again (2026-12-04) over
+:func:`unnumbered`'s projection, the same code's results: a fresh build of PP-OCRv4 det bayes-e had numbered
+hb_mapper's own nodes in another order, and no result but those numbers differed (four builds compared; every other
+set matched its entry before). Using the code's own earlier output as the expected value is deliberate here and only here: this test does not say the alignment is right (test_pipelines.py,
 test_change_kinds.py and test_horizon_real.py do, against independent expectations); it says that a change meant
 to leave the results alone did. Regenerate only for a change meant to alter alignment results, and say so in the
 commit.
@@ -109,7 +109,7 @@ def snapshot(paths: list[Path]) -> dict:
 #: A name made of a word and a counter (``HzCalibration_401``, ``variable_563``, ``Conv_12``), as a toolchain's passes
 #: number what they add; a model's own names (PaddlePaddle's ``conv2d_472.tmp_0``, ``p2o.Add.43``) do not match.
 NUMBERED = re.compile(r"[A-Za-z][A-Za-z0-9]*_[0-9]+")
-_QUOTED_NUMBERED = re.compile(r"'[A-Za-z][A-Za-z0-9]*_[0-9]+'")
+_QUOTED_NUMBERED = re.compile(f"'{NUMBERED.pattern}'")
 
 
 def unnumbered(value):
@@ -117,9 +117,9 @@ def unnumbered(value):
     each dict turned into the list of its (key, value) pairs and every list sorted by its items' JSON text.
 
     hb_mapper 1.24.3 numbers the nodes and tensors its own passes add in an order that changes from one build of a
-    set to the next, on the same machine and with the same inputs: three builds of PP-OCRv4 det bayes-e here
-    (2026-12-04, one with ``PYTHONHASHSEED=0`` twice) named its channel-balancing HzCalibration nodes (400-407) and
-    their outputs (``variable_563``-``570``) in three orders, so the same pairs came out under other names. The
+    set to the next, on the same machine and with the same inputs: four builds of PP-OCRv4 det bayes-e here
+    (2026-12-04, two of them with ``PYTHONHASHSEED=0``) named its channel-balancing HzCalibration nodes (400-407) and
+    their outputs (``variable_563``-``570``) in four orders, so the same pairs came out under other names. The
     golden record of a real set is therefore taken over this projection: it still sees every pair's other side,
     kind, confidence, basis and evidence, every change's kind, pattern, ops and tensors, and how many of each there
     are, but not which of the toolchain's numbers a node or tensor got. The bundled pipelines are built by
