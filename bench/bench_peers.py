@@ -18,6 +18,12 @@ Peers (``pip install -e '.[bench]'``; a peer that is not installed gets a row sa
   run both models, compare tensors) and without (each change also measured on its own, cls and 1k only). Pairs: the
   report's ``tensors_compared``.
 
+- plain inference, the floor under all of them (``python bench_peers.py --floor DATA INPUT STAGE...``): each stage
+  loaded, one onnxruntime session per stage (graph optimizations off), every sample through it, nothing captured;
+  once with both stages in one process (how graphaudit runs them) and once with each stage in a process of its own
+  (how Polygraphy runs them: the larger peak, the CPU summed). Where graphaudit is not ahead of a peer on memory, a
+  ``why:`` line under the verdict gives both floors and what graphaudit holds over its own.
+
 Each tool runs in a fresh process (imports and model loading included, as a user sees it), started by a small
 launcher that forks it, waits with ``wait4`` and reports the child's wall seconds, CPU seconds (user + system) and
 peak RSS (``ru_maxrss``: the launcher is a bare interpreter, so what the child inherits at fork is a few MB), and
@@ -144,6 +150,59 @@ def _qdq_loss_debug(a: str, b: str, data: str, input_name: str, out: str) -> Non
     except Exception as e:  # noqa: BLE001 - the peer's failure is a measured result, reported as a row
         result["error"] = f"{type(e).__name__} in {result['step']}: {str(e).splitlines()[0][:160] if str(e) else ''}"
     Path(out).write_text(json.dumps(result))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Plain-inference floor child (run as ``python bench_peers.py --floor DATA_DIR INPUT STAGE...``)
+
+
+def _plain_inference(data: str, input_name: str, stages: list[str]) -> None:
+    """Plain inference, the least a tool that runs ``stages`` on the samples does: load each stage, one onnxruntime
+    session per stage (graph optimizations off, as graphaudit runs them; default threads and memory arena), every
+    sample of ``data`` through every session, outputs dropped. Nothing is captured or compared."""
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    so.log_severity_level = 3
+    sessions = [ort.InferenceSession(onnx.load(f).SerializeToString(), so, providers=["CPUExecutionProvider"])
+                for f in stages]
+    for f in sorted(Path(data).glob("*.npy"), key=lambda p: int(p.stem)):
+        x = {input_name: np.load(f)}
+        for s in sessions:
+            s.run(None, x)
+
+
+def _floors(case: dict, work: Path) -> dict:
+    """Peak RSS (MB) and CPU seconds of plain inference (:func:`_plain_inference`, each a fresh process through the
+    launcher): ``both`` runs the two stages in one process, as graphaudit does; ``apart`` runs each stage in a
+    process of its own, as Polygraphy does, and keeps the larger peak and the summed CPU."""
+    def one(stages: list[Path], tag: str) -> dict:
+        return run_tool([sys.executable, str(Path(__file__).resolve()), "--floor", str(case["data"]), case["input"],
+                         *map(str, stages)], work / f"floor_{tag}.log", case["timeout"])
+
+    both = one([case["a"], case["b"]], "both")
+    a, b = one([case["a"]], "a"), one([case["b"]], "b")
+    return {"both_mb": both["peak_rss_mb"], "both_cpu": both["cpu_s"], "apart_mb": max(a["peak_rss_mb"], b["peak_rss_mb"]),
+            "apart_cpu": a["cpu_s"] + b["cpu_s"], "ok": not any(r["timeout"] or r["rc"] for r in (both, a, b))}
+
+
+def memory_reason(ours_mb: float, peer: str, peer_mb: float, floors: dict, peer_apart: bool) -> str:
+    """Why graphaudit's peak RSS (``ours_mb``) is not ahead of ``peer``'s (``peer_mb``, MB), from the plain-inference
+    floors of :func:`_floors`: what each holds over the floor of its own way of running (both stages in one process
+    for graphaudit; one stage per process for a peer that runs them apart, ``peer_apart``), and the most graphaudit
+    could hold over its floor to be ahead (more than :data:`MARGIN` below the peer)."""
+    both, apart = floors["both_mb"], floors["apart_mb"]
+    peer_floor = apart if peer_apart else both
+    bound = peer_mb / (1 + MARGIN)
+    how = "one stage per process" if peer_apart else "both stages in one process"
+    return (f"why (memory vs {peer}): plain inference peaks at {both:.0f} MB with both stages in one process (how "
+            f"graphaudit runs them) and at {apart:.0f} MB with one stage per process; graphaudit holds "
+            f"{ours_mb - both:.0f} MB over its floor (its modules and the libraries they import, the stage tables and "
+            f"report, the captured tensors), {peer} {peer_mb - peer_floor:.0f} MB over its own ({how}); to be ahead "
+            f"graphaudit would have to peak under {bound:.0f} MB, {bound - both:.0f} MB over its floor")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -390,11 +449,12 @@ def _standing(peer: float, ours: float, stopped: bool) -> str:
     return "level" if peer >= ours * (1 - MARGIN) or stopped else "behind"
 
 
-def _verdict(rows: list[dict]) -> str:
+def _verdict(rows: list[dict], floors: dict | None = None) -> str:
     """Where graphaudit (--no-isolated, the peers' kind of run) stands against each peer that ran, on CPU time and on
-    peak RSS (a peer stopped at the time limit: its figures so far, marked +)."""
+    peak RSS (a peer stopped at the time limit: its figures so far, marked +); where it is not ahead on memory and the
+    plain-inference ``floors`` were measured, :func:`memory_reason` follows (the target is to stay ahead)."""
     ga = rows[0]
-    out = []
+    out, why = [], []
     for r in rows[1:]:
         if r.get("skipped") or "graphaudit" in r["tool"]:
             continue
@@ -404,7 +464,9 @@ def _verdict(rows: list[dict]) -> str:
         m = _standing(r["peak_rss_mb"], ga["peak_rss_mb"], False)
         out.append(f"vs {name}: CPU {r['cpu_s'] / ga['cpu_s']:.2f}x graphaudit's{plus} (time: {t}), "
                    f"peak RSS {r['peak_rss_mb'] / ga['peak_rss_mb']:.2f}x{plus} (memory: {m})")
-    return "; ".join(out)
+        if m != "ahead" and floors and floors["ok"] and not r["timeout"]:
+            why.append(memory_reason(ga["peak_rss_mb"], name, r["peak_rss_mb"], floors, "steps" in r))
+    return "; ".join(out) + "".join(f"\n  {w}" for w in why)
 
 
 def _run_case(case: dict, work: Path, isolated: bool, pg_exe: list[str] | None) -> list[dict]:
@@ -423,6 +485,17 @@ def _run_case(case: dict, work: Path, isolated: bool, pg_exe: list[str] | None) 
             rows[-1]["note"] = _describe_pg(rows[-1], case)
         print(_fmt(rows[-1]), flush=True)
     return rows
+
+
+def _floor_rows(case: dict, work: Path) -> dict:
+    """Measure and print the plain-inference floors of ``case`` (:func:`_floors`): two table rows."""
+    f = _floors(case, work)
+    note = "" if f["ok"] else "failed or stopped: see floor_*.log"
+    print(f"| | plain inference, both stages in one process (floor) | | | {f['both_cpu']:.2f} | {f['both_mb']:.0f} | "
+          f"{note or 'no capture, no comparison'} |", flush=True)
+    print(f"| | plain inference, one stage per process (floor) | | | {f['apart_cpu']:.2f} | {f['apart_mb']:.0f} | "
+          f"{note or 'larger peak of the two processes, CPU summed'} |", flush=True)
+    return f
 
 
 def main() -> None:
@@ -450,7 +523,8 @@ def main() -> None:
             print(f"| {case['name']}, {case['samples']} samples | | | | | | |", flush=True)
             iso = not args.quick and case["nodes"] <= 1000  # graphaudit's isolated run at 10k: minutes (issue 17)
             rows = _run_case(case, Path(tmp) / f"case{i}", iso, pg_exe)
-            checks.append(f"{case['name']}: {_verdict(rows)}")
+            floors = _floor_rows(case, Path(tmp) / f"case{i}")
+            checks.append(f"{case['name']}: {_verdict(rows, floors)}")
             if case["cosines"]:
                 checks += [f"  {line}" for line in _cosines(case, rows)]
         print(f"\ngraphaudit --no-isolated against each peer (CPU time and peak RSS; ahead / level within "
@@ -465,5 +539,7 @@ if __name__ == "__main__":
         print(json.dumps(_launch(float(sys.argv[2]), sys.argv[3], sys.argv[sep + 1:])))
     elif len(sys.argv) > 1 and sys.argv[1] == "--qdq-loss-debug":
         _qdq_loss_debug(*sys.argv[2:7])
+    elif len(sys.argv) > 1 and sys.argv[1] == "--floor":
+        _plain_inference(sys.argv[2], sys.argv[3], sys.argv[4:])
     else:
         main()

@@ -6,7 +6,10 @@
   same quantity are the 10 activation outputs that the QDQ model's Convs write (by the generator's construction);
 - qdq_loss_debug's pairs (its documented flow in a child process) on the same model: one activation pair per
   quantized activation (the input, each block's activation and Add but the last: 2 per block) and two weights
-  (Conv weight and bias) per block, by construction.
+  (Conv weight and bias) per block, by construction;
+- the plain-inference floors (real onnxruntime sessions in child processes): one process holding both stages' sessions
+  peaks at least as high as either stage's process alone, and the memory reason's figures are the differences and
+  the bound worked out by hand.
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ import numpy as np
 import onnx
 import pytest
 
-from bench.bench_peers import _polygraphy, _polygraphy_exe, _qld, name_alike_other_quantity, run_tool
+from bench.bench_peers import (_floors, _polygraphy, _polygraphy_exe, _qld, memory_reason, name_alike_other_quantity,
+                               run_tool)
 from bench.bench_structure import SHAPE, generate
 
 BLOCKS = 10
@@ -64,3 +68,25 @@ def test_qdq_loss_debug_pairs_by_construction(case, tmp_path):
     assert "error" not in res, res
     assert res["activation_pairs"] == 2 * BLOCKS and res["weight_pairs"] == 2 * BLOCKS
     assert r["pairs"] == 4 * BLOCKS and r["peak_rss_mb"] > 0
+
+
+def test_plain_inference_floors(case, tmp_path):
+    f = _floors(case, tmp_path)
+    assert f["ok"], [p.read_text()[-500:] for p in tmp_path.glob("floor_*.log")]
+    # both sessions in one process hold at least what either stage's process holds alone (1 MB of page noise)
+    assert f["both_mb"] >= f["apart_mb"] - 1 and f["apart_mb"] > 30  # numpy + onnx + onnxruntime alone exceed 30 MB
+    assert f["apart_cpu"] > 0 and f["both_cpu"] > 0
+
+
+def test_memory_reason_figures():
+    floors = {"both_mb": 86.0, "apart_mb": 83.0}
+    text = memory_reason(118.0, "Polygraphy", 102.0, floors, peer_apart=True)
+    # 118 - 86 = 32 over graphaudit's floor; 102 - 83 = 19 over the one-stage floor; ahead means under 102 / 1.1 =
+    # 92.7 MB, i.e. 6.7 MB over the 86 MB floor
+    assert "graphaudit holds 32 MB over its floor" in text
+    assert "Polygraphy 19 MB over its own (one stage per process)" in text
+    assert "peak under 93 MB, 7 MB over its floor" in text
+    text = memory_reason(118.0, "qdq_loss_debug", 114.0, floors, peer_apart=False)
+    # one process for both stages: 114 - 86 = 28; 114 / 1.1 = 103.6 MB, 17.6 over the floor
+    assert "qdq_loss_debug 28 MB over its own (both stages in one process)" in text
+    assert "peak under 104 MB, 18 MB over its floor" in text
