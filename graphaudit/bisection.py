@@ -26,7 +26,7 @@ from .fixes import suggest_fix
 from .lineage import Alignment
 from .hybrideval import HybridEvaluator
 from .measure import NumericOptions, data_stage_of, sample_source, unrunnable_stages
-from .numeric.backends import resolve_runtime
+from .numeric.backends import malloc_scope, resolve_runtime
 from .numeric.grouptest import default_budget, group_test, order_units
 from .numeric.compare import FLOAT_EQUAL_SQNR_DB
 from .numeric.hybrid import revertible
@@ -59,6 +59,7 @@ def _default_pair(stages, runtime: str) -> int:
     return cut - 2
 
 
+@malloc_scope()
 def bisect(paths, pair: int | None = None, *, source: str | os.PathLike | None = None, config=None,
            data: str | os.PathLike | None = None, numeric: NumericOptions | None = None, target: float = 0.8,
            budget: int | None = None, progress: Callable | None = None,

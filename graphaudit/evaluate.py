@@ -11,6 +11,7 @@ import onnx
 from .errors import GraphAuditError
 from .load import load_stage
 from .measure import data_stage_of, unrunnable_stages
+from .numeric.backends import malloc_scope
 from .numeric.backends import resolve_runtime
 from .numeric.compare import _Feeder
 from .numeric.evalhook import EvalHook, EvalRunner, check_hook_samples, evaluate_on_runners, load_eval_hook
@@ -31,6 +32,7 @@ def as_eval_hook(hook) -> EvalHook:
     return EvalHook.of(hook)
 
 
+@malloc_scope()
 def evaluate_stages(stages, hook, samples: str | os.PathLike | None = None, *, runtime: str = "auto", config=None,
                     progress: Callable[[str], None] | None = None,
                     models: dict[int, onnx.ModelProto] | None = None,

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Callable
 
 from .errors import GraphAuditError, StageRunError
 from .lineage.align import align
-from .numeric.backends import HORIZON_RUNTIME, horizon_unavailable, resolve_runtime, runtime_label
+from .numeric.backends import HORIZON_RUNTIME, horizon_unavailable, malloc_scope, resolve_runtime, runtime_label
 from .numeric.thresholds import DEFAULT_COSINE_THRESHOLD
 from .scaleout import ScaleOut
 from .toolchains.ops import is_fixed_point
@@ -280,6 +280,7 @@ def sample_source(stages: list[StageGraph], idx: int, data, opts: NumericOptions
     return random_source(specs, opts.random or 1, seed=opts.seed, low=low, high=high)
 
 
+@malloc_scope()
 def run_numeric(stages: list[StageGraph], lineage: Lineage, changes: list[list[Change]],
                 data: str | os.PathLike | None = None, opts: NumericOptions | None = None,
                 data_stage: int | None = None, config=None, shard: Callable | None = None) -> NumericRun:

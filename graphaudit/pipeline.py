@@ -24,6 +24,7 @@ from .findings import Finding
 from .lineage import Lineage, align, align_chain
 from .load import load_stage
 from .measure import CONFIG_DATA_SAMPLES, NumericOptions, NumericRun, config_data, data_stage_of
+from .numeric.backends import malloc_scope
 from .numeric.summary import transition_summary
 from .report import AuditReport, RunInfo, make_transition, summarize_stage
 from .stage import StageGraph, stage_arguments
@@ -227,6 +228,7 @@ def _as_config(config):
     return load_config_or_log(config)
 
 
+@malloc_scope()
 def audit(paths, *, source: str | os.PathLike | None = None, title: str = "", config=None,
           data: str | os.PathLike | None = None, log: str | os.PathLike | None = None, find_log: bool = False,
           numeric: NumericOptions | None = None, min_stages: int = 1, config_data: bool = True, eval_hook=None,

@@ -163,7 +163,8 @@ def run_task(fn: Callable, threads: int, cwd: str, *args):
     """In a worker: ``fn(*args)`` run in the calling process's working directory ``cwd`` (so the paths it sends
     are the ones the user typed, and the errors and hook arguments name them as one process would; a node without
     that directory resolves them against it, :func:`here`), with this process's onnxruntime sessions limited to
-    ``threads`` intra-op threads (:data:`graphaudit.numeric.backends.DEFAULT_THREADS`)."""
+    ``threads`` intra-op threads (:data:`graphaudit.numeric.backends.DEFAULT_THREADS`), and glibc's malloc settings
+    restored when it ends (:func:`graphaudit.numeric.backends.malloc_scope`)."""
     from .numeric import backends
 
     backends.DEFAULT_THREADS = threads
@@ -173,7 +174,8 @@ def run_task(fn: Callable, threads: int, cwd: str, *args):
         _CALLER_DIR[0] = None
     except OSError:
         _CALLER_DIR[0] = cwd
-    return fn(*args)
+    with backends.malloc_scope():  # a Ray worker runs other tasks after this one: it gets its malloc settings back
+        return fn(*args)
 
 
 @contextlib.contextmanager

@@ -20,6 +20,7 @@ from .common import (LOWERABLE_OPS, LoweringResult, needs_lowering, _MAX_PASSES,
 from .ops import OpLowerings
 from .quant import QuantLowerings
 from .verify import verify_lowered
+from ..backends import malloc_scope
 
 __all__ = ["lower_model", "lower_file"]
 
@@ -319,6 +320,7 @@ def _external_files(model: onnx.ModelProto, base: Path) -> set[Path]:
     return out
 
 
+@malloc_scope()
 def lower_file(path: str | os.PathLike, out_path: str | os.PathLike) -> LoweringResult:
     """Load an ONNX file (with external data), lower it, check it and write it atomically.
 
