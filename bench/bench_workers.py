@@ -111,10 +111,12 @@ def main() -> None:
           "output SQNR (dB, same in every row)")
     for c in configs:
         engine = c.split(":")[0]
-        base = med.get(f"{engine}:1", med["one-process"])
+        # each engine's rows against its own 1 worker; the one-process row against 1 local worker
+        base = med.get("workers:1" if engine == "one-process" else f"{engine}:1")
+        vs = f"{med[c] / base:11.2f}x" if base else f"{'-':>12}"
         busy = f"{cpu[c] / med[c]:10.2f}" if c in cpu else f"{'n/a':>10}"
         used = f"{cpu[c]:7.1f}" if c in cpu else f"{'n/a':>7}"
-        print(f"{c:<14} {med[c]:8.2f} {med[c] / base:11.2f}x {used} {busy}  {figures[c]}")
+        print(f"{c:<14} {med[c]:8.2f} {vs} {used} {busy}  {figures[c]}")
     cores = os.cpu_count() or 1
     for engine in ("workers", "ray"):
         if f"{engine}:2" in med:

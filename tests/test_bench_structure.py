@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bench.bench_structure import _targets, why_budget, why_growth
+from bench.bench_structure import _row, _targets, why_budget, why_growth
 
 
 def test_why_budget_splits_the_whole_process():
@@ -28,6 +28,15 @@ def test_targets_print_a_reason_under_a_missed_target_only(capsys):
     why = {"10k": "why: ten", "pair100k": "why: pair", "1000-10000": "why: growth"}
     _targets(rows, {"1000-10000": 10.5}, [1000, 10000], why)
     out = capsys.readouterr().out.splitlines()
-    assert "  generated 10k x 3 stages <= 3x onnx.load: 6.9x NOT met" in out
-    assert out[out.index("  generated 10k x 3 stages <= 3x onnx.load: 6.9x NOT met") + 1] == "    why: ten"
+    assert "  generated 10k x 3 stages <= 3x onnx.load: 6.90x NOT met" in out
+    assert out[out.index("  generated 10k x 3 stages <= 3x onnx.load: 6.90x NOT met") + 1] == "    why: ten"
     assert "    why: pair" not in out and "    why: growth" not in out  # 9.5 s <= 10 s and 10.5x <= 11x: met
+
+
+def test_a_row_just_over_its_bound_does_not_print_as_the_bound(capsys):
+    # 0.39 / 0.19 = 2.05x: over <= 2x, and printed so (one decimal printed "2.0x ... NOT met")
+    _row("case", 100, {"floor_cpu": 0.19, "floor": 0.2, "ga_cpu": 0.39, "ga": 0.4}, "<= 2x", 2.0)
+    assert "| 2.05x | <= 2x | NOT met |" in capsys.readouterr().out
+    _row("generated 10,000: pair optimized -> QDQ", 100, {"floor_cpu": 0.1, "floor": 0.1, "ga_cpu": 1.0, "ga": 1.0},
+         "", None)  # a pair below 100k: no target of its own
+    assert capsys.readouterr().out.rstrip().endswith("| 10.00x |  |  |")
