@@ -114,7 +114,7 @@ def _render(args: argparse.Namespace, console: Console) -> int:
         console.print(Text(f"config: {kw['config'].path} (linted against the stages, C3xx)", style="bold"))
         render_findings(replace(au.report, findings=[f for f in au.report.findings if f.code.startswith("C")]),
                         console)
-    small_job_note(kw["numeric"], [au.report])
+    small_job_note(kw["numeric"], [au])
     src = au.diff_source()
     g = build_diff_graph(src, pair=args.pair, focus=args.focus, radius=args.radius, expand=args.expand,
                          max_nodes=args.max_nodes, rankdir=args.rankdir)
@@ -326,7 +326,7 @@ def _explain_run(args: argparse.Namespace, console: Console, freeze: bool) -> in
             render_findings(rep, console)
         else:
             render_diff(rep, console, args.verbose)
-    small_job_note(kw["numeric"], reports)
+    small_job_note(kw["numeric"], audits)
     if plan is not None:
         for what, path in write_reports(audits, plan=plan, json=args.json, rankdir=args.rankdir):
             console.print(Text(f"{what}: {path}"))
@@ -445,10 +445,9 @@ def _ignore_sigint() -> None:
 
 def run() -> None:
     """The ``graphaudit`` console script: :func:`main`, then exit with its code; what is left is frozen first, so the
-    interpreter's last collection does not walk the stages (0.7 s on 37,500 nodes). The malloc settings of the
-    numeric step stay to the end (:func:`graphaudit.numeric.backends.keep_malloc_settings`): the process exits."""
-    from .numeric.backends import keep_malloc_settings
-
+    interpreter's last collection does not walk the stages (0.7 s on 37,500 nodes), and the numeric step's malloc
+    settings stay (:func:`graphaudit.numeric.backends.keep_malloc_settings`)."""
+    from .numeric.backends import keep_malloc_settings  # the command exits after its job: no restore
     keep_malloc_settings()
     code = main()
     _ignore_sigint()  # the work is done: a Ctrl-C must not break the exit's clean-up into a traceback

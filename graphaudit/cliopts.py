@@ -9,12 +9,11 @@ import math
 import os
 import sys
 
-
 from .cliargs import sample_option_defaults, scale_of
 from .errors import GraphAuditError
 from .measure import NumericOptions
+from .pipeline import Audit
 from .render.progress import progress_factory
-from .report import AuditReport
 
 __all__ = ["load_config", "raw_shape", "input_shapes", "numeric_options", "eval_progress", "audit_args",
            "idle_sample_options", "small_job_note", "MAX_ELEMENTS"]
@@ -61,13 +60,16 @@ def input_shapes(items: list[str]) -> dict[str, tuple]:
     return out
 
 
-def small_job_note(numeric: NumericOptions, reports: list[AuditReport]) -> None:
+def small_job_note(numeric: NumericOptions, audits: list[Audit]) -> None:
     """One note line on stderr (as the note on more workers than CPUs) when ``--workers`` ran so few samples that the
-    workers' start-up likely outweighed the sharing (:meth:`graphaudit.scaleout.ScaleOut.small_job_note`)."""
+    workers' start-up likely outweighed the sharing (:meth:`graphaudit.scaleout.ScaleOut.small_job_note`; under
+    Horizon's runtime each audit's wall time decides)."""
     if numeric.scale is None:
         return
-    for rep in reports:
-        note = numeric.scale.small_job_note(rep.run.samples_used if rep.run is not None else None)
+    for au in audits:
+        run = au.report.run
+        note = numeric.scale.small_job_note(run.samples_used if run is not None else None,
+                                            run.runtime if run is not None else None, au.seconds)
         if note:
             print(f"graphaudit: note: {note}", file=sys.stderr, flush=True)
             return

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 import os
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -67,6 +68,8 @@ class Audit:
         Statistics of the user's data (with ``data``).
     given : list of Path
         The stage paths and source model as given to :func:`audit` (directories stay directories).
+    seconds : float
+        Wall seconds :func:`audit` took (0.0 for an Audit made otherwise).
     """
 
     stages: list[StageGraph]
@@ -78,6 +81,7 @@ class Audit:
     numeric: list[TransitionNumeric] = field(default_factory=list)
     inputs: InputData | None = None
     given: list[Path] = field(default_factory=list)
+    seconds: float = 0.0
 
     def user_files(self) -> list[Path]:
         """Every file and directory the user gave this audit (stage files, the directories given and those holding
@@ -287,9 +291,12 @@ def audit(paths, *, source: str | os.PathLike | None = None, title: str = "", co
     True
     """
     paths = stage_arguments(paths)
+    start = time.perf_counter()
     with _spared():
-        return _audit(paths, source, title, config, data, log, find_log, numeric, min_stages, config_data, eval_hook,
-                      eval_samples)
+        au = _audit(paths, source, title, config, data, log, find_log, numeric, min_stages, config_data, eval_hook,
+                    eval_samples)
+    au.seconds = time.perf_counter() - start
+    return au
 
 
 def _audit(paths, source, title, config, data, log, find_log, numeric, min_stages, config_data, eval_hook,

@@ -50,6 +50,12 @@ def ray_available() -> str | None:
 #: the det's work (6 s) just outweighs the start-up; a small classifier needs more.
 SMALL_JOB_SAMPLES = 16
 
+#: A local worker's start-up in seconds (the 1.7-2.4 s above): under Horizon's runtime, whose fixed-point kernels keep
+#: one core per process, the samples split over the worker processes, and the workers pay once the run outlasts it
+#: (the real PP-OCRv4 det set, 4 samples: 20.9 s on 2 workers against 33.5 s in one process; PP-OCR cls: 3.9 s
+#: against 2.7 s).
+WORKER_START_SECONDS = 2.0
+
 
 @dataclass(frozen=True)
 class ScaleOut:
@@ -92,13 +98,20 @@ class ScaleOut:
         samples than workers start one process per sample. Ray: not capped here (the cluster queues the tasks)."""
         return min(self.workers, usable_cpus())
 
-    def small_job_note(self, samples: int | None) -> str | None:
+    def small_job_note(self, samples: int | None, runtime: str | None = None,
+                       seconds: float | None = None) -> str | None:
         """One line when local workers likely cost more than they save on ``samples`` samples (fewer than
-        :data:`SMALL_JOB_SAMPLES` per worker process), else None (also for Ray and for one worker)."""
+        :data:`SMALL_JOB_SAMPLES` per worker process), else None (also for Ray and for one worker). Under Horizon's
+        runtime (``runtime == "horizon"``), where one process keeps one core busy, the run's wall ``seconds`` decide
+        instead: no note once the run took more than P / (P - 1) worker start-ups (:data:`WORKER_START_SECONDS`) on
+        P worker processes, the point past which splitting the samples P ways beats one process."""
         if self.ray is not None or self.workers < 2 or not samples:
             return None
         procs = min(self.local_processes, samples)
         if samples >= SMALL_JOB_SAMPLES * procs:
+            return None
+        if runtime == "horizon" and seconds is not None and procs > 1 \
+                and seconds > WORKER_START_SECONDS * procs / (procs - 1):
             return None
         return (f"--workers {self.workers} on {samples} samples ({procs} worker process{'es' if procs > 1 else ''}): "
                 "each worker starts Python, imports onnxruntime and loads the stages (about 2 s of CPU) before its "
