@@ -12,13 +12,17 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
-_CHILD = r"""
+#: The start of a child script: numpy and ``rss()``, this process's resident bytes (/proc/self/statm).
+RSS_PRELUDE = r"""
 import os, sys
 import numpy as np
 page = os.sysconf("SC_PAGE_SIZE")
 def rss():
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * page
+"""
+
+_CHILD = RSS_PRELUDE + r"""
 if sys.argv[1] == "hold":
     from graphaudit.numeric.backends import hold_freed_memory
     assert hold_freed_memory() is True
@@ -29,12 +33,16 @@ print(held - rss())
 """
 
 
+def child_numbers(code: str, *args: str, timeout: float = 60) -> list[int]:
+    """The numbers a child process running ``code`` with ``args`` prints (the settings are process-wide)."""
+    p = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=REPO,
+                       env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}, timeout=timeout)
+    assert p.returncode == 0, p.stderr[-2000:]
+    return [int(x) for x in p.stdout.split()]
+
+
 def _child(code: str, mode: str) -> int:
-    """The number a child process running ``code`` with argument ``mode`` prints (the settings are process-wide)."""
-    p = subprocess.run([sys.executable, "-c", code, mode], capture_output=True, text=True, cwd=REPO,
-                       env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}, timeout=60)
-    assert p.returncode == 0, p.stderr
-    return int(p.stdout.strip())
+    return child_numbers(code, mode)[0]
 
 
 def _released(mode: str) -> int:
@@ -48,14 +56,9 @@ def test_a_freed_block_stays_resident_for_reuse():
     assert _released("hold") < mib  # held: it stays in the heap for the next allocation
 
 
-_THREADS = r"""
-import os, sys, threading
-import numpy as np
+_THREADS = RSS_PRELUDE + r"""
+import threading
 from graphaudit.numeric.backends import hold_freed_memory, one_malloc_arena
-page = os.sysconf("SC_PAGE_SIZE")
-def rss():
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * page
 assert hold_freed_memory() is True  # freed blocks stay in their arena
 if sys.argv[1] == "one":
     assert one_malloc_arena() is True

@@ -10,7 +10,6 @@ run in onnxruntime sessions without a memory arena, the sessions that apply the 
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
@@ -18,17 +17,11 @@ import pytest
 
 from graphaudit.numeric.backends import malloc_settings_at_start
 
-REPO = Path(__file__).resolve().parents[1]
+from .test_hold_freed_memory import RSS_PRELUDE, child_numbers
 
-_CHILD = r"""
-import os, sys
-import numpy as np
+_CHILD = RSS_PRELUDE + r"""
 from graphaudit import NumericOptions, audit
 from graphaudit.numeric import backends
-page = os.sysconf("SC_PAGE_SIZE")
-def rss():
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * page
 def released():
     a = np.ones(4 << 20, np.float32)  # 16 MiB, touched
     held = rss()
@@ -56,12 +49,8 @@ else:
 """
 
 
-def _child(samples: Path, mode: str) -> tuple[int, int]:
-    p = subprocess.run([sys.executable, "-c", _CHILD, str(samples), mode], capture_output=True, text=True, cwd=REPO,
-                       env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}, timeout=300)
-    assert p.returncode == 0, p.stderr[-2000:]
-    a, b = p.stdout.split()
-    return int(a), int(b)
+def _child(samples: Path, mode: str) -> list[int]:
+    return child_numbers(_CHILD, str(samples), mode, timeout=300)
 
 
 MIB = 1 << 20
