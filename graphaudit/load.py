@@ -453,6 +453,7 @@ def load_stage(path: str | os.PathLike, role: str = "custom", name: str | None =
                                      "(2 GiB) for one message: not a single-file ONNX model (a model this large keeps "
                                      "its weights in external data files)")
             data = fh.read()
+            identity = file_identity(os.fstat(fh.fileno()))
     except OSError as e:
         raise ModelLoadError(f"{p}: cannot read ({e.strerror})") from e
     if not data:
@@ -475,4 +476,11 @@ def load_stage(path: str | os.PathLike, role: str = "custom", name: str | None =
     return StageGraph(name=name or p.name.removesuffix(".onnx"), role=role, path=str(p),
                       opsets=opsets, ir_version=int(model.ir_version), producer_name=_text(model.producer_name),
                       inputs=inputs, outputs=outputs, nodes=b.nodes, tensors=b.tensors,
-                      duplicate_initializers=b.duplicates)
+                      duplicate_initializers=b.duplicates, file_identity=identity)
+
+
+def file_identity(st: os.stat_result) -> tuple[int, int, int, int, int]:
+    """What identifies a file's content without reading it: device, inode, size, modification and change times (ns).
+    Any write changes the change time (POSIX), so equal identities before and after reading mean the same bytes
+    were read, short of two writes within one tick of the file system's clock."""
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns

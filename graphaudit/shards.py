@@ -21,7 +21,7 @@ from .classify import classify
 from .digests import sha256
 from .errors import GraphAuditError, NoSampleLeftError, StageRunError
 from .lineage import align_chain
-from .load import load_stage
+from .load import file_identity, load_stage
 from .measure import NumericOptions, NumericRun, _subset, run_numeric, sample_source
 from .numeric.compare import CompareOptions, TransitionNumeric, compare_stages
 from .numeric.merge import merge_transitions
@@ -38,7 +38,9 @@ class PipelineSpec:
     path as this process names it: workers run in its working directory, :func:`graphaudit.scaleout.run_task`), and
     the conversion config this process parsed (our own object, or None). The SHA-256 of each file, taken when the
     spec is made, is checked by every worker before it loads the file: a file replaced during the run, or a node of a
-    cluster holding another copy at the same path, is a one-line error, not a report mixing two models."""
+    cluster holding another copy at the same path, is a one-line error, not a report mixing two models. The file
+    must still be the one this process loaded (:attr:`StageGraph.file_identity` before and after hashing): a file
+    written in place between the load and the spec would otherwise hash as the run's own."""
 
     stages: tuple[tuple[str, str, str], ...]
     config: object = None
@@ -50,7 +52,7 @@ class PipelineSpec:
             if not st.path or not os.path.isfile(st.path):
                 raise GraphAuditError(f"{st.name}: --workers/--ray need stages loaded from files (no file at "
                                       f"{st.path!r})")
-        return cls(tuple((str(st.path), st.role, st.name, file_sha256(st.path)) for st in stages), config)
+        return cls(tuple((str(st.path), st.role, st.name, _loaded_sha256(st)) for st in stages), config)
 
     def key(self) -> tuple:
         return self.stages
@@ -69,6 +71,24 @@ def file_sha256(path: str) -> str:
     except OSError as e:
         raise GraphAuditError(f"{path}: cannot be read ({e.strerror or e})") from e
     return h.hexdigest()
+
+
+def _loaded_sha256(st: StageGraph) -> str:
+    """:func:`file_sha256` of the stage's file, provided the file is still the one loaded (same identity before and
+    after hashing); a GraphAuditError otherwise."""
+    before = _identity(st.path)
+    digest = file_sha256(st.path)
+    if st.file_identity is not None and not (before == _identity(st.path) == st.file_identity):
+        raise GraphAuditError(f"{st.path}: the file changed after it was loaded (written during the run); run again "
+                              "once it is complete")
+    return digest
+
+
+def _identity(path: str) -> tuple | None:
+    try:
+        return file_identity(os.stat(path))
+    except OSError:
+        return None
 
 
 def worker_pipeline(spec: PipelineSpec):

@@ -181,6 +181,9 @@ class StageGraph:
     duplicate_initializers : dict[str, int]
         Initializer names one graph lists more than once -> how many times (subgraph names with their node
         prefix); the tensor holds the first of them, as onnxruntime computes with (rule S113).
+    file_identity : tuple or None
+        ``(st_dev, st_ino, st_size, st_mtime_ns, st_ctime_ns)`` of the file when its bytes were read
+        (:func:`graphaudit.load.file_identity`); None for a stage not loaded from a file.
     """
 
     name: str
@@ -195,6 +198,7 @@ class StageGraph:
     tensors: dict[str, TensorInfo]
     _graph: nx.MultiDiGraph | None = field(default=None, repr=False, compare=False)
     duplicate_initializers: dict[str, int] = field(default_factory=dict)
+    file_identity: tuple | None = field(default=None, repr=False, compare=False)
 
     @property
     def graph(self) -> nx.MultiDiGraph:
