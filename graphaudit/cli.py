@@ -1,6 +1,6 @@
 """Command line: parse arguments, call the library, pick a renderer, set the exit code.
 
-Exit codes: 0 clean, 1 findings at or above ``--fail-on``, 2 bad input.
+Exit codes: 0 clean, 1 findings at or above ``--fail-on``, 2 bad input, 130 Ctrl-C, 143/129 SIGTERM/SIGHUP.
 """
 
 from __future__ import annotations
@@ -52,6 +52,8 @@ from .render import (render_diff, render_explain, render_findings, render_input_
                      write_json)
 from .render.brief import line_overflow
 from .samples import bundled_config, bundled_data, bundled_pipelines
+from .numeric.backends import keep_malloc_settings
+from .stopsignals import exit_line, install as install_stop_signals, settle as settle_stop_signals
 
 __all__ = ["main", "build_parser"]  # build_parser lives in cliargs
 
@@ -441,16 +443,16 @@ class _TrimmedLines:
 def _ignore_sigint() -> None:
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+        settle_stop_signals()
 
 
 def run() -> None:
-    """The ``graphaudit`` console script: :func:`main`, then exit with its code; what is left is frozen first, so the
-    interpreter's last collection does not walk the stages (0.7 s on 37,500 nodes), and the numeric step's malloc
-    settings stay (:func:`graphaudit.numeric.backends.keep_malloc_settings`)."""
-    from .numeric.backends import keep_malloc_settings  # the command exits after its job: no restore
+    """The ``graphaudit`` console script: :func:`main`, then exit with its code (what is left frozen first: the last
+    collection skips the stages, 0.7 s on 37,500 nodes; the numeric step's malloc settings kept: it exits)."""
     keep_malloc_settings()
+    install_stop_signals()  # SIGTERM/SIGHUP stop the run as Ctrl-C does (graphaudit.stopsignals)
     code = main()
-    _ignore_sigint()  # the work is done: a Ctrl-C must not break the exit's clean-up into a traceback
+    _ignore_sigint()  # the work is done: a Ctrl-C (or SIGTERM) must not break the exit's clean-up into a traceback
     _leave_hook_threads(code)
     gc.freeze()
     raise SystemExit(code)
@@ -473,12 +475,9 @@ def _leave_hook_threads(code: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``graphaudit`` console script; returns the exit code."""
     args = build_parser().parse_args(argv)
-    # piped output (a file, less, CI logs) gets 160 columns unless COLUMNS says otherwise: rich's default 80 folds
-    # the stage table into unreadable slivers
     # numpy's casts of hostile values (NaN to int) warn; the checks already judge those values, the user sees findings
     warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"graphaudit\.")
-    tty = sys.stdout.isatty()
-    cols = os.environ.get("COLUMNS", "")
+    tty, cols = sys.stdout.isatty(), os.environ.get("COLUMNS", "")  # piped: 160 columns (rich's 80 fold the tables)
     width = None if tty or (cols.isdigit() and int(cols) >= 20) else 160
     out = None if tty else _TrimmedLines(sys.stdout)
     console = Console(highlight=False, width=width, file=out)
@@ -487,10 +486,10 @@ def main(argv: list[str] | None = None) -> int:
     except GraphAuditError as e:
         print(f"graphaudit: error: {e}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM/SIGHUP (graphaudit.stopsignals)
         _ignore_sigint()  # exiting: another Ctrl-C must not print a traceback
-        print("graphaudit: interrupted", file=sys.stderr)
-        return 130
+        print(f"graphaudit: {exit_line(e)[0]}", file=sys.stderr)
+        return exit_line(e)[1]
     finally:
         if out is not None:
             out.close()

@@ -17,8 +17,9 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from . import stopsignals
 from .errors import GraphAuditError
-from .workerprocs import close_executor, how_ended
+from .workerprocs import close_executor, die_with_parent, how_ended
 
 __all__ = ["ScaleOut", "WorkerPool", "ray_available", "shard_ranges", "run_task", "usable_cpus", "here",
            "SMALL_JOB_SAMPLES"]
@@ -253,10 +254,12 @@ class WorkerPool:
             # spawn: a fresh interpreter per worker (forking a process whose onnxruntime thread pools exist can hang)
             ctx = multiprocessing.get_context("spawn")
             self.size = scale.local_processes
-            self._executor = ProcessPoolExecutor(max_workers=self.size, mp_context=ctx)
+            # the workers and the manager end with this process, even killed (die_with_parent)
+            self._executor = ProcessPoolExecutor(max_workers=self.size, mp_context=ctx, initializer=die_with_parent,
+                                                 initargs=(os.getpid(),))
             self._manager = SyncManager(ctx=ctx)
             with _sigint_held():
-                self._manager.start()
+                self._manager.start(die_with_parent, (os.getpid(),))
             self.threads = max(1, usable_cpus() // self.size)  # each worker's share of the cores
         else:
             self._ray = _ray_connect(scale)
@@ -402,14 +405,24 @@ def _ray_connect(scale: ScaleOut):
     if address is not None and address != "auto":
         _check_reachable(scale.ray)
     kwargs["logging_level"] = logging.ERROR  # the level of Ray's own processes' loggers
+    utils = getattr(getattr(ray, "_private", None), "utils", None)
+    ray_handler = getattr(utils, "set_sigterm_handler", None)
     try:
         # a local instance's processes (gcs_server, raylet, agents, workers) inherit SIGINT ignored: a Ctrl-C is
-        # this process's to handle (it shuts the instance down in order; interrupted, the agents outlived it)
-        with _quiet_ray_logging(), (_sigint_held() if address is None else contextlib.nullcontext()):
+        # this process's to handle (it shuts the instance down in order; interrupted, the agents outlived it); a
+        # SIGTERM/SIGHUP to the graphaudit command waits for the start too (graphaudit.stopsignals.deferred), and
+        # ray.init does not put its own SIGTERM handler (sys.exit in the middle of the start) over this process's
+        with _quiet_ray_logging(), (_sigint_held() if address is None else contextlib.nullcontext()), \
+                stopsignals.deferred() as deferring:
+            if deferring and ray_handler is not None:
+                utils.set_sigterm_handler = lambda _handler: None
             ray.init(address=address, **kwargs)
     except Exception as e:  # noqa: BLE001 - ConnectionError, RuntimeError, ValueError from Ray: one line
         first = (str(e).strip().splitlines() or [type(e).__name__])[0]
         raise GraphAuditError(f"--ray {scale.ray}: cannot start or reach Ray ({first[:300]})") from e
+    finally:
+        if ray_handler is not None:
+            utils.set_sigterm_handler = ray_handler
     return ray
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import threading
 import time
@@ -52,3 +53,21 @@ def close_executor(executor, procs: list, wait: float) -> int:
             proc.terminate()
     closer.join()
     return len(stuck)
+
+
+#: ``prctl``'s option that sends the calling process a signal when its parent ends (linux/prctl.h).
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent: int) -> None:
+    """In a worker process (Linux): be sent SIGTERM when the process that started it ends, even killed (SIGKILL, the
+    OOM killer), so no worker outlives the run holding its memory (``prctl(PR_SET_PDEATHSIG)``, prctl(2)); exits at
+    once when ``parent`` is already gone. Elsewhere nothing is done."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the parent ended before the setting took effect
+        os._exit(1)

@@ -17,7 +17,7 @@ PKG = Path(__file__).resolve().parents[1] / "graphaudit"
 #: Bottom to top; a module may import modules of its own layer or of a lower one. A prefix names a module or a
 #: package (and everything in it).
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("base", ("_version", "errors", "jsonvalues", "fileio", "findings", "catalogue", "digests")),
+    ("base", ("_version", "errors", "jsonvalues", "fileio", "findings", "catalogue", "digests", "stopsignals")),
     ("model", ("stage", "load")),
     ("toolchains", ("toolchains",)),
     ("lineage", ("lineage", "classify")),

@@ -131,6 +131,79 @@ def test_ctrl_c_under_ray_is_one_line_and_ray_prints_nothing_of_its_own(cls, tmp
                                                "--workers", "2", "--ray", "local"], ready, tmp_path))
 
 
+def _signal_main(args: list[str], ready, cwd, sig: int, deadline: float = 240) -> tuple[int, str, list]:
+    """Start the CLI in a session of its own; once ``ready(session processes)`` holds, send ``sig`` to the CLI's own
+    process only (as ``timeout``, ``kill`` or systemd do). Returns (exit code, stderr, processes of the session
+    still alive 10 s after it exited); whatever is left is killed."""
+    err_path = cwd / "stderr.txt"
+    with open(err_path, "w") as err:
+        p = subprocess.Popen(_cmd(*args), cwd=cwd, env=_env(), stdout=subprocess.DEVNULL, stderr=err,
+                             start_new_session=True)
+    try:
+        t0 = time.monotonic()
+        while not ready(_session(p.pid)):
+            assert p.poll() is None, f"the run ended before the signal: {err_path.read_text()}"
+            assert time.monotonic() - t0 < deadline, "the workers never started"
+            time.sleep(0.1)
+        time.sleep(0.5)
+        os.kill(p.pid, sig)
+        code = p.wait(timeout=60)
+        left: list = []
+        for _ in range(100):
+            left = _session(p.pid)
+            if not left:
+                break
+            time.sleep(0.1)
+        return code, err_path.read_text(), left
+    finally:
+        for pid, _state, _cmd_line in _session(p.pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+
+def _workers_up(procs) -> bool:  # the CLI, the queue manager and at least one worker
+    return sum("multiprocessing" in cmd for _pid, _s, cmd in procs) >= 2
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_a_stop_signal_to_the_cli_stops_its_workers_in_one_line(cls, tmp_path, sig):
+    """SIGTERM (timeout, CI, systemd) or SIGHUP to the CLI alone while its workers run: exit 128 + the signal and one
+    line, and no worker left (before: killed at once, exit -15, its workers re-parented to PID 1 for good, holding
+    their memory)."""
+    stages, data = cls
+    code, err, left = _signal_main(["compare", str(stages), "--data", str(data), "--max-samples", "16",
+                                    "--workers", "2"], _workers_up, tmp_path, sig)
+    assert code == 128 + sig, (code, err)
+    assert "Traceback" not in err, err
+    assert [line for line in err.splitlines() if not PROGRESS.match(line)] == [
+        f"graphaudit: stopped by {signal.Signals(sig).name}"], err
+    assert not left, f"processes left running: {left}"
+
+
+def test_sigterm_under_ray_is_one_line(cls, tmp_path):
+    """The same on a local Ray instance (ray.init sets its own SIGTERM handler, sys.exit: before, exit 1 after about
+    60 lines of Ray tracebacks): exit 143, one line, Ray's processes gone."""
+    stages, data = cls
+    code, err, left = _signal_main(["compare", str(stages), "--data", str(data), "--max-samples", "16", "--workers",
+                                    "2", "--ray", "local"],
+                                   lambda procs: any("default_worker.py" in cmd for _p, _s, cmd in procs), tmp_path,
+                                   signal.SIGTERM)
+    assert code == 143, (code, err)
+    assert [line for line in err.splitlines() if not PROGRESS.match(line)] == ["graphaudit: stopped by SIGTERM"], err
+    assert not left, f"processes left running: {left}"
+
+
+def test_workers_end_when_the_cli_is_killed(cls, tmp_path):
+    """SIGKILL (no handler runs): the worker processes and the queue manager end with it (prctl PR_SET_PDEATHSIG)."""
+    stages, data = cls
+    code, _err, left = _signal_main(["compare", str(stages), "--data", str(data), "--max-samples", "16",
+                                     "--workers", "2"], _workers_up, tmp_path, signal.SIGKILL)
+    assert code == -signal.SIGKILL
+    assert not left, f"processes left running: {left}"
+
+
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
     def log_message(self, *args) -> None:  # the test's stderr stays clean
         pass
