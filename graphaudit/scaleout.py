@@ -395,7 +395,9 @@ def _ray_connect(scale: ScaleOut):
     address = None if scale.ray == "local" else scale.ray
     kwargs: dict = {"ignore_reinit_error": True, "log_to_driver": False, "configure_logging": False}
     if address is None:
-        kwargs["num_cpus"] = scale.workers if scale.workers > 1 else (os.cpu_count() or 1)
+        # the local instance's CPUs, as local workers are capped (ScaleOut.local_processes): with num_cpus=workers,
+        # --workers 1000 ran one Ray worker per shard at once (det, 6 samples: 12 processes, 13 GB taken)
+        kwargs["num_cpus"] = scale.local_processes if scale.workers > 1 else usable_cpus()
         kwargs["include_dashboard"] = False
         root = _package_root()
         if "site-packages" not in root and "dist-packages" not in root:
