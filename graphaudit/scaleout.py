@@ -330,8 +330,8 @@ class WorkerPool:
                     if isinstance(e, BrokenProcessPool):
                         raise GraphAuditError(f"--workers {self.scale.workers}: a worker process died "
                                               f"({how_ended(processes)}) before returning its shard: killed (out of "
-                                              "memory?), or ended by native code or os._exit in an --eval hook; "
-                                              "without --workers the same run shows where") from None
+                                              "memory?), or ended by native code or os._exit in an --eval hook "
+                                              "(without --workers such an end stops graphaudit itself)") from None
                     raise
             return out
         finally:

@@ -64,7 +64,10 @@ def region_nodes(index: ModelIndex, inputs: set[str], outputs: list[str]
 
 
 def _value_info(name: str, v: np.ndarray) -> onnx.ValueInfoProto:
-    return onnx.helper.make_tensor_value_info(name, onnx.helper.np_dtype_to_tensor_dtype(v.dtype), list(v.shape))
+    """A region input typed from an array: its dtype and rank, every dim left open (typed from the first sample,
+    a later sample of another size, as a stage with dynamic height or width takes, failed in the session: the
+    region was measured on the samples before it only)."""
+    return onnx.helper.make_tensor_value_info(name, onnx.helper.np_dtype_to_tensor_dtype(v.dtype), [None] * v.ndim)
 
 
 def _model(g: onnx.GraphProto, like: onnx.ModelProto) -> onnx.ModelProto:

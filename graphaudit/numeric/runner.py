@@ -174,8 +174,8 @@ def extract_submodel(model: onnx.ModelProto, inputs: dict[str, np.ndarray], outp
     needed_nodes.sort(key=lambda n: order[id(n)])
     g = onnx.helper.make_graph(
         needed_nodes, "region",
-        [onnx.helper.make_tensor_value_info(k, onnx.helper.np_dtype_to_tensor_dtype(v.dtype), list(v.shape))
-         for k, v in inputs.items()],
+        [onnx.helper.make_tensor_value_info(k, onnx.helper.np_dtype_to_tensor_dtype(v.dtype), [None] * v.ndim)
+         for k, v in inputs.items()],  # dims open, as numeric.batch types them: later samples may differ in size
         [onnx.ValueInfoProto(name=o) for o in outputs],
         [inits[k] for k in sorted(used_inits)])
     sub = onnx.helper.make_model(g, opset_imports=list(model.opset_import))
