@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import sys
 import threading
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from typing import Any, Callable
 
 from . import stopsignals
 from .errors import GraphAuditError
+from .rayprobe import check_reachable
 from .workerprocs import close_executor, die_with_parent, how_ended
 
 __all__ = ["ScaleOut", "WorkerPool", "ray_available", "shard_ranges", "run_task", "usable_cpus", "here",
@@ -405,7 +405,7 @@ def _ray_connect(scale: ScaleOut):
             kwargs["runtime_env"] = {"env_vars": {"PYTHONPATH": os.pathsep.join(
                 p for p in [root, os.environ.get("PYTHONPATH", "")] if p)}}
     if address is not None and address != "auto":
-        _check_reachable(scale.ray)
+        check_reachable(scale.ray)
     kwargs["logging_level"] = logging.ERROR  # the level of Ray's own processes' loggers
     utils = getattr(getattr(ray, "_private", None), "utils", None)
     ray_handler = getattr(utils, "set_sigterm_handler", None)
@@ -442,56 +442,6 @@ def _quiet_ray_logging():
         yield
     finally:
         log.setLevel(old)
-
-
-#: HTTP/2's client connection preface (RFC 9113 §3.4) and an empty SETTINGS frame (§6.5): gRPC, the protocol of
-#: Ray's GCS and of its client server, answers with a SETTINGS frame of its own (type 4 on stream 0).
-_H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
-
-
-def _check_reachable(address: str, timeout: float = 5.0) -> None:
-    """``host:port`` (``ray://host:port`` too) accepts a TCP connection and speaks gRPC (HTTP/2, as Ray's GCS and
-    client server do) within ``timeout`` seconds, else one line: Ray itself retries an unreachable cluster or a port
-    that is not Ray for minutes. A cluster with TLS (``RAY_USE_TLS``) is only checked for the connection."""
-    hostport = address.split("://", 1)[-1].rsplit("/", 1)[0]
-    host, sep, port = hostport.rpartition(":")
-    if not sep or not port.isdigit():
-        raise GraphAuditError(f"--ray {address}: give host:port (e.g. head-node:6379 or ray://head-node:10001), "
-                              "'auto' or 'local'")
-    try:
-        conn = socket.create_connection((host.strip("[]"), int(port)), timeout=timeout)
-    except OSError as e:
-        raise GraphAuditError(f"--ray {address}: cannot reach the cluster ({e.strerror or type(e).__name__})") from e
-    with conn:
-        if os.environ.get("RAY_USE_TLS", "0").lower() in ("1", "true"):
-            return
-        try:
-            conn.sendall(_H2_PREFACE)
-            head = _read(conn, 9)
-        except OSError as e:
-            problem = (f"no answer to a gRPC handshake within {timeout:g} s" if isinstance(e, TimeoutError)
-                       else f"the connection failed during a gRPC handshake: {e.strerror or type(e).__name__}")
-            raise GraphAuditError(f"--ray {address}: not a Ray cluster ({problem}; give the head node's GCS port, "
-                                  "6379 by default, or ray://head:10001)") from e
-    if len(head) == 9 and head[3] == 4 and head[5:9] == bytes(4):
-        return
-    http = head.startswith(b"HTTP/") or head.lstrip().startswith(b"<")
-    what = "an HTTP server" if http else (
-        "the connection was closed" if not head else "the answer is not gRPC")
-    hint = " (Ray's dashboard serves HTTP on 8265)" if http else ""
-    raise GraphAuditError(f"--ray {address}: not a Ray cluster ({what}{hint}; give the head node's GCS port, 6379 by "
-                          "default, or ray://head:10001)")
-
-
-def _read(conn: socket.socket, n: int) -> bytes:
-    """Up to ``n`` bytes from ``conn`` (fewer when the peer closes)."""
-    out = b""
-    while len(out) < n:
-        block = conn.recv(n - len(out))
-        if not block:
-            break
-        out += block
-    return out
 
 
 def _package_root() -> str:

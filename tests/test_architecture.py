@@ -29,7 +29,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("render", ("render",)),
     ("pipeline", ("pipeline", "measure", "evaluate", "inputcheck", "toolchain_log", "lint", "outputs", "samples",
                   "bisection", "bisect_eval", "fixes", "scaleout", "shards", "evalshards", "shards_bisect",
-                  "hybrideval", "workerprocs")),
+                  "hybrideval", "workerprocs", "rayprobe")),
     ("cli", ("cli", "cliargs", "__main__", "")),
 ]
 

@@ -238,6 +238,50 @@ def test_a_port_that_is_not_ray_is_one_line_within_seconds(cls, not_ray_ports):
         assert took < 30, took  # the handshake waits 5 s at most; the rest is start-up and loading
 
 
+def test_a_port_that_opens_http2_and_goes_silent_is_one_line_within_seconds(cls):
+    """An address whose server answers HTTP/2's preface with a SETTINGS frame and then says nothing (a breaker's fake
+    server; this sandbox's network layer answers HTTP/2 for any address): one line, exit 2, in seconds (before: the
+    handshake check passed and ray.init waited 13 minutes, Ctrl-C unheard). It does not answer a PING, which every
+    HTTP/2 endpoint must (RFC 9113 section 6.7)."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(8)
+    held: list = []
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                return
+            held.append(conn)
+            conn.recv(24 + 9)  # the preface and the client's SETTINGS
+            conn.sendall(bytes([0, 0, 0, 4, 0, 0, 0, 0, 0]))  # an empty SETTINGS frame, then silence
+
+    threading.Thread(target=serve, daemon=True).start()
+    address = f"127.0.0.1:{srv.getsockname()[1]}"
+    try:
+        t0 = time.monotonic()
+        p = subprocess.run(_cmd("compare", str(cls[0]), "--random", "2", "--input-shape", "x=1x3x48x192", "--ray",
+                                address), capture_output=True, text=True, env=_env(), timeout=120)
+        took = time.monotonic() - t0
+        assert_user_error(p, f"--ray {address}: not a Ray cluster (an HTTP/2 server that does not answer a PING")
+        assert took < 30, took
+    finally:
+        srv.close()
+        for c in held:
+            c.close()
+
+
+def test_a_real_ray_gcs_answers_the_probe():
+    """The probe against a real Ray GCS (a local instance started in a child process): it passes."""
+    code = ("import ray; from graphaudit.rayprobe import check_reachable\n"
+            "ray.init(num_cpus=1, include_dashboard=False, configure_logging=False)\n"
+            "check_reachable(ray.get_runtime_context().gcs_address); print('ok')")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(), timeout=180)
+    assert p.returncode == 0 and p.stdout.split()[-1:] == ["ok"], p.stderr[-2000:]
+
+
 def _pid(ticks=None) -> int:
     return os.getpid()
 
