@@ -64,10 +64,10 @@ def _session(sid: int) -> list[tuple[int, str, str]]:
     return out
 
 
-def _interrupt_twice(args: list[str], ready, cwd, deadline: float = 240) -> tuple[int, str, list]:
-    """Start the CLI in a session of its own; once ``ready(session processes)`` holds, send SIGINT to its process
-    group twice (as two Ctrl-C), 0.5 s apart. Returns (exit code, stderr, processes of the session still alive
-    10 s after it exited). Whatever is left is killed (processes this test started)."""
+def _run_and_signal(args: list[str], ready, cwd, send, deadline: float = 240) -> tuple[int, str, list]:
+    """Start the CLI in a session of its own; once ``ready(session processes)`` holds, wait 0.5 s and call
+    ``send(process)``. Returns (exit code, stderr, processes of the session still alive 10 s after it exited);
+    whatever is left is killed (processes this test started)."""
     err_path = cwd / "stderr.txt"
     with open(err_path, "w") as err:
         p = subprocess.Popen(_cmd(*args), cwd=cwd, env=_env(), stdout=subprocess.DEVNULL, stderr=err,
@@ -76,14 +76,11 @@ def _interrupt_twice(args: list[str], ready, cwd, deadline: float = 240) -> tupl
     try:
         t0 = time.monotonic()
         while not ready(_session(p.pid)):
-            assert p.poll() is None, f"the run ended before it was interrupted: {err_path.read_text()}"
+            assert p.poll() is None, f"the run ended before the signal: {err_path.read_text()}"
             assert time.monotonic() - t0 < deadline, "the workers never started"
             time.sleep(0.1)
         time.sleep(0.5)
-        os.killpg(p.pid, signal.SIGINT)
-        time.sleep(0.5)
-        if p.poll() is None:
-            os.killpg(p.pid, signal.SIGINT)
+        send(p)
         code = p.wait(timeout=60)
         for _ in range(100):
             left = _session(p.pid)
@@ -97,6 +94,17 @@ def _interrupt_twice(args: list[str], ready, cwd, deadline: float = 240) -> tupl
                 os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass
+
+
+def _interrupt_twice(args: list[str], ready, cwd) -> tuple[int, str, list]:
+    """:func:`_run_and_signal` sending SIGINT to the CLI's process group twice (as two Ctrl-C), 0.5 s apart."""
+    def send(p) -> None:
+        os.killpg(p.pid, signal.SIGINT)
+        time.sleep(0.5)
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGINT)
+
+    return _run_and_signal(args, ready, cwd, send)
 
 
 def _assert_quiet_interrupt(code: int, err: str, left: list) -> None:
@@ -131,36 +139,10 @@ def test_ctrl_c_under_ray_is_one_line_and_ray_prints_nothing_of_its_own(cls, tmp
                                                "--workers", "2", "--ray", "local"], ready, tmp_path))
 
 
-def _signal_main(args: list[str], ready, cwd, sig: int, deadline: float = 240) -> tuple[int, str, list]:
-    """Start the CLI in a session of its own; once ``ready(session processes)`` holds, send ``sig`` to the CLI's own
-    process only (as ``timeout``, ``kill`` or systemd do). Returns (exit code, stderr, processes of the session
-    still alive 10 s after it exited); whatever is left is killed."""
-    err_path = cwd / "stderr.txt"
-    with open(err_path, "w") as err:
-        p = subprocess.Popen(_cmd(*args), cwd=cwd, env=_env(), stdout=subprocess.DEVNULL, stderr=err,
-                             start_new_session=True)
-    try:
-        t0 = time.monotonic()
-        while not ready(_session(p.pid)):
-            assert p.poll() is None, f"the run ended before the signal: {err_path.read_text()}"
-            assert time.monotonic() - t0 < deadline, "the workers never started"
-            time.sleep(0.1)
-        time.sleep(0.5)
-        os.kill(p.pid, sig)
-        code = p.wait(timeout=60)
-        left: list = []
-        for _ in range(100):
-            left = _session(p.pid)
-            if not left:
-                break
-            time.sleep(0.1)
-        return code, err_path.read_text(), left
-    finally:
-        for pid, _state, _cmd_line in _session(p.pid):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
+def _signal_main(args: list[str], ready, cwd, sig: int) -> tuple[int, str, list]:
+    """:func:`_run_and_signal` sending ``sig`` to the CLI's own process only (as ``timeout``, ``kill`` or systemd
+    do)."""
+    return _run_and_signal(args, ready, cwd, lambda p: os.kill(p.pid, sig))
 
 
 def _workers_up(procs) -> bool:  # the CLI, the queue manager and at least one worker
