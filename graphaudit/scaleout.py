@@ -150,14 +150,18 @@ class _Ticks:
 
     def _drain(self) -> None:
         while True:
-            item = self.queue.get()
+            try:
+                item = self.queue.get()
+            except (EOFError, OSError):  # the queue's process is gone (a stop signal sent to the process group)
+                return
             if item is None:
                 return
             self.tick(item)
 
     def close(self) -> None:
         if self.thread is not None:
-            self.queue.put(None)
+            with contextlib.suppress(EOFError, OSError):
+                self.queue.put(None)
             self.thread.join()
 
 
@@ -293,7 +297,8 @@ class WorkerPool:
             if stuck and not stop:
                 print(f"graphaudit: note: {stuck} worker process(es) had not ended {EXIT_WAIT:g} s after their work "
                       "(a thread the --eval hook left running?) and were stopped", file=sys.stderr)
-            self._manager.shutdown()
+            with contextlib.suppress(Exception):  # already ended with the process group (SIGTERM to all)
+                self._manager.shutdown()
             self._executor = None
 
     def map(self, fn: Callable, tasks: list[tuple], tick: Callable[[int], None] | None = None) -> list[Any]:
@@ -327,6 +332,8 @@ class WorkerPool:
                 except BaseException as e:
                     for g in futures:
                         g.cancel()
+                    if isinstance(e, BrokenProcessPool) and stopsignals.RECEIVED:  # the group was signalled
+                        raise stopsignals.Stopped(stopsignals.RECEIVED[0]) from None
                     if isinstance(e, BrokenProcessPool):
                         raise GraphAuditError(f"--workers {self.scale.workers}: a worker process died "
                                               f"({how_ended(processes)}) before returning its shard: killed (out of "

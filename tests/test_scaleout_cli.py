@@ -149,14 +149,18 @@ def _workers_up(procs) -> bool:  # the CLI, the queue manager and at least one w
     return sum("multiprocessing" in cmd for _pid, _s, cmd in procs) >= 2
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
-def test_a_stop_signal_to_the_cli_stops_its_workers_in_one_line(cls, tmp_path, sig):
-    """SIGTERM (timeout, CI, systemd) or SIGHUP to the CLI alone while its workers run: exit 128 + the signal and one
-    line, and no worker left (before: killed at once, exit -15, its workers re-parented to PID 1 for good, holding
-    their memory)."""
+@pytest.mark.parametrize("sig, group", [(signal.SIGTERM, False), (signal.SIGHUP, False), (signal.SIGTERM, True)])
+def test_a_stop_signal_to_the_cli_stops_its_workers_in_one_line(cls, tmp_path, sig, group):
+    """SIGTERM (kill, systemd) or SIGHUP to the CLI alone, or SIGTERM to its whole process group (GNU timeout, a CI
+    cancel: the workers and the queue manager get it too), while its workers run: exit 128 + the signal and one line,
+    and no worker left (before: killed at once, exit -15, its workers re-parented to PID 1 for good, holding their
+    memory; to the group, exit 1 after the queue's EOFError and ConnectionResetError tracebacks)."""
     stages, data = cls
-    code, err, left = _signal_main(["compare", str(stages), "--data", str(data), "--max-samples", "16",
-                                    "--workers", "2"], _workers_up, tmp_path, sig)
+    args = ["compare", str(stages), "--data", str(data), "--max-samples", "16", "--workers", "2"]
+    if group:
+        code, err, left = _run_and_signal(args, _workers_up, tmp_path, lambda p: os.killpg(p.pid, sig))
+    else:
+        code, err, left = _signal_main(args, _workers_up, tmp_path, sig)
     assert code == 128 + sig, (code, err)
     assert "Traceback" not in err, err
     assert [line for line in err.splitlines() if not PROGRESS.match(line)] == [
