@@ -70,13 +70,15 @@ def deferred():
         yield False
         return
     got: list[int] = []
-    for s in STOP_SIGNALS:
-        signal.signal(s, lambda signum, _frame: got.append(signum))
+    before = {s: signal.getsignal(s) for s in STOP_SIGNALS}  # SIGHUP stays ignored under nohup
+    for s, h in before.items():
+        if h is _stop:
+            signal.signal(s, lambda signum, _frame: got.append(signum))
     try:
         yield True
     finally:
-        for s in STOP_SIGNALS:  # at the C level too, whatever the block installed
-            signal.signal(s, _stop)
+        for s, h in before.items():  # at the C level too, whatever the block installed
+            signal.signal(s, h)
     if got:
         raise Stopped(got[0])
 

@@ -243,9 +243,7 @@ def restore_malloc() -> bool:
     start = malloc_settings_at_start()
     ok = bool(mallopt(_M_ARENA_MAX, start["arena_max"])) & bool(mallopt(_M_MMAP_THRESHOLD, start["mmap_threshold"]))
     ok &= bool(mallopt(_M_TRIM_THRESHOLD, start["trim_threshold"]))
-    import ctypes
-
-    ctypes.CDLL(None).malloc_trim(0)
+    _libc().malloc_trim(0)
     return ok
 
 
@@ -279,13 +277,20 @@ def one_malloc_arena() -> bool:
     return mallopt is not None and bool(mallopt(_M_ARENA_MAX, 1))
 
 
-def _mallopt():
-    """glibc's ``mallopt``, or None (not glibc)."""
+def _libc():
+    """The C library (``ctypes.CDLL``); OSError where it cannot be loaded."""
     import ctypes
     import ctypes.util
 
+    return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+
+
+def _mallopt():
+    """glibc's ``mallopt``, or None (not glibc)."""
+    import ctypes
+
     try:
-        mallopt = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallopt
+        mallopt = _libc().mallopt
     except (OSError, AttributeError):
         return None
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
